@@ -1,0 +1,117 @@
+"""Build the template-verification set on this (CPU) machine: .so files plus manifest.json.
+
+    python bench/prebuild.py [--out .build/verify] [--jobs 2] [--timeout 600]
+
+The set covers every knob value of the Hopper space and the tail problems; each entry is built
+through the same cached path the tuner uses (`compile_candidate`), then copied under a readable
+name into --out with a manifest that bench/verify_template.py reads on the GPU host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem  # noqa: E402
+from tirtune.workers.results import Candidate, Outcome  # noqa: E402
+from tirtune.workers.tirx_builder import compile_candidate  # noqa: E402
+
+logger = logging.getLogger("prebuild")
+
+
+def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool) -> Config:
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws)
+
+
+SQUARE = Problem(4096, 4096, 4096, "float16")
+TAIL = Problem(1000, 1000, 1000, "float16")
+BF16 = Problem(4096, 4096, 4096, "bfloat16")
+SMALL = Problem(64, 256, 128, "float16")
+TINY = Problem(100, 200, 64, "float16")
+ODD_K = Problem(520, 392, 200, "bfloat16")  # K not a multiple of 64 (nor of 128)
+
+# (config, problem): every knob value appears at least once; tails hit the M, N and K guards.
+SET: list[tuple[Config, Problem]] = [
+    (_c(64, 64, 64, 2, 1, False), TAIL),          # the simplest kernel
+    (_c(64, 64, 64, 2, 1, False), TINY),
+    (_c(64, 128, 64, 3, 1, False), SQUARE),
+    (_c(128, 128, 64, 4, 2, True), SQUARE),       # the classic 2-consumer warp-specialized tile
+    (_c(128, 128, 64, 4, 2, True), TAIL),
+    (_c(128, 256, 64, 4, 2, True), SQUARE),       # 64x256 per consumer: 128 accumulators
+    (_c(128, 256, 64, 3, 2, True), BF16),
+    (_c(128, 128, 128, 3, 1, False), SQUARE),     # blk_k 128, 128 rows on one consumer (2 x m64)
+    (_c(128, 128, 128, 3, 1, False), ODD_K),
+    (_c(128, 128, 64, 5, 1, True), SQUARE),       # 1 consumer + producer, 2 x m64 accumulators
+    (_c(256, 128, 64, 3, 2, True), SQUARE),       # blk_m 256: 128 rows per consumer
+    (_c(256, 128, 64, 3, 2, True), TAIL),
+    (_c(128, 192, 64, 4, 2, False), SQUARE),      # blk_n 192, 2 consumers without a producer
+    (_c(128, 192, 64, 4, 2, False), ODD_K),
+    (_c(64, 256, 128, 2, 1, True), SMALL),        # blk_k 128 + ws
+    (_c(64, 128, 64, 6, 1, True), SQUARE),        # 6 stages
+    (_c(64, 64, 128, 6, 1, False), TAIL),         # 6 stages, blk_k 128, no producer
+    (_c(128, 64, 64, 5, 2, False), BF16),         # 2 x 64-row consumers without a producer
+    (_c(256, 64, 128, 2, 2, False), TINY),        # whole tile larger than the problem
+    (_c(64, 192, 128, 3, 1, True), TAIL),
+]
+
+
+def _slug(config: Config, problem: Problem) -> str:
+    ws = "ws" if config.warp_specialized else "mono"
+    return (f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}"
+            f"__{problem.shape}_{problem.dtype}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(".build/verify"))
+    parser.add_argument("--cache-dir", type=Path, default=Path(".build/cache"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    for config, problem in SET:
+        HOPPER.check_problem(problem)
+        bad = HOPPER.violations(config, problem)
+        if bad:
+            raise SystemExit(f"{config.label()} {problem}: {'; '.join(map(str, bad))}")
+    candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in SET]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout), candidates))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    entries, total = [], 0
+    for result in results:
+        cand = result.candidate
+        name = _slug(cand.config, cand.problem)
+        if result.outcome is not Outcome.OK or result.artifact is None:
+            logger.error("FAILED %s: %s %s", name, result.outcome.value, result.message)
+            continue
+        shutil.copyfile(result.artifact, args.out / f"{name}.so")
+        record = json.loads((Path(result.artifact).parent / "build.json").read_text())
+        size = (args.out / f"{name}.so").stat().st_size
+        total += size
+        entries.append({"name": name, "label": cand.config.label(), "config": cand.config.to_json(),
+                        "problem": cand.problem.to_json(), "so": f"{name}.so", "so_bytes": size,
+                        "template_version": cand.template_version, "build_key": cand.build_key(),
+                        "ptxas": record.get("ptxas"), "nvcc_s": record.get("nvcc_s"),
+                        "lower_s": record.get("lower_s")})
+        logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
+    manifest = {"template_version": TEMPLATE_VERSION, "entries": entries}
+    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    logger.info("%d/%d built in %.0f s, %.1f MB total -> %s", len(entries), len(SET),
+                time.perf_counter() - started, total / 2**20, args.out / "manifest.json")
+    return 0 if len(entries) == len(SET) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Verify and time prebuilt template kernels on a GPU host (needs torch and tvm_ffi, not tvm).
+
+    python bench/verify_template.py .build/verify [--reps 50] [--no-isolate] [--json out.json]
+
+For each manifest entry (written by bench/prebuild.py): load the .so with tvm_ffi, run it on
+fresh random inputs with D poisoned with NaN, and compare against a float32 torch reference.
+Correct kernels are then timed (CUDA events, warm-up, median of --reps) against
+torch.mm(A, B.T) (cuBLAS) timed in the same process.
+
+Correctness: rel_err = ||D - ref||_F / ||ref||_F with ref = A.float() @ B.float().T. With fp32
+accumulation the error is the output rounding: about 3e-4 for fp16 and 2e-3 for bf16. Passing
+needs rel_err <= 1e-2 (REL_TOL), no NaN left in D (every element written) and
+max|D - ref| <= 5e-2 * max|ref| (MAX_TOL, which catches a few wrong elements that the Frobenius
+norm would average away). A wrong tile, a stale stage or a misplaced fragment gives O(1).
+
+By default each kernel runs in its own child process with a timeout (--timeout), so a hang or
+an illegal-address error (which poisons the CUDA context) costs only that kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REL_TOL = 1e-2
+MAX_TOL = 5e-2
+WARMUP = 10
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def _inputs(problem: dict[str, Any], seed: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dt = _torch_dtype(problem["dtype"])
+    a = torch.randn(problem["m"], problem["k"], device="cuda", dtype=dt, generator=gen)
+    b = torch.randn(problem["n"], problem["k"], device="cuda", dtype=dt, generator=gen)
+    d = torch.full((problem["m"], problem["n"]), float("nan"), device="cuda", dtype=dt)
+    return a, b, d
+
+
+def check(fn: Any, problem: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """Run once on fresh inputs; the error measures against a float32 reference."""
+    import torch
+
+    a, b, d = _inputs(problem, seed)
+    fn(a, b, d)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().T
+    out = d.float()
+    nan = int(torch.isnan(out).sum().item())
+    diff = torch.nan_to_num(out - ref, nan=float("inf"))
+    rel = float(torch.linalg.norm(diff) / torch.linalg.norm(ref))
+    worst = float(diff.abs().max() / ref.abs().max())
+    ok = nan == 0 and rel <= REL_TOL and worst <= MAX_TOL
+    return {"rel_err": rel, "max_err": worst, "nan": nan, "ok": ok}
+
+
+def time_ms(call: Any, reps: int) -> tuple[float, float, float]:
+    """Median, 10th and 90th percentile of `reps` timed calls after a warm-up."""
+    import torch
+
+    for _ in range(WARMUP):
+        call()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        call()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return statistics.median(times), times[len(times) // 10], times[(9 * len(times)) // 10]
+
+
+def measure(folder: Path, entry: dict[str, Any], reps: int) -> dict[str, Any]:
+    """Verify one entry and, if correct, time it and cuBLAS; failures come back as rows."""
+    import torch
+    import tvm_ffi
+
+    row: dict[str, Any] = {"name": entry["name"], "label": entry["label"], "problem": entry["problem"]}
+    try:
+        fn = tvm_ffi.load_module(str(folder / entry["so"]))["main"]
+        row.update(check(fn, entry["problem"], seed=1))
+        if row["ok"]:
+            row.update(check(fn, entry["problem"], seed=2))  # fresh inputs again: no stale luck
+    except Exception as exc:  # a launch error, a bad module: report it, keep going
+        row.update({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        return row
+    if not row["ok"]:
+        return row
+    a, b, d = _inputs(entry["problem"], seed=3)
+    try:
+        row["ms"], row["p10_ms"], row["p90_ms"] = time_ms(lambda: fn(a, b, d), reps)
+        row["cublas_ms"] = time_ms(lambda: torch.mm(a, b.T), reps)[0]
+    except Exception as exc:
+        row.update({"ok": False, "error": f"timing: {type(exc).__name__}: {exc}"[:500]})
+    return row
+
+
+def _tflops(problem: dict[str, Any], ms: float | None) -> float | None:
+    if not ms:
+        return None
+    return 2.0 * problem["m"] * problem["n"] * problem["k"] / (ms * 1e-3) / 1e12
+
+
+def _isolated(folder: Path, index: int, reps: int, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, str(folder), "--entry", str(index), "--reps", str(reps)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:g}s (hang?)"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            result: dict[str, Any] = json.loads(line)
+            return result
+    return {"ok": False, "error": f"child exited {proc.returncode}: {(proc.stderr or proc.stdout)[-500:]}"}
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'config':<24} {'problem':<22} {'rel_err':>9} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} "
+            f"{'cuBLAS':>8} {'ratio':>6}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        p = r["problem"]
+        shape = f"{p['m']}x{p['n']}x{p['k']} {'bf16' if p['dtype'] == 'bfloat16' else 'fp16'}"
+        tf, cb = _tflops(p, r.get("ms")), _tflops(p, r.get("cublas_ms"))
+        rel = f"{r['rel_err']:.2e}" if r.get("rel_err") is not None else "-"
+        ms = f"{r['ms']:.4f}" if r.get("ms") else "-"
+        ratio = f"{r['cublas_ms'] / r['ms']:.3f}" if r.get("ms") and r.get("cublas_ms") else "-"
+        lines.append(f"{r['label']:<24} {shape:<22} {rel:>9} {'yes' if r.get('ok') else 'NO':>3} {ms:>8} "
+                     f"{tf or 0:>8.1f} {cb or 0:>8.1f} {ratio:>6}")
+        if r.get("error"):
+            lines.append(f"    error: {r['error']}")
+        elif not r.get("ok"):
+            lines.append(f"    max_err={r.get('max_err')} nan={r.get('nan')}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path, help="folder with manifest.json and the .so files")
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel (isolated mode)")
+    parser.add_argument("--no-isolate", action="store_true", help="run every kernel in this process")
+    parser.add_argument("--only", default="", help="substring filter on entry names")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--entry", type=int, help=argparse.SUPPRESS)  # child mode
+    args = parser.parse_args()
+    entries = json.loads((args.folder / "manifest.json").read_text())["entries"]
+
+    if args.entry is not None:
+        print(json.dumps(measure(args.folder, entries[args.entry], args.reps)), flush=True)  # noqa: T201
+        return 0
+    rows = []
+    for i, entry in enumerate(entries):
+        if args.only and args.only not in entry["name"]:
+            continue
+        started = time.perf_counter()
+        if args.no_isolate:
+            row = measure(args.folder, entry, args.reps)
+        else:
+            row = {"name": entry["name"], "label": entry["label"], "problem": entry["problem"],
+                   **_isolated(args.folder, i, args.reps, args.timeout)}
+        row["wall_s"] = round(time.perf_counter() - started, 1)
+        rows.append(row)
+        status = "ok" if row.get("ok") else "FAIL"
+        print(f"[{i + 1}/{len(entries)}] {entry['name']}: {status} ({row['wall_s']} s)", flush=True)  # noqa: T201
+    print(_table(rows))  # noqa: T201
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

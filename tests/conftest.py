@@ -1,0 +1,123 @@
+"""Database fixtures: every DB-backed test runs on SQLite (a temp file) and on real PostgreSQL.
+
+PostgreSQL comes from TIRTUNE_TEST_POSTGRES_URL (default: local server, trust auth). Each run
+creates throwaway databases with random names and drops them afterwards. When the server is
+unreachable the PostgreSQL variants are skipped, unless CI is set: then they fail, since CI must
+really exercise PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.db import make_engine, migrate, normalize_url, session_factory
+
+PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
+]
+TABLES = ("tirtune_measurements", "tirtune_jobs")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _admin_engine(url: URL) -> Engine:
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> URL:
+    """A reachable PostgreSQL server's maintenance database (CREATE/DROP DATABASE run there)."""
+    url = normalize_url(os.environ.get("TIRTUNE_TEST_POSTGRES_URL", PG_DEFAULT_URL))
+    engine = _admin_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except sa.exc.OperationalError as e:
+        where = url.render_as_string(hide_password=True)
+        reason = f"PostgreSQL at {where} is unreachable ({str(e.orig).strip().splitlines()[0]})"
+        if _in_ci():
+            pytest.fail(f"{reason}; CI is set, so PostgreSQL tests must run", pytrace=False)
+        pytest.skip(f"{reason}; set TIRTUNE_TEST_POSTGRES_URL to run the PostgreSQL variants")
+    finally:
+        engine.dispose()
+    return url
+
+
+@contextmanager
+def throwaway_pg_database(admin_url: URL) -> Iterator[str]:
+    """A new empty database with a random name, dropped (connections and all) at the end."""
+    name = f"tirtune_test_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine(admin_url)
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def empty_pg_url(pg_admin_url: URL) -> Iterator[str]:
+    """A fresh PostgreSQL database that was never migrated."""
+    with throwaway_pg_database(pg_admin_url) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database that was never migrated, on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tirtune.db'}"
+    url: str = request.getfixturevalue("empty_pg_url")
+    return url
+
+
+@pytest.fixture(scope="session")
+def _pg_migrated_url(pg_admin_url: URL) -> Iterator[str]:
+    with throwaway_pg_database(pg_admin_url) as url:
+        migrate.upgrade(url)
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database at head with empty tirtune tables (PostgreSQL's is shared and truncated)."""
+    if request.param == "sqlite":
+        sqlite_url = f"sqlite:///{tmp_path / 'tirtune.db'}"
+        migrate.upgrade(sqlite_url)
+        return sqlite_url
+    url: str = request.getfixturevalue("_pg_migrated_url")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
+    return url
+
+
+@pytest.fixture
+def db_engine(db_url: str) -> Iterator[Engine]:
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db_factory(db_engine: Engine) -> sessionmaker[Session]:
+    return session_factory(db_engine)

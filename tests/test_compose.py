@@ -1,0 +1,58 @@
+"""docker-compose.yml describes the production stack correctly (no Docker engine in CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_has_the_four_roles(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"postgres", "api", "ray-head", "gpu-worker"}
+
+
+def test_every_service_has_a_healthcheck(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        check = service.get("healthcheck")
+        assert check and check["test"], f"{name} has no health check"
+
+
+def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
+    s = compose["services"]
+    assert s["api"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert s["ray-head"]["depends_on"]["api"]["condition"] == "service_healthy"
+    assert s["gpu-worker"]["depends_on"]["ray-head"]["condition"] == "service_healthy"
+
+
+def test_api_migrates_before_serving(compose: dict[str, Any]) -> None:
+    command = " ".join(compose["services"]["api"]["command"])
+    assert command.index("tirtune db upgrade") < command.index("tirtune serve")
+
+
+def test_gpu_worker_reserves_an_nvidia_gpu_and_joins_ray(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["gpu-worker"]
+    devices = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+    assert "--address=ray-head:6379" in " ".join(worker["command"])
+
+
+def test_all_services_share_the_postgres_database(compose: dict[str, Any]) -> None:
+    for name in ("api", "ray-head", "gpu-worker"):
+        url = compose["services"][name]["environment"]["DATABASE_URL"]
+        assert url.startswith("postgresql+psycopg://") and "@postgres:5432/" in url
+
+
+def test_commands_exist_in_the_cli() -> None:
+    from tirtune.tuner.cli import _parser
+
+    choices = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"serve", "db", "worker", "tune", "best"} <= set(choices)

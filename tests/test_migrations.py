@@ -1,0 +1,115 @@
+"""Migrations: up, down and up again on SQLite and PostgreSQL; models agree with the schema;
+Optuna's tables share the database untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from tirtune.db import DbError, make_engine, migrate
+from tirtune.db.models import metadata
+
+OURS = {"tirtune_jobs", "tirtune_measurements"}
+
+
+def tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def schema_diffs(url: str) -> list[object]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            opts = {
+                "include_name": migrate.include_name,
+                "version_table": migrate.VERSION_TABLE,
+                "compare_type": True,
+                # SQLite reflects an empty-string default as "''": a false difference there.
+                "compare_server_default": engine.dialect.name != "sqlite",
+            }
+            return list(compare_metadata(MigrationContext.configure(connection, opts=opts), metadata))
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_downgrade_upgrade(empty_db_url: str) -> None:
+    assert migrate.current(empty_db_url) is None
+    migrate.upgrade(empty_db_url)
+    assert OURS <= tables(empty_db_url)
+    assert migrate.current(empty_db_url) == migrate.head()
+    migrate.check(empty_db_url)
+
+    migrate.downgrade(empty_db_url, "base")
+    assert not OURS & tables(empty_db_url)
+    assert migrate.current(empty_db_url) is None
+
+    migrate.upgrade(empty_db_url)
+    assert OURS <= tables(empty_db_url)
+    assert migrate.current(empty_db_url) == migrate.head()
+
+
+def test_version_table_is_ours(empty_db_url: str) -> None:
+    migrate.upgrade(empty_db_url)
+    found = tables(empty_db_url)
+    assert migrate.VERSION_TABLE in found
+    assert "alembic_version" not in found  # Optuna's name: never ours
+
+
+def test_models_match_migrated_schema(empty_db_url: str) -> None:
+    migrate.upgrade(empty_db_url)
+    assert schema_diffs(empty_db_url) == []
+
+
+def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
+    with pytest.raises(DbError, match=r"at revision none.*expects 0001; run `tirtune db upgrade`"):
+        migrate.check(empty_db_url)
+
+
+def test_check_refuses_database_behind(empty_db_url: str) -> None:
+    migrate.upgrade(empty_db_url)
+    migrate.downgrade(empty_db_url, "base")
+    with pytest.raises(DbError, match="run `tirtune db upgrade`"):
+        migrate.check(empty_db_url)
+
+
+def test_optuna_storage_coexists(empty_db_url: str) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(empty_db_url)
+    study = optuna.create_study(study_name="coexist", storage=storage)
+    study.tell(study.ask(), 1.0)
+
+    migrate.upgrade(empty_db_url)  # Optuna's alembic_version must not confuse ours
+    assert migrate.current(empty_db_url) == migrate.head()
+    assert schema_diffs(empty_db_url) == []  # and autogenerate must not want to drop Optuna's tables
+
+    migrate.downgrade(empty_db_url, "base")
+    left = tables(empty_db_url)
+    assert not OURS & left
+    assert {"studies", "trials", "version_info", "alembic_version"} <= left
+    reloaded = optuna.load_study(study_name="coexist", storage=optuna.storages.RDBStorage(empty_db_url))
+    assert [t.value for t in reloaded.trials] == [1.0]
+
+    migrate.upgrade(empty_db_url)
+    assert migrate.current(empty_db_url) == migrate.head()
+    storage.engine.dispose()
+
+
+def test_migrations_ship_with_the_package() -> None:
+    """pyproject's package-data globs must cover every file Alembic needs."""
+    shipped = {p.relative_to(migrate.MIGRATIONS).as_posix() for p in migrate.MIGRATIONS.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    patterns = ("*.py", "*.mako", "versions/*.py")
+    def covered(name: str) -> bool:
+        return any(Path(name).match(p) and name.count("/") == p.count("/") for p in patterns)
+
+    assert all(covered(name) for name in shipped)
+    assert {"env.py", "script.py.mako", "versions/0001_initial.py"} <= shipped

@@ -1,0 +1,115 @@
+"""Problems, configs and the validity rules of the Hopper space."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import configs, grid_configs, problems, tma_problems
+from tirtune.space import HOPPER, Config, Problem, SpaceError
+from tirtune.space import rules
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("4096x4096x4096", (4096, 4096, 4096)),
+    (" 1x2X3 ", (1, 2, 3)),
+    ("8192x1024x64", (8192, 1024, 64)),
+])
+def test_parse_shapes(text: str, expected: tuple[int, int, int]) -> None:
+    p = Problem.parse(text)
+    assert (p.m, p.n, p.k) == expected
+    assert p.dtype == "float16"
+
+
+@pytest.mark.parametrize("text", ["", "4096", "4096x4096", "0x1x1", "-1x2x3", "axbxc", "1x2x3x4", "1.5x2x3",
+                                  "4096x4096x99999999"])
+def test_parse_rejects_bad_shapes_with_a_reason(text: str) -> None:
+    with pytest.raises(SpaceError) as err:
+        Problem.parse(text)
+    assert str(err.value)  # a message a person can read
+    assert "Traceback" not in str(err.value)
+
+
+@pytest.mark.parametrize("alias,name", [("fp16", "float16"), ("BF16", "bfloat16"), ("half", "float16")])
+def test_dtype_aliases(alias: str, name: str) -> None:
+    assert Problem.parse("8x8x8", alias).dtype == name
+
+
+def test_unsupported_dtype_names_the_choices() -> None:
+    with pytest.raises(SpaceError, match="float16, bfloat16"):
+        Problem(8, 8, 8, "int8")
+
+
+def test_problem_flops_and_tflops() -> None:
+    p = Problem.parse("4096x4096x4096")
+    assert p.flops == 2 * 4096**3
+    assert p.tflops(1.0) == pytest.approx(137.438953472)
+
+
+@given(grid_configs())
+def test_config_round_trips_through_json(config: Config) -> None:
+    text = json.dumps(config.to_json())
+    again = Config.from_json(json.loads(text))
+    assert again == config and hash(again) == hash(config)
+    assert again.digest() == config.digest()
+
+
+def test_config_is_frozen_and_rejects_unknown_or_mistyped_knobs() -> None:
+    c = Config()
+    with pytest.raises(AttributeError):
+        c.blk_m = 64  # type: ignore[misc]
+    with pytest.raises(SpaceError, match="unknown config knob"):
+        Config.from_json({"blk_q": 1})
+    with pytest.raises(SpaceError, match="integer"):
+        Config.from_json({"blk_m": "128"})
+    with pytest.raises(SpaceError, match="true or false"):
+        Config.from_json({"warp_specialized": 1})
+
+
+def test_tma_refuses_misaligned_k_before_compiling() -> None:
+    with pytest.raises(SpaceError, match="multiple of 8"):
+        HOPPER.check_problem(Problem(128, 128, 4001))
+    HOPPER.check_problem(Problem(1000, 1000, 4000))  # M, N need no alignment
+
+
+@given(tma_problems())
+def test_every_tma_addressable_problem_has_valid_configs(problem: Problem) -> None:
+    assert HOPPER.problem_violations(problem) == []
+    assert HOPPER.valid_configs(problem), "each addressable problem must be tunable"
+
+
+@given(configs(), problems())
+def test_violations_are_named_and_explained(config: Config, problem: Problem) -> None:
+    for v in HOPPER.violations(config, problem):
+        assert v.rule in {r.__name__ for r in (*HOPPER.config_rules, *HOPPER.problem_rules)}
+        assert len(v.reason) > 10
+
+
+@given(grid_configs())
+def test_valid_configs_respect_the_hardware_budgets(config: Config) -> None:
+    problem = Problem(4096, 4096, 4096)
+    if HOPPER.is_valid(config, problem):
+        assert rules.smem_bytes(config) <= rules.SMEM_LIMIT_BYTES
+        rows = config.blk_m // config.consumers
+        assert rows in (64, 128)
+        assert rows * config.blk_n // 128 <= rules.MAX_ACCUMULATOR_REGS
+
+
+def test_known_points() -> None:
+    p = Problem(4096, 4096, 4096)
+    assert HOPPER.is_valid(Config(128, 256, 64, 4, 2, True), p)
+    big = Config(128, 256, 128, 6, 2, True)
+    assert [v.rule for v in HOPPER.violations(big, p)] == ["smem_fits"]
+    assert [v.rule for v in HOPPER.violations(Config(256, 256, 64, 2, 1, True), p)] == \
+        ["consumers_split_m", "accumulator_fits_registers"]
+
+
+@given(st.text(max_size=30))
+def test_parse_never_raises_anything_but_space_error(text: str) -> None:
+    try:
+        Problem.parse(text)
+    except SpaceError:
+        pass

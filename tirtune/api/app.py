@@ -1,0 +1,104 @@
+"""The FastAPI application factory.
+
+Serve with `uvicorn --factory tirtune.api.app:create_app`. Handlers never tune: POST /tune
+queues a job and the JobService (tirtune.tuner.service) started in the lifespan executes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
+
+from fastapi import FastAPI
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from tirtune import __version__
+from tirtune.api.errors import install_error_handlers
+from tirtune.api.routes import router
+from tirtune.db import DbError, make_engine, migrate
+from tirtune.db import session_factory as make_session_factory
+from tirtune.settings import Settings, get_settings
+
+__all__ = ["JobRunner", "create_app", "start_job_service"]
+
+log = logging.getLogger(__name__)
+
+
+class JobRunner(Protocol):
+    """What the app needs of `tirtune.tuner.service.JobService(settings, session_factory)`:
+    `start()` returns promptly, leaving the workers running in the background; `stop()` blocks
+    until they have stopped."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    start_workers: bool = True,
+) -> FastAPI:
+    """Build the app. Without `session_factory` one is made from `settings.database_url` (and its
+    engine disposed at shutdown). Startup migrates an SQLite database, or refuses to start when
+    another database is behind; with `start_workers`, the JobService runs for the app's lifetime."""
+    settings = settings or get_settings()
+    owned: Engine | None = None
+    if session_factory is None:
+        owned = make_engine(settings.database_url)
+        session_factory = make_session_factory(owned)
+    factory = session_factory
+    app = FastAPI(
+        title="tirtune", version=__version__,
+        description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
+        lifespan=_lifespan(settings, factory, owned, start_workers),
+    )
+    app.state.settings = settings
+    app.state.session_factory = factory
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+def start_job_service(settings: Settings, factory: sessionmaker[Session]) -> JobRunner:
+    """The hook to the tuner. Imported here, not at the top: it pulls in Ray and the builders,
+    which the API itself never needs (tests and read-only deployments run without them)."""
+    from tirtune.tuner.service import JobService
+
+    service: JobRunner = JobService(settings, factory)
+    service.start()
+    return service
+
+
+def _lifespan(
+    settings: Settings, factory: sessionmaker[Session], owned: Engine | None, start_workers: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            await run_in_threadpool(migrate.ensure_ready, _bound_engine(factory))
+        except DbError as e:
+            log.error("database not ready, the API does not start: %s", e)
+            raise
+        service = await run_in_threadpool(start_job_service, settings, factory) if start_workers else None
+        try:
+            yield
+        finally:
+            if service is not None:
+                await run_in_threadpool(service.stop)
+            if owned is not None:
+                owned.dispose()
+
+    return lifespan
+
+
+def _bound_engine(factory: sessionmaker[Session]) -> Engine:
+    bind = factory.kw.get("bind")
+    if not isinstance(bind, Engine):
+        raise TypeError("session_factory must be bound to an Engine (see tirtune.db.session_factory)")
+    return bind

@@ -1,0 +1,129 @@
+"""HTTP routes. Handlers only read and queue: tuning itself runs in the JobService workers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from sqlalchemy.orm import Session
+
+from tirtune.api.deps import Factory, require_token
+from tirtune.api.errors import ApiError
+from tirtune.api.schemas import BestOut, ErrorOut, HealthOut, JobOut, MeasurementOut, Page, TuneRequest
+from tirtune.db import JobRecord, JobState, repo, transaction
+from tirtune.space import HOPPER, Problem
+from tirtune.workers.results import Outcome
+
+__all__ = ["router"]
+
+# Ids and offsets are 32-bit integers in the database; larger ones are refused up front.
+MAX_INT = 2**31 - 1
+PRINTABLE = r"^[ -~]+$"
+
+router = APIRouter(responses={422: {"model": ErrorOut, "description": "invalid request"}})
+
+Limit = Annotated[int, Query(ge=1, le=500)]
+Offset = Annotated[int, Query(ge=0, le=MAX_INT)]
+Shape = Annotated[str, Query(max_length=64, description="MxNxK, e.g. 4096x4096x4096")]
+Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp16, bf16 accepted)")]
+
+
+@router.post(
+    "/tune",
+    status_code=202,
+    dependencies=[Depends(require_token)],
+    responses={
+        200: {"model": JobOut, "description": "the same problem is already queued or running: that job"},
+        401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
+    },
+)
+def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
+    """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
+    problem = body.problem()
+    HOPPER.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
+    with transaction(factory) as s:
+        repo.lock_problem(s, problem, HOPPER.arch)
+        job = repo.find_active_job(s, problem, HOPPER.arch)
+        if job is None:
+            job = repo.create_job(s, problem, HOPPER.arch, body.max_trials, body.time_budget_s)
+        else:
+            response.status_code = 200
+        out = _jobs_out(s, [job])[0]
+    response.headers["Location"] = request.url_for("get_job", job_id=job.id).path
+    return out
+
+
+@router.get("/jobs")
+def list_jobs(
+    factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
+) -> Page[JobOut]:
+    """Jobs, newest first."""
+    with transaction(factory) as s:
+        jobs = repo.list_jobs(s, state=state, limit=limit, offset=offset)
+        return Page(items=_jobs_out(s, jobs), total=repo.count_jobs(s, state), limit=limit, offset=offset)
+
+
+@router.get("/jobs/{job_id}", responses={404: {"model": ErrorOut}})
+def get_job(factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) -> JobOut:
+    with transaction(factory) as s:
+        return _jobs_out(s, [repo.get_job(s, job_id)])[0]
+
+
+@router.get("/best", responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet"}})
+def best(
+    factory: Factory,
+    shape: Shape,
+    dtype: Dtype = "float16",
+    gpu: Annotated[str | None, Query(max_length=128, pattern=PRINTABLE)] = None,
+) -> BestOut:
+    """The fastest verified, non-stale configuration measured for a problem."""
+    problem = Problem.parse(shape, dtype)
+    with transaction(factory) as s:
+        found = repo.best_measurement(s, problem, gpu_name=gpu)
+    if found is None:
+        where = f" on {gpu}" if gpu else ""
+        message = f"nothing tuned for {problem.shape} {problem.dtype}{where} yet; POST /tune to start"
+        raise ApiError(404, "not_found", message)
+    return BestOut.of(found)
+
+
+@router.get("/trials")
+def trials(
+    factory: Factory,
+    job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
+    shape: Annotated[str | None, Query(max_length=64)] = None,
+    dtype: Annotated[str | None, Query(max_length=16)] = None,
+    outcome: Outcome | None = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[MeasurementOut]:
+    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem."""
+    problem = _problem_filter(shape, dtype)
+    with transaction(factory) as s:
+        rows = repo.list_measurements(
+            s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset
+        )
+        total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
+    return Page(items=[MeasurementOut.of(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/healthz", responses={503: {"model": ErrorOut, "description": "database unreachable"}})
+def healthz(factory: Factory) -> HealthOut:
+    with transaction(factory) as s:
+        repo.ping(s)
+    return HealthOut()
+
+
+def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:
+    if shape is None:
+        if dtype is not None:
+            message = "dtype filters need a shape too, e.g. shape=4096x4096x4096&dtype=bf16"
+            raise ApiError(422, "validation_error", message)
+        return None
+    return Problem.parse(shape, dtype or "float16")
+
+
+def _jobs_out(s: Session, jobs: list[JobRecord]) -> list[JobOut]:
+    """JobOut for each job, their best measurements loaded in one query."""
+    best = repo.measurements_by_id(s, (j.best_measurement_id for j in jobs if j.best_measurement_id))
+    return [JobOut.of(j, best.get(j.best_measurement_id) if j.best_measurement_id else None) for j in jobs]

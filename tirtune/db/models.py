@@ -1,0 +1,143 @@
+"""ORM models. Every table is prefixed `tirtune_`: Optuna's RDB storage shares the database and
+owns unprefixed names (studies, trials, version_info, alembic_version, ...).
+
+The schema is created by the Alembic migrations in `migrations/`, never by `create_all`; the
+migration tests check that these models and the migrated schema agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["JOB_STATES", "OUTCOMES", "Base", "Job", "Measurement", "UtcDateTime", "metadata", "utcnow"]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+# Kept as plain strings here (the CHECK constraints need the literal values); records.py maps
+# them onto JobState and workers.Outcome.
+JOB_STATES = ("QUEUED", "RUNNING", "DONE", "FAILED", "CANCELLED")
+OUTCOMES = ("OK", "INVALID", "COMPILE_ERROR", "LAUNCH_ERROR", "TIMEOUT", "WRONG_RESULT")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class UtcDateTime(sa.TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL stores `timestamptz`; SQLite has no time zones, so values are normalized to UTC
+    on the way in and marked UTC on the way out. Naive datetimes are refused: they are bugs.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: tirtune stores timezone-aware UTC timestamps")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = metadata
+    type_annotation_map: dict[Any, Any] = {datetime: UtcDateTime(), float: sa.Double()}
+
+
+class Job(Base):
+    """One tuning request: a problem, an architecture and a trial budget, with its progress."""
+
+    __tablename__ = "tirtune_jobs"
+    __table_args__ = (sa.CheckConstraint(_one_of("state", JOB_STATES), name="state"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    m: Mapped[int]
+    n: Mapped[int]
+    k: Mapped[int]
+    dtype: Mapped[str] = mapped_column(sa.String(16))
+    arch: Mapped[str] = mapped_column(sa.String(16))
+    state: Mapped[str] = mapped_column(sa.String(16), index=True, default="QUEUED")
+    max_trials: Mapped[int]
+    time_budget_s: Mapped[float | None]
+    study_name: Mapped[str] = mapped_column(sa.String(128), unique=True)
+    gpu_name: Mapped[str | None] = mapped_column(sa.String(128))
+    trials_done: Mapped[int] = mapped_column(default=0, server_default=sa.text("0"))
+    # use_alter: jobs and measurements reference each other; the migration adds this one last.
+    best_measurement_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tirtune_measurements.id", ondelete="SET NULL", use_alter=True)
+    )
+    message: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Measurement(Base):
+    """One candidate's fate: the outcome, its timings when OK, and the stack that measured it."""
+
+    __tablename__ = "tirtune_measurements"
+    __table_args__ = (
+        sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),
+        # Serves best_measurement and the problem filter of list_measurements.
+        sa.Index(None, "m", "n", "k", "dtype", "gpu_name", "outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True
+    )
+    trial_number: Mapped[int | None]
+    key: Mapped[str] = mapped_column(sa.String(64), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    config_digest: Mapped[str] = mapped_column(sa.String(64))
+    m: Mapped[int]
+    n: Mapped[int]
+    k: Mapped[int]
+    dtype: Mapped[str] = mapped_column(sa.String(16))
+    template_version: Mapped[str] = mapped_column(sa.String(64))
+    outcome: Mapped[str] = mapped_column(sa.String(16))
+    message: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    time_ms: Mapped[float | None]
+    time_p10_ms: Mapped[float | None]
+    time_p90_ms: Mapped[float | None]
+    repetitions: Mapped[int] = mapped_column(default=0, server_default=sa.text("0"))
+    tflops: Mapped[float | None]
+    cublas_ms: Mapped[float | None]
+    cublas_tflops: Mapped[float | None]
+    ratio: Mapped[float | None]
+    rel_error: Mapped[float | None]
+    gpu_name: Mapped[str] = mapped_column(sa.String(128), default="", server_default="")
+    driver: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
+    cuda: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
+    tvm_version: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
+    torch_version: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
+    compute_capability: Mapped[str] = mapped_column(sa.String(16), default="", server_default="")
+    sm_clock_mhz: Mapped[float | None]
+    power_w: Mapped[float | None]
+    build_seconds: Mapped[float | None]
+    stale: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,111 @@
+"""Frozen records the repository returns: plain values, safe to use after the session is gone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from tirtune.db.models import Job, Measurement
+from tirtune.space import Config, Problem
+from tirtune.workers.results import Outcome, Stack
+
+__all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord"]
+
+
+class JobState(StrEnum):
+    """A job's life: QUEUED -> RUNNING -> DONE | FAILED | CANCELLED."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    arch: str
+    state: JobState
+    max_trials: int
+    time_budget_s: float | None
+    study_name: str
+    gpu_name: str | None
+    trials_done: int
+    best_measurement_id: int | None
+    message: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+    @property
+    def problem(self) -> Problem:
+        return Problem(self.m, self.n, self.k, self.dtype)
+
+    @classmethod
+    def from_row(cls, row: Job) -> JobRecord:
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        return cls(**{**values, "state": JobState(row.state)})
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementRecord:
+    id: int
+    job_id: int | None
+    trial_number: int | None
+    key: str
+    config: Config
+    config_digest: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    template_version: str
+    outcome: Outcome
+    message: str
+    time_ms: float | None
+    time_p10_ms: float | None
+    time_p90_ms: float | None
+    repetitions: int
+    tflops: float | None
+    cublas_ms: float | None
+    cublas_tflops: float | None
+    ratio: float | None
+    rel_error: float | None
+    gpu_name: str
+    driver: str
+    cuda: str
+    tvm_version: str
+    torch_version: str
+    compute_capability: str
+    sm_clock_mhz: float | None
+    power_w: float | None
+    build_seconds: float | None
+    stale: bool
+    created_at: datetime
+
+    @property
+    def problem(self) -> Problem:
+        return Problem(self.m, self.n, self.k, self.dtype)
+
+    @property
+    def stack(self) -> Stack:
+        return Stack(self.gpu_name, self.driver, self.cuda, self.tvm_version, self.compute_capability)
+
+    @classmethod
+    def from_row(cls, row: Measurement) -> MeasurementRecord:
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome)})

@@ -1,0 +1,399 @@
+"""Repository functions: the only way the rest of tirtune reads and writes the database.
+
+Every function takes an open Session and never commits: the caller owns the unit of work,
+normally `with transaction(factory) as s: ...` (see `tirtune.db.engine.transaction`), which
+commits at the end of the block and turns database faults into DbError. Results are frozen
+records, never ORM objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
+
+from tirtune.db.errors import DbError, NotFound
+from tirtune.db.models import Job, Measurement, utcnow
+from tirtune.db.records import JobRecord, JobState, MeasurementRecord
+from tirtune.space import Problem
+from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
+
+__all__ = [
+    "best_measurement",
+    "claim_job",
+    "claim_next_job",
+    "count_jobs",
+    "count_measurements",
+    "create_job",
+    "find_active_job",
+    "find_measurement",
+    "finish_job",
+    "get_job",
+    "get_measurement",
+    "list_jobs",
+    "list_measurements",
+    "lock_problem",
+    "mark_stale",
+    "measurements_by_id",
+    "ping",
+    "record_measurement",
+    "requeue_running",
+    "reuse_measurement",
+    "set_job_gpu",
+    "unfinished_jobs",
+]
+
+_ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
+
+
+def ping(s: Session) -> None:
+    """Round-trip to the database (health checks)."""
+    s.execute(sa.text("SELECT 1"))
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+
+def create_job(
+    s: Session, problem: Problem, arch: str, max_trials: int, time_budget_s: float | None = None
+) -> JobRecord:
+    """Insert a QUEUED job; its study name `tirtune-{id}-{shape}-{dtype}-{arch}` is unique by id."""
+    if max_trials < 1:
+        raise DbError(f"max_trials must be at least 1, got {max_trials}")
+    job = Job(
+        m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype, arch=arch,
+        state=JobState.QUEUED.value, max_trials=max_trials, time_budget_s=time_budget_s,
+        study_name=f"pending-{uuid.uuid4().hex}",  # the id is only known after the insert
+    )
+    s.add(job)
+    s.flush()
+    job.study_name = f"tirtune-{job.id}-{problem.shape}-{problem.dtype}-{arch}"
+    s.flush()
+    return JobRecord.from_row(job)
+
+
+def get_job(s: Session, job_id: int) -> JobRecord:
+    """The job with this id; NotFound if there is none."""
+    return JobRecord.from_row(_job_row(s, job_id))
+
+
+def list_jobs(
+    s: Session, *, state: JobState | str | None = None, limit: int = 50, offset: int = 0
+) -> list[JobRecord]:
+    """Jobs, newest first."""
+    stmt = _job_filter(sa.select(Job), state).order_by(Job.id.desc()).limit(limit).offset(offset)
+    return [JobRecord.from_row(row) for row in s.scalars(stmt)]
+
+
+def count_jobs(s: Session, state: JobState | str | None = None) -> int:
+    return _count(s, _job_filter(sa.select(Job.id), state))
+
+
+def claim_next_job(s: Session) -> JobRecord | None:
+    """Move the oldest QUEUED job to RUNNING and return it; None when the queue is empty.
+
+    Two claimers never get the same job: PostgreSQL locks the row with FOR UPDATE SKIP LOCKED
+    (a concurrent claimer takes the next one); SQLite transactions hold the write lock from
+    their start (see engine.py), so claims are serialized.
+    """
+    stmt = (
+        sa.select(Job).where(Job.state == JobState.QUEUED.value)
+        .order_by(Job.created_at, Job.id).limit(1).with_for_update(skip_locked=True)
+    )
+    job = s.scalars(stmt).first()
+    if job is None:
+        return None
+    job.state = JobState.RUNNING.value
+    job.started_at = utcnow()
+    s.flush()
+    return JobRecord.from_row(job)
+
+
+def claim_job(s: Session, job_id: int) -> JobRecord:
+    """Move this QUEUED job to RUNNING (a foreground run, e.g. `tirtune tune`); DbError otherwise."""
+    job = _job_row(s, job_id, lock=True)
+    if job.state != JobState.QUEUED.value:
+        raise DbError(f"job {job_id} is {job.state}, not QUEUED: it cannot be claimed")
+    job.state, job.started_at = JobState.RUNNING.value, utcnow()
+    s.flush()
+    return JobRecord.from_row(job)
+
+
+def requeue_running(s: Session) -> int:
+    """Put every RUNNING job back in the queue; returns how many. For a service starting up: the
+    jobs it finds RUNNING were left by a dead worker. Only safe while no other service runs jobs."""
+    stmt = (
+        sa.update(Job).where(Job.state == JobState.RUNNING.value)
+        .values(state=JobState.QUEUED.value, started_at=None, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return cast(CursorResult[Any], s.execute(stmt)).rowcount
+
+
+def unfinished_jobs(s: Session) -> list[JobRecord]:
+    """QUEUED and RUNNING jobs, oldest first: what a restarted service resumes."""
+    stmt = sa.select(Job).where(Job.state.in_(_ACTIVE)).order_by(Job.id)
+    return [JobRecord.from_row(row) for row in s.scalars(stmt)]
+
+
+def finish_job(s: Session, job_id: int, state: JobState | str, message: str = "") -> JobRecord:
+    """Put a job in a final state (DONE, FAILED, CANCELLED) with a message for people."""
+    final = JobState(state)
+    if not final.finished:
+        raise DbError(f"{final.value} is not a final job state")
+    job = _job_row(s, job_id)
+    job.state, job.message, job.finished_at = final.value, message, utcnow()
+    s.flush()
+    return JobRecord.from_row(job)
+
+
+def set_job_gpu(s: Session, job_id: int, gpu_name: str) -> JobRecord:
+    job = _job_row(s, job_id)
+    job.gpu_name = gpu_name
+    s.flush()
+    return JobRecord.from_row(job)
+
+
+def lock_problem(s: Session, problem: Problem, arch: str) -> None:
+    """Serialize "find the active job, else create one" for one problem until the transaction
+    ends, so two identical requests cannot both queue a job. PostgreSQL: a transaction-scoped
+    advisory lock; SQLite: nothing to do, its transactions already exclude each other."""
+    if s.get_bind().dialect.name != "postgresql":
+        return
+    digest = hashlib.sha256(f"tirtune-job:{problem.shape}:{problem.dtype}:{arch}".encode()).digest()
+    s.execute(sa.select(sa.func.pg_advisory_xact_lock(int.from_bytes(digest[:8], "big", signed=True))))
+
+
+def find_active_job(s: Session, problem: Problem, arch: str) -> JobRecord | None:
+    """The oldest QUEUED or RUNNING job for the same problem and architecture, if any."""
+    stmt = (
+        sa.select(Job)
+        .where(*_same_problem(Job, problem), Job.arch == arch, Job.state.in_(_ACTIVE))
+        .order_by(Job.id).limit(1)
+    )
+    row = s.scalars(stmt).first()
+    return None if row is None else JobRecord.from_row(row)
+
+
+# --- measurements -----------------------------------------------------------------------------
+
+
+def record_measurement(
+    s: Session,
+    *,
+    job_id: int | None,
+    trial_number: int | None,
+    key: str,
+    candidate: Candidate,
+    outcome: Outcome,
+    message: str,
+    result: RunResult | None,
+    build_seconds: float | None = None,
+) -> MeasurementRecord:
+    """Store one candidate's fate; provenance comes from `result.provenance` when present.
+
+    With a job, its `trials_done` grows by one and an OK measurement faster than the job's
+    current best becomes the best. The job row is locked first so concurrent recorders for
+    one job neither lose increments nor race on the best.
+    """
+    job = None if job_id is None else _job_row(s, job_id, lock=True)
+    row = Measurement(
+        job_id=job_id, trial_number=trial_number, key=key, outcome=Outcome(outcome).value,
+        message=message, build_seconds=build_seconds, **_candidate_columns(candidate),
+        **_result_columns(candidate.problem, result),
+    )
+    s.add(row)
+    s.flush()
+    if job is not None:
+        _update_job_progress(s, job, row)
+    return MeasurementRecord.from_row(row)
+
+
+def reuse_measurement(
+    s: Session, previous: MeasurementRecord, *, job_id: int | None, trial_number: int | None
+) -> MeasurementRecord:
+    """Record `previous` (same identity key, found by `find_measurement`) again as a trial of
+    this job, without measuring: a copy keeping its results, provenance and measuring time.
+    The job's trials_done and best are updated as by `record_measurement`."""
+    job = None if job_id is None else _job_row(s, job_id, lock=True)
+    source = s.get(Measurement, previous.id)
+    if source is None:
+        raise NotFound(f"measurement {previous.id} not found")
+    copied = {c.key: getattr(source, c.key) for c in sa.inspect(Measurement).column_attrs if c.key != "id"}
+    row = Measurement(**{**copied, "job_id": job_id, "trial_number": trial_number})
+    s.add(row)
+    s.flush()
+    if job is not None:
+        _update_job_progress(s, job, row)
+    return MeasurementRecord.from_row(row)
+
+
+def get_measurement(s: Session, measurement_id: int) -> MeasurementRecord:
+    row = s.get(Measurement, measurement_id)
+    if row is None:
+        raise NotFound(f"measurement {measurement_id} not found")
+    return MeasurementRecord.from_row(row)
+
+
+def measurements_by_id(s: Session, ids: Iterable[int]) -> dict[int, MeasurementRecord]:
+    """Several measurements in one query (e.g. the best of each job on a page); missing ids are left out."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = s.scalars(sa.select(Measurement).where(Measurement.id.in_(wanted)))
+    return {row.id: MeasurementRecord.from_row(row) for row in rows}
+
+
+def find_measurement(s: Session, key: str) -> MeasurementRecord | None:
+    """The newest non-stale measurement with this identity key: a key is not measured twice."""
+    stmt = (
+        sa.select(Measurement).where(Measurement.key == key, Measurement.stale.is_(False))
+        .order_by(Measurement.id.desc()).limit(1)
+    )
+    row = s.scalars(stmt).first()
+    return None if row is None else MeasurementRecord.from_row(row)
+
+
+def best_measurement(
+    s: Session, problem: Problem, *, gpu_name: str | None = None
+) -> MeasurementRecord | None:
+    """The fastest OK, non-stale measurement of `problem` (on `gpu_name` if given); ties go to the oldest."""
+    stmt = sa.select(Measurement).where(
+        *_same_problem(Measurement, problem),
+        Measurement.outcome == Outcome.OK.value,
+        Measurement.stale.is_(False),
+        Measurement.tflops.is_not(None),
+    )
+    if gpu_name is not None:
+        stmt = stmt.where(Measurement.gpu_name == gpu_name)
+    row = s.scalars(stmt.order_by(Measurement.tflops.desc(), Measurement.id).limit(1)).first()
+    return None if row is None else MeasurementRecord.from_row(row)
+
+
+def list_measurements(
+    s: Session,
+    *,
+    job_id: int | None = None,
+    problem: Problem | None = None,
+    outcome: Outcome | str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[MeasurementRecord]:
+    """Measurements matching every given filter, newest first."""
+    stmt = _measurement_filter(sa.select(Measurement), job_id, problem, outcome)
+    stmt = stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset)
+    return [MeasurementRecord.from_row(row) for row in s.scalars(stmt)]
+
+
+def count_measurements(
+    s: Session,
+    *,
+    job_id: int | None = None,
+    problem: Problem | None = None,
+    outcome: Outcome | str | None = None,
+) -> int:
+    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome))
+
+
+def mark_stale(s: Session, *, keep_stack: Stack, template_version: str | None = None) -> int:
+    """Mark stale the measurements taken on `keep_stack.gpu_name` with another driver, CUDA or
+    TVM (or, when given, another template version); returns how many were newly marked.
+
+    Stale rows stay visible (the dashboard shows them) but are never reused or called best.
+    """
+    differs = [
+        Measurement.driver != keep_stack.driver,
+        Measurement.cuda != keep_stack.cuda,
+        Measurement.tvm_version != keep_stack.tvm,
+    ]
+    if template_version is not None:
+        differs.append(Measurement.template_version != template_version)
+    stmt = (
+        sa.update(Measurement)
+        .where(Measurement.gpu_name == keep_stack.gpu_name, Measurement.stale.is_(False), sa.or_(*differs))
+        .values(stale=True)
+        .execution_options(synchronize_session=False)
+    )
+    return cast(CursorResult[Any], s.execute(stmt)).rowcount
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _job_row(s: Session, job_id: int, *, lock: bool = False) -> Job:
+    job = s.get(Job, job_id, with_for_update=lock)
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None:
+    job.trials_done += 1
+    if measurement.outcome == Outcome.OK.value and measurement.tflops is not None:
+        best = None if job.best_measurement_id is None else s.get(Measurement, job.best_measurement_id)
+        if best is None or best.tflops is None or measurement.tflops > best.tflops:
+            job.best_measurement_id = measurement.id
+    s.flush()
+
+
+def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
+    problem = candidate.problem
+    return {
+        "config": candidate.config.to_json(), "config_digest": candidate.config.digest(),
+        "m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype,
+        "template_version": candidate.template_version,
+    }
+
+
+def _result_columns(problem: Problem, result: RunResult | None) -> dict[str, Any]:
+    if result is None:
+        return {}
+    columns: dict[str, Any] = {
+        "time_ms": result.time_ms, "time_p10_ms": result.time_p10_ms, "time_p90_ms": result.time_p90_ms,
+        "repetitions": result.repetitions, "cublas_ms": result.cublas_ms, "rel_error": result.rel_error,
+        "tflops": _tflops(problem, result.time_ms), "cublas_tflops": _tflops(problem, result.cublas_ms),
+        "ratio": result.ratio if result.time_ms and result.cublas_ms else None,
+    }
+    if result.provenance is not None:
+        p = result.provenance
+        columns |= {
+            "gpu_name": p.stack.gpu_name, "driver": p.stack.driver, "cuda": p.stack.cuda,
+            "tvm_version": p.stack.tvm, "compute_capability": p.stack.compute_capability,
+            "torch_version": p.torch, "sm_clock_mhz": p.sm_clock_mhz, "power_w": p.power_w,
+        }
+    return columns
+
+
+def _tflops(problem: Problem, milliseconds: float | None) -> float | None:
+    return problem.tflops(milliseconds) if milliseconds is not None and milliseconds > 0 else None
+
+
+def _same_problem(
+    model: type[Job] | type[Measurement], problem: Problem
+) -> Sequence[sa.ColumnElement[bool]]:
+    return (model.m == problem.m, model.n == problem.n, model.k == problem.k, model.dtype == problem.dtype)
+
+
+def _job_filter(stmt: sa.Select[Any], state: JobState | str | None) -> sa.Select[Any]:
+    return stmt if state is None else stmt.where(Job.state == JobState(state).value)
+
+
+def _measurement_filter(
+    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None
+) -> sa.Select[Any]:
+    if job_id is not None:
+        stmt = stmt.where(Measurement.job_id == job_id)
+    if problem is not None:
+        stmt = stmt.where(*_same_problem(Measurement, problem))
+    if outcome is not None:
+        stmt = stmt.where(Measurement.outcome == Outcome(outcome).value)
+    return stmt
+
+
+def _count(s: Session, stmt: sa.Select[Any]) -> int:
+    return s.scalar(sa.select(sa.func.count()).select_from(stmt.subquery())) or 0

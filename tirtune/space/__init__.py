@@ -1,0 +1,22 @@
+"""Problems, configurations, search spaces with named validity rules, and the TIRx templates."""
+
+from __future__ import annotations
+
+from tirtune.space.config import Config
+from tirtune.space.errors import SpaceError
+from tirtune.space.hopper import HOPPER, TEMPLATE_VERSION
+from tirtune.space.problem import DTYPES, Problem, normalize_dtype
+from tirtune.space.rules import Violation
+from tirtune.space.space import SearchSpace
+
+__all__ = [
+    "DTYPES",
+    "HOPPER",
+    "TEMPLATE_VERSION",
+    "Config",
+    "Problem",
+    "SearchSpace",
+    "SpaceError",
+    "Violation",
+    "normalize_dtype",
+]

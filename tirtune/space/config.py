@@ -1,0 +1,65 @@
+"""A kernel configuration: one point of the search space, frozen, hashable, JSON round-trip."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tirtune.space.errors import SpaceError
+
+__all__ = ["Config"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Config:
+    """Knobs of the Hopper GEMM template (see `tirtune.space.hopper` for ranges and rules).
+
+    blk_m/blk_n/blk_k: the CTA tile. consumers: consumer warpgroups, splitting blk_m evenly
+    (each owns blk_m/consumers rows, 64 or 128). stages: depth of the shared-memory ring.
+    warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one
+    consumer thread issues them ahead of the MMAs.
+    """
+
+    blk_m: int = 128
+    blk_n: int = 128
+    blk_k: int = 64
+    stages: int = 4
+    consumers: int = 2
+    warp_specialized: bool = True
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = bool if f.type in ("bool", bool) else int
+            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise SpaceError(f"config knob {f.name} must be an integer, got {value!r}")
+            if expected is bool and not isinstance(value, bool):
+                raise SpaceError(f"config knob {f.name} must be true or false, got {value!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Config:
+        """Inverse of `to_json`; unknown knobs are an error, missing ones take their defaults."""
+        if not isinstance(data, dict):
+            raise SpaceError(f"a config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpaceError(f"unknown config knob(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def canonical(self) -> str:
+        """Stable text form: the input of content hashes."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """Short human form for tables: 128x128x64 s4 c2 ws."""
+        roles = "ws" if self.warp_specialized else "mono"
+        return f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"

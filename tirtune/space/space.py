@@ -1,0 +1,61 @@
+"""A search space: knob ranges, validity rules and the template that turns a point into a kernel."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tirtune.space.config import Config
+from tirtune.space.errors import SpaceError
+from tirtune.space.problem import Problem
+from tirtune.space.rules import ConfigRule, ProblemRule, Violation
+
+__all__ = ["SearchSpace"]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Knob ranges plus named rules for one architecture and template version."""
+
+    arch: str
+    template_version: str
+    knobs: Mapping[str, Sequence[Any]]
+    problem_rules: Sequence[ProblemRule] = field(default_factory=tuple)
+    config_rules: Sequence[ConfigRule] = field(default_factory=tuple)
+
+    def problem_violations(self, problem: Problem) -> list[Violation]:
+        return _apply(self.problem_rules, problem)
+
+    def check_problem(self, problem: Problem) -> None:
+        """Raise SpaceError naming every rule the problem breaks."""
+        found = self.problem_violations(problem)
+        if found:
+            raise SpaceError(f"problem {problem} cannot be tuned: " + "; ".join(map(str, found)))
+
+    def violations(self, config: Config, problem: Problem) -> list[Violation]:
+        found = self.problem_violations(problem)
+        found += [_named(rule, rule(config, problem)) for rule in self.config_rules]
+        return [v for v in found if v is not None]
+
+    def is_valid(self, config: Config, problem: Problem) -> bool:
+        return not self.violations(config, problem)
+
+    def configs(self) -> Iterator[Config]:
+        """Every point of the knob grid, valid or not."""
+        names = list(self.knobs)
+        for values in itertools.product(*(self.knobs[n] for n in names)):
+            yield Config(**dict(zip(names, values, strict=True)))
+
+    def valid_configs(self, problem: Problem) -> list[Config]:
+        return [c for c in self.configs() if self.is_valid(c, problem)]
+
+
+def _named(rule: Any, reason: str | None) -> Violation | None:
+    return None if reason is None else Violation(rule.__name__, reason)
+
+
+def _apply(rules: Sequence[ProblemRule], problem: Problem) -> list[Violation]:
+    found = [_named(rule, rule(problem)) for rule in rules]
+    return [v for v in found if v is not None]

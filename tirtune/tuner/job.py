@@ -1,0 +1,224 @@
+"""The job loop: propose, check validity, build on CPUs, measure on GPUs, record, tell.
+
+Builds of the next batch overlap the measurement of the current one, so the GPU waits on nvcc
+only at the start. Every candidate ends as one stored measurement (OK or a failure with its
+reason); a config measured before on the same stack is reused, not measured again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.db import repo
+from tirtune.db.records import JobRecord, MeasurementRecord
+from tirtune.space.config import Config
+from tirtune.space.space import SearchSpace
+from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.proposer import Feedback, Proposal, Proposer
+from tirtune.workers.builder import Builder
+from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult, Stack
+from tirtune.workers.runner import Runner
+
+__all__ = ["JobLoop", "JobSummary", "Progress"]
+
+log = logging.getLogger(__name__)
+
+# Where the search starts: the hand-tuned shape of TIRX_HOPPER.md and the seed's V7 analogue.
+START_WITH = (
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+)
+PENDING = "PENDING"
+MAX_IDLE_ASKS = 200  # consecutive proposals that add nothing new: the space is exhausted
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    job_id: int
+    trials_done: int
+    max_trials: int
+    last: MeasurementRecord | None
+    best: MeasurementRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    job_id: int
+    state: str
+    trials: int
+    best: MeasurementRecord | None
+    message: str
+
+
+class JobLoop:
+    """Runs one job to its trial or time budget; resumable, since all state is in the database."""
+
+    def __init__(self, sessions: sessionmaker[Session], storage_url: str, space: SearchSpace,
+                 builder: Builder, runner: Runner, *, batch_size: int = 4,
+                 on_progress: Callable[[Progress], None] | None = None,
+                 proposer_factory: Callable[[JobRecord], Proposer] | None = None) -> None:
+        self.sessions = sessions
+        self.storage_url = storage_url
+        self.space = space
+        self.builder = builder
+        self.runner = runner
+        self.batch_size = max(1, batch_size)
+        self.on_progress = on_progress
+        self.proposer_factory = proposer_factory or self._optuna
+
+    def _optuna(self, job: JobRecord) -> Proposer:
+        return OptunaProposer(self.storage_url, job.study_name, self.space, seed=job.id, start_with=START_WITH)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        with self.sessions() as session, session.begin():
+            yield session
+
+    def run(self, job_id: int) -> JobSummary:
+        with self._tx() as s:
+            job = repo.get_job(s, job_id)
+        self.space.check_problem(job.problem)
+        stack = self.runner.stack()
+        with self._tx() as s:
+            repo.set_job_gpu(s, job_id, stack.gpu_name)
+            repo.mark_stale(s, keep_stack=stack)
+        state = _Run(self, job, stack, self.proposer_factory(job))
+        return state.loop()
+
+
+class _Run:
+    """The state of one job while it runs."""
+
+    def __init__(self, owner: JobLoop, job: JobRecord, stack: Stack, proposer: Proposer) -> None:
+        self.o = owner
+        self.job = job
+        self.stack = stack
+        self.proposer = proposer
+        self.done = job.trials_done
+        self.deadline = None if job.time_budget_s is None else time.monotonic() + job.time_budget_s
+        self.seen: dict[Config, Feedback] = {}
+        self.waiting: dict[Config, list[int]] = {}  # duplicate trials of configs still in flight
+        self.idle_asks = 0
+        self.best: MeasurementRecord | None = None
+
+    def remaining(self) -> int:
+        return self.job.max_trials - self.done
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def loop(self) -> JobSummary:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-build")
+        try:
+            pending = self._next_batch(pool, in_flight=0)
+            while pending is not None:
+                candidates, future = pending
+                builds = future.result()
+                pending = None
+                if self.remaining() - len(candidates) > 0 and not self.out_of_time():
+                    pending = self._next_batch(pool, in_flight=len(candidates))
+                self._measure(candidates, builds)
+                if pending is None and self.remaining() > 0 and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
+                    pending = self._next_batch(pool, in_flight=0)
+        finally:
+            pool.shutdown(wait=True)
+            abandon = getattr(self.proposer, "abandon", None)
+            if abandon is not None:
+                abandon()
+        return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason())
+
+    def _stop_reason(self) -> str:
+        if self.remaining() <= 0:
+            return f"trial budget of {self.job.max_trials} reached"
+        if self.out_of_time():
+            return f"time budget of {self.job.time_budget_s:g}s reached"
+        return "search space exhausted: no new configurations proposed"
+
+    def _next_batch(self, pool: ThreadPoolExecutor, in_flight: int) -> tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]] | None:
+        """Ask until a batch of new, valid candidates is ready; record the rest right away."""
+        want = min(self.o.batch_size, self.remaining() - in_flight)
+        batch: list[tuple[Proposal, Candidate]] = []
+        while len(batch) < want and self.idle_asks < MAX_IDLE_ASKS:
+            for proposal in self.proposer.ask(want - len(batch)):
+                candidate = Candidate(proposal.config, self.job.problem, self.o.space.template_version)
+                if self._settled_without_gpu(proposal, candidate):
+                    continue
+                batch.append((proposal, candidate))
+                self.seen[proposal.config] = Feedback(proposal.trial, None, PENDING)
+            if self.remaining() - in_flight - len(batch) <= 0:
+                break
+        if not batch:
+            return None
+        return batch, pool.submit(self.o.builder.build, [c for _, c in batch])
+
+    def _settled_without_gpu(self, proposal: Proposal, candidate: Candidate) -> bool:
+        """Duplicates, invalid configs and reusable measurements need no build and no GPU."""
+        earlier = self.seen.get(proposal.config)
+        if earlier is not None:
+            self.idle_asks += 1
+            if earlier.outcome == PENDING:  # answered when the first copy's result arrives
+                self.waiting.setdefault(proposal.config, []).append(proposal.trial)
+            else:
+                self.proposer.tell([replace(earlier, trial=proposal.trial)])
+            return True
+        self.idle_asks = 0
+        violations = self.o.space.violations(proposal.config, candidate.problem)
+        if violations:
+            message = "; ".join(map(str, violations))
+            self._record(proposal, candidate, Outcome.INVALID, message, None, None)
+            return True
+        key = candidate.measurement_key(self.stack)
+        with self.o._tx() as s:
+            previous = repo.find_measurement(s, key)
+        if previous is not None:
+            self._reuse(proposal, candidate, previous)
+            return True
+        return False
+
+    def _reuse(self, proposal: Proposal, candidate: Candidate, previous: MeasurementRecord) -> None:
+        with self.o._tx() as s:
+            record = repo.reuse_measurement(s, previous, job_id=self.job.id, trial_number=proposal.trial)
+        self._after(proposal, record)
+
+    def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult]) -> None:
+        runnable = [b for b in builds if b.ok]
+        measured = iter(self.o.runner.run(runnable)) if runnable else iter(())
+        for (proposal, candidate), build in zip(batch, builds, strict=True):
+            result = next(measured) if build.ok else None
+            outcome = result.outcome if result else build.outcome
+            message = result.message if result else build.message
+            self._record(proposal, candidate, outcome, message, result, build.seconds)
+
+    def _record(self, proposal: Proposal, candidate: Candidate, outcome: Outcome, message: str,
+                result: RunResult | None, build_seconds: float | None) -> None:
+        with self.o._tx() as s:
+            record = repo.record_measurement(
+                s, job_id=self.job.id, trial_number=proposal.trial,
+                key=candidate.measurement_key(self.stack), candidate=candidate, outcome=outcome,
+                message=message, result=result, build_seconds=build_seconds,
+            )
+        self._after(proposal, record)
+
+    def _after(self, proposal: Proposal, record: MeasurementRecord) -> None:
+        ok = record.outcome == Outcome.OK.value
+        feedback = Feedback(proposal.trial, record.tflops if ok else None, record.outcome, record.message)
+        self.seen[proposal.config] = feedback
+        twins = [replace(feedback, trial=t) for t in self.waiting.pop(proposal.config, [])]
+        self.proposer.tell([feedback, *twins])
+        self.done += 1
+        if ok and (self.best is None or (record.tflops or 0) > (self.best.tflops or 0)):
+            self.best = record
+        log.info("job %d trial %d: %s %s", self.job.id, proposal.trial, record.outcome,
+                 f"{record.tflops:.1f} TFLOP/s" if ok and record.tflops else record.message[:120])
+        if self.o.on_progress is not None:
+            self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
+
+

@@ -1,0 +1,95 @@
+"""Optuna ask/tell over a SearchSpace, its trials stored in the service's own database."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tirtune.space.config import Config
+from tirtune.space.space import SearchSpace
+from tirtune.tuner.proposer import Feedback, Proposal
+
+__all__ = ["OptunaProposer"]
+
+log = logging.getLogger(__name__)
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+class OptunaProposer:
+    """TPE over the space's categorical knobs; failures are told as infeasible trials.
+
+    The study lives in `storage_url` under `study_name` and is resumed when it exists: trials a
+    dead process left RUNNING are failed and their configs asked again first.
+    """
+
+    def __init__(self, storage_url: str, study_name: str, space: SearchSpace, *, seed: int = 0,
+                 start_with: Sequence[Config] = ()) -> None:
+        self.space = space
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, constant_liar=True, n_startup_trials=8,
+            )
+            self.study = optuna.create_study(
+                storage=_storage(storage_url), study_name=study_name, direction="maximize",
+                sampler=sampler, load_if_exists=True,
+            )
+        self._open: dict[int, optuna.trial.Trial] = {}
+        self._retry_stale_trials()
+        if not self.study.trials:
+            for config in start_with:
+                self.study.enqueue_trial(config.to_json(), skip_if_exists=True)
+
+    def _retry_stale_trials(self) -> None:
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            log.warning("trial %d was left RUNNING by a dead process: failed and re-queued", trial.number)
+            self.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            self.study.enqueue_trial(trial.params, skip_if_exists=False)
+
+    def ask(self, n: int) -> list[Proposal]:
+        proposals = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            for _ in range(n):
+                trial = self.study.ask()
+                knobs = {name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()}
+                self._open[trial.number] = trial
+                proposals.append(Proposal(trial.number, Config(**knobs)))
+        return proposals
+
+    def tell(self, feedback: Sequence[Feedback]) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            for fb in feedback:
+                trial = self._open.pop(fb.trial)
+                trial.set_user_attr("outcome", fb.outcome)
+                if fb.message:
+                    trial.set_user_attr("message", fb.message[:500])
+                # > 0 is infeasible: TPE steers away from invalid and failing corners of the space.
+                trial.set_constraint("works", 0.0 if fb.tflops is not None else 1.0)
+                self.study.tell(trial, fb.tflops if fb.tflops is not None else 0.0)
+
+    def abandon(self) -> None:
+        """Fail the trials still open (the job stops early): nothing stays RUNNING."""
+        for trial in self._open.values():
+            self.study.tell(trial, state=TrialState.FAIL)
+        self._open.clear()
+
+    def best(self) -> dict[str, Any] | None:
+        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get("outcome") == "OK"]
+        return max(done, key=lambda t: t.value or 0.0).params if done else None
+
+
+def _storage(url: str) -> optuna.storages.RDBStorage:
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        kwargs = {"connect_args": {"timeout": 60}}
+    else:
+        kwargs = {"pool_pre_ping": True}
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)

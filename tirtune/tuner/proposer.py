@@ -1,0 +1,36 @@
+"""The Proposer interface: ask for configurations, tell what became of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from tirtune.space.config import Config
+
+__all__ = ["Feedback", "Proposal", "Proposer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    trial: int  # the proposer's own trial number
+    config: Config
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """What a trial produced: TFLOP/s when it ran correctly, else the outcome and the reason."""
+
+    trial: int
+    tflops: float | None
+    outcome: str
+    message: str = ""
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    def ask(self, n: int) -> list[Proposal]:
+        ...
+
+    def tell(self, feedback: Sequence[Feedback]) -> None:
+        ...

@@ -1,0 +1,54 @@
+"""Wiring: Ray, the builder and the runner chosen by settings. The one place that starts Ray."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tirtune.settings import Settings
+from tirtune.tuner.errors import TunerError
+from tirtune.workers.builder import Builder
+from tirtune.workers.runner import Runner
+
+__all__ = ["Workers", "make_workers", "start_ray"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Workers:
+    builder: Builder
+    runner: Runner
+    batch_size: int
+
+
+def start_ray(settings: Settings) -> int:
+    """Join the configured cluster or start a local Ray; return the CPUs builds may use."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=settings.ray_address, num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+                 include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
+    """GPU runner + TIRx builder on Ray, or the replay pair when `replay` names recorded data."""
+    if replay is not None:
+        from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
+
+        return Workers(ReplayBuilder(), ReplayRunner([replay]), batch_size=4)
+    cpus = start_ray(settings)
+    from tirtune.workers.errors import WorkerError
+    from tirtune.workers.gpu_runner import GpuRunner
+    from tirtune.workers.tirx_builder import TirxBuilder
+
+    try:
+        runner = GpuRunner(num_gpus=1, run_timeout_s=settings.run_timeout_s)
+    except WorkerError as exc:
+        raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
+                         "use --replay bench/data to tune against recorded measurements") from exc
+    builder = TirxBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s)
+    return Workers(builder, runner, batch_size=settings.builds_in_flight or cpus)

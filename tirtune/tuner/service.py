@@ -1,0 +1,67 @@
+"""JobService: the background worker that runs queued jobs for the API (`tirtune serve`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.db import repo
+from tirtune.settings import Settings
+from tirtune.space.hopper import HOPPER
+from tirtune.tuner.job import JobLoop
+from tirtune.tuner.runtime import Workers, make_workers
+
+__all__ = ["JobService"]
+
+log = logging.getLogger(__name__)
+
+
+class JobService:
+    """One thread that claims QUEUED jobs and runs them; jobs a dead service left RUNNING resume."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, workers: Workers | None = None,
+                 poll_s: float = 1.0) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self._workers = workers
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self.sessions() as s, s.begin():
+            resumed = repo.requeue_running(s)
+        if resumed:
+            log.warning("resuming %d job(s) left RUNNING by a previous service", resumed)
+        self._thread = threading.Thread(target=self._serve, name="tirtune-jobs", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            with self.sessions() as s, s.begin():
+                job = repo.claim_next_job(s)
+            if job is None:
+                self._stop.wait(self.poll_s)
+                continue
+            self._run(job.id)
+
+    def _run(self, job_id: int) -> None:
+        try:
+            if self._workers is None:
+                self._workers = make_workers(self.settings)
+            loop = JobLoop(self.sessions, self.settings.database_url, HOPPER, self._workers.builder,
+                           self._workers.runner, batch_size=self._workers.batch_size)
+            summary = loop.run(job_id)
+            state, message = "DONE", summary.message
+        except Exception as exc:  # the job fails, the service lives on
+            log.exception("job %d failed", job_id)
+            state, message = "FAILED", f"{type(exc).__name__}: {exc}"
+        with self.sessions() as s, s.begin():
+            repo.finish_job(s, job_id, state, message)

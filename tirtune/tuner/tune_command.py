@@ -1,0 +1,116 @@
+"""`tirtune tune`: one job through the service's own path, with a progress bar and a table."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tirtune.db import repo
+from tirtune.db.records import MeasurementRecord
+from tirtune.db.session import open_database
+from tirtune.settings import Settings
+from tirtune.space import HOPPER, Problem
+from tirtune.tuner.job import JobLoop
+from tirtune.tuner.job import Progress as JobProgress
+from tirtune.tuner.runtime import make_workers
+
+__all__ = ["run_tune", "summarize"]
+
+
+def run_tune(settings: Settings, shape: str, dtype: str, *, trials: int, time_s: float | None,
+             replay: str | Path | None, top: int = 10) -> dict[str, Any]:
+    problem = Problem.parse(shape, dtype)
+    HOPPER.check_problem(problem)  # refuse before anything starts
+    console = Console(stderr=True)
+    sessions = open_database(settings.database_url)
+    with sessions() as s, s.begin():
+        job = repo.create_job(s, problem, HOPPER.arch, trials, time_s)
+        repo.claim_job(s, job.id)
+    console.print(f"job {job.id}: tuning {problem} on {HOPPER.arch}, up to {trials} trials")
+    workers = make_workers(settings, replay=replay)
+    began = time.monotonic()
+    with _bar(console) as bar:
+        task = bar.add_task("tuning", total=trials, best="-")
+
+        def update(p: JobProgress) -> None:
+            best = f"best {p.best.tflops:.0f} TFLOP/s ({p.best.ratio:.3f}x cuBLAS)" if p.best and p.best.tflops else "-"
+            bar.update(task, completed=p.trials_done, best=best)
+
+        loop = JobLoop(sessions, settings.database_url, HOPPER, workers.builder, workers.runner,
+                       batch_size=workers.batch_size, on_progress=update)
+        try:
+            result = loop.run(job.id)
+        except BaseException as exc:
+            with sessions() as s, s.begin():
+                repo.finish_job(s, job.id, "CANCELLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", str(exc))
+            raise
+    with sessions() as s, s.begin():
+        repo.finish_job(s, job.id, "DONE", result.message)
+        rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
+    summary = summarize(problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top)
+    summary["stopped_because"] = result.message
+    _print_table(console, summary)
+    return summary
+
+
+def _bar(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[best]}"), console=console)
+
+
+def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, elapsed_s: float,
+              top: int = 10) -> dict[str, Any]:
+    """The result file's content: the best config, same-run cuBLAS, provenance, outcome counts."""
+    ok = sorted((r for r in rows if r.outcome == "OK" and r.tflops), key=lambda r: -(r.tflops or 0))
+    best = ok[0] if ok else None
+    return {
+        "problem": problem.shape,
+        "dtype": problem.dtype,
+        "job_id": job_id,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gpu": best.gpu_name if best else (rows[0].gpu_name if rows else None),
+        "driver": best.driver if best else None,
+        "cuda": best.cuda if best else None,
+        "tvm": best.tvm_version if best else None,
+        "torch": best.torch_version if best else None,
+        "template_version": HOPPER.template_version,
+        "trials": len(rows),
+        "outcomes": dict(Counter(r.outcome for r in rows)),
+        "elapsed_s": round(elapsed_s, 1),
+        "best_config": best.config.to_json() if best else None,
+        "best_tflops": best.tflops if best else None,
+        "best_time_ms": best.time_ms if best else None,
+        "cublas_tflops": best.cublas_tflops if best else None,
+        "ratio": best.ratio if best else None,
+        "best_rel_error": best.rel_error if best else None,
+        "sm_clock_mhz": best.sm_clock_mhz if best else None,
+        "power_w": best.power_w if best else None,
+        "top": [_row(r) for r in ok[:top]],
+        "failures": [{"config": r.config.to_json(), "outcome": r.outcome, "message": r.message[:300]}
+                     for r in rows if r.outcome not in ("OK", "INVALID")],
+    }
+
+
+def _row(r: MeasurementRecord) -> dict[str, Any]:
+    return {"config": r.config.to_json(), "label": r.config.label(), "tflops": r.tflops, "time_ms": r.time_ms,
+            "time_p10_ms": r.time_p10_ms, "time_p90_ms": r.time_p90_ms, "cublas_tflops": r.cublas_tflops,
+            "ratio": r.ratio, "rel_error": r.rel_error}
+
+
+def _print_table(console: Console, summary: dict[str, Any]) -> None:
+    table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}: top configs")
+    for column in ("config", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for row in summary["top"]:
+        table.add_row(row["label"], f"{row['tflops']:.1f}", f"{row['cublas_tflops'] or 0:.1f}",
+                      f"{row['ratio'] or 0:.3f}", f"{row['rel_error'] or 0:.1e}")
+    Console().print(table)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["outcomes"].items()))
+    Console().print(f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s; {summary['stopped_because'] if 'stopped_because' in summary else ''}")

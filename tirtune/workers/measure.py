@@ -1,0 +1,246 @@
+"""The measuring child process: load a built module, verify it, then time it against cuBLAS.
+
+This module runs inside a child process owned by `ChildSupervisor`; it is the only place that
+touches CUDA, so a kernel that corrupts the context or hangs takes down only this process.
+Protocol (DESIGN.md decision 3, docs/measurement.md): fresh random inputs per check, output
+poisoned with NaN first, relative Frobenius error against a float32 reference, the same inputs
+run twice and compared bit for bit (a moving result is a race), then timing with CUDA events
+after a warm-up, L2 flushed before every repetition, kernel and cuBLAS interleaved in rounds,
+medians and percentiles reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "serve"]
+
+log = logging.getLogger(__name__)
+
+# Relative Frobenius error allowed against the float32 reference. fp32 accumulation leaves only
+# the output rounding: about 2e-4 for fp16 and 2e-3 for bf16 (measured, TIRX_HOPPER.md); the
+# bounds keep a 5x margin, far below what a skipped K step (>= 5e-2) produces.
+TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3}
+L2_FLUSH_BYTES = 256 << 20
+TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
+ROUNDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MeasureRequest:
+    artifact: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    seed: int = 0
+    target_ms: float = TARGET_MS
+    cublas: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MeasureReply:
+    outcome: str  # an Outcome value
+    message: str = ""
+    times_ms: tuple[float, ...] = ()
+    cublas_times_ms: tuple[float, ...] = ()
+    rel_error: float | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    fatal: bool = False  # the CUDA context is unusable: the child exits after replying
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def serve(conn: Any) -> None:
+    """Child entry point: announce the device, then answer MeasureRequests until EOF."""
+    logging.basicConfig(level=os.environ.get("TIRTUNE_LOG_LEVEL", "WARNING"))
+    try:
+        bench = _Bench()
+    except Exception as exc:  # no GPU, no torch: the parent reports it as an infrastructure fault
+        conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return
+    conn.send({"ready": True, "info": bench.info})
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        reply = bench.measure(request)
+        conn.send(reply)
+        if reply.fatal:
+            os._exit(3)
+
+
+class _Bench:
+    def __init__(self) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device visible to the measuring process")
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference must be true float32
+        self.torch = torch
+        self.device = torch.device("cuda", 0)
+        self.modules: dict[str, Any] = {}
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
+        self.nvml = _Nvml(torch)
+        self.info = self._describe()
+        self._warm_card()
+
+    def _describe(self) -> dict[str, Any]:
+        torch = self.torch
+        props = torch.cuda.get_device_properties(self.device)
+        return {
+            "gpu_name": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "sm_count": props.multi_processor_count,
+            "driver": self.nvml.driver() or "",
+            "cuda": torch.version.cuda or "",
+            "torch": torch.__version__,
+        }
+
+    def _warm_card(self, seconds: float = 1.5) -> None:
+        """A cold card flatters the first timing by a few percent: run GEMMs until it is warm."""
+        torch = self.torch
+        a = torch.randn(4096, 4096, dtype=torch.float16, device=self.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        spent = 0.0
+        while spent < seconds * 1e3:
+            for _ in range(20):
+                torch.mm(a, a)
+            end.record()
+            end.synchronize()
+            spent = start.elapsed_time(end)
+
+    def measure(self, req: MeasureRequest) -> MeasureReply:
+        torch = self.torch
+        try:
+            fn = self._load(req.artifact)
+        except Exception as exc:
+            return MeasureReply("LAUNCH_ERROR", f"cannot load module: {_short(exc)}")
+        dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[req.dtype]
+        try:
+            gen = torch.Generator(device=self.device).manual_seed(req.seed)
+            a = torch.randn(req.m, req.k, dtype=dtype, device=self.device, generator=gen)
+            b = torch.randn(req.n, req.k, dtype=dtype, device=self.device, generator=gen)
+            verdict = self._verify(fn, a, b, req)
+            if verdict is not None:
+                return verdict
+            times, cublas = self._time(fn, a, b, req)
+        except Exception as exc:  # a CUDA fault: the context is poisoned, the child must go
+            return MeasureReply("LAUNCH_ERROR", f"kernel failed: {_short(exc)}", fatal=True)
+        clock, power = self.nvml.clock_and_power()
+        return MeasureReply("OK", "", tuple(times), tuple(cublas), self._last_error, clock, power)
+
+    def _load(self, artifact: str) -> Any:
+        if artifact not in self.modules:
+            import tvm_ffi
+
+            self.modules[artifact] = tvm_ffi.load_module(artifact)["main"]
+        return self.modules[artifact]
+
+    def _call(self, fn: Any, a: Any, b: Any, d: Any) -> None:
+        import tvm_ffi
+
+        with tvm_ffi.use_torch_stream():
+            fn(a, b, d)
+
+    def _verify(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> MeasureReply | None:
+        torch = self.torch
+        ref = a.float() @ b.float().T
+        outs = []
+        for _ in range(2):
+            d = torch.full((req.m, req.n), float("nan"), dtype=a.dtype, device=self.device)
+            self._call(fn, a, b, d)
+            torch.cuda.synchronize()
+            outs.append(d)
+        d = outs[0]
+        unwritten = int(torch.isnan(d).sum().item())
+        if unwritten:
+            return MeasureReply("WRONG_RESULT", f"{unwritten} of {d.numel()} outputs never written (still NaN)")
+        err = float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
+        self._last_error = err
+        tol = TOLERANCE[req.dtype]
+        if not math.isfinite(err) or err > tol:
+            return MeasureReply("WRONG_RESULT", f"relative error {err:.3e} > tolerance {tol:.0e}", rel_error=err)
+        if not torch.equal(outs[0], outs[1]):
+            return MeasureReply("WRONG_RESULT", "two runs on the same inputs differ: a race", rel_error=err)
+        return None
+
+    def _time(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> tuple[list[float], list[float]]:
+        torch = self.torch
+        d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
+        kernel = lambda: self._call(fn, a, b, d)  # noqa: E731
+        cublas = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
+        estimate = _median(self._events(kernel, 3))
+        reps = max(2, min(200, int(req.target_ms / max(estimate, 1e-3) / ROUNDS)))
+        times: list[float] = []
+        ref: list[float] = []
+        for _ in range(ROUNDS):  # interleaved so clock and power drift hit both alike
+            times += self._events(kernel, reps)
+            if req.cublas:
+                ref += self._events(cublas, reps)
+        return times, ref
+
+    def _events(self, launch: Any, reps: int) -> list[float]:
+        torch = self.torch
+        launch()  # warm-up of this block
+        pairs = []
+        for _ in range(reps):
+            self.flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            launch()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in pairs]
+
+    _last_error: float | None = None
+
+
+class _Nvml:
+    """SM clock and board power from NVML, when the bindings are installed."""
+
+    def __init__(self, torch: Any) -> None:
+        self.handle = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            props = torch.cuda.get_device_properties(0)
+            bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+            self.pynvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+        except Exception as exc:
+            log.info("NVML unavailable: %s", exc)
+
+    def driver(self) -> str | None:
+        if self.handle is None:
+            return None
+        value = self.pynvml.nvmlSystemGetDriverVersion()
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def clock_and_power(self) -> tuple[float | None, float | None]:
+        if self.handle is None:
+            return None, None
+        try:
+            clock = float(self.pynvml.nvmlDeviceGetClockInfo(self.handle, self.pynvml.NVML_CLOCK_SM))
+            power = self.pynvml.nvmlDeviceGetPowerUsage(self.handle) / 1000.0
+            return clock, power
+        except Exception:
+            return None, None
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _short(exc: BaseException, limit: int = 600) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,111 @@
+"""Replay runner: answers from measurements recorded on a real GPU (bench/data/*.jsonl).
+
+It lets the tuner, the job loop and the API be tested and studied without a GPU. The format is
+one JSON object per line, written by `to_record` (see bench/data/README.md):
+{"template_version", "problem": {m,n,k,dtype}, "config": {...}, "outcome", "message",
+ "time_ms", "time_p10_ms", "time_p90_ms", "repetitions", "cublas_ms", "rel_error",
+ "stack": {gpu_name, driver, cuda, tvm, compute_capability}, "torch", "sm_clock_mhz", "power_w"}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tirtune.space.config import Config
+from tirtune.space.problem import Problem
+from tirtune.workers.errors import WorkerError
+from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
+
+__all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
+
+NOT_RECORDED = "not in the recorded dataset"
+
+
+def to_record(result: RunResult) -> dict[str, Any]:
+    c = result.candidate
+    prov = result.provenance
+    return {
+        "template_version": c.template_version,
+        "problem": c.problem.to_json(),
+        "config": c.config.to_json(),
+        "outcome": result.outcome.value,
+        "message": result.message,
+        "time_ms": result.time_ms,
+        "time_p10_ms": result.time_p10_ms,
+        "time_p90_ms": result.time_p90_ms,
+        "repetitions": result.repetitions,
+        "cublas_ms": result.cublas_ms,
+        "rel_error": result.rel_error,
+        "stack": prov.stack.to_json() if prov else None,
+        "torch": prov.torch if prov else "",
+        "sm_clock_mhz": prov.sm_clock_mhz if prov else None,
+        "power_w": prov.power_w if prov else None,
+    }
+
+
+def from_record(data: dict[str, Any]) -> tuple[tuple[str, Problem, Config], dict[str, Any]]:
+    problem = Problem(**data["problem"])
+    config = Config.from_json(data["config"])
+    return (data["template_version"], problem, config), data
+
+
+class ReplayRunner:
+    """Runner over recorded measurements; a candidate nobody recorded is a LAUNCH_ERROR result."""
+
+    def __init__(self, paths: Iterable[str | Path]) -> None:
+        self._records: dict[tuple[str, Problem, Config], dict[str, Any]] = {}
+        for path in paths:
+            self._load(Path(path))
+        if not self._records:
+            raise WorkerError("the replay runner found no recorded measurements")
+        first = next(iter(self._records.values()))
+        self._stack = Stack(**first["stack"])
+        self.calls = 0  # how many candidates were "measured": tests assert reuse with it
+
+    def _load(self, path: Path) -> None:
+        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        for file in files:
+            for line in file.read_text().splitlines():
+                if line.strip():
+                    key, data = from_record(json.loads(line))
+                    self._records[key] = data
+
+    def problems(self) -> set[Problem]:
+        return {key[1] for key in self._records}
+
+    def configs(self, problem: Problem) -> list[Config]:
+        return sorted(key[2] for key in self._records if key[1] == problem)
+
+    def stack(self) -> Stack:
+        return self._stack
+
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        return [self._one(build) for build in batch]
+
+    def _one(self, build: BuildResult) -> RunResult:
+        c = build.candidate
+        if not build.ok:
+            return RunResult.failed(c, build.outcome, build.message)
+        self.calls += 1
+        data = self._records.get((c.template_version, c.problem, c.config))
+        if data is None:
+            return RunResult.failed(c, Outcome.LAUNCH_ERROR, NOT_RECORDED)
+        provenance = Provenance(Stack(**data["stack"]), c.template_version, data.get("torch", ""),
+                                data.get("sm_clock_mhz"), data.get("power_w"))
+        return RunResult(
+            candidate=c, outcome=Outcome(data["outcome"]), message=data.get("message", ""),
+            time_ms=data.get("time_ms"), time_p10_ms=data.get("time_p10_ms"),
+            time_p90_ms=data.get("time_p90_ms"), repetitions=data.get("repetitions", 0),
+            cublas_ms=data.get("cublas_ms"), rel_error=data.get("rel_error"), provenance=provenance,
+            extra={"replayed": True},
+        )
+
+
+class ReplayBuilder:
+    """The builder that goes with ReplayRunner: nothing to compile, every candidate is 'built'."""
+
+    def build(self, batch: Sequence[Any]) -> list[BuildResult]:
+        return [BuildResult(candidate, Outcome.OK, artifact=None, message="replay: not compiled") for candidate in batch]

@@ -1,0 +1,21 @@
+"""The Runner interface: built modules in, verified timings (or the reason there are none) out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from tirtune.workers.results import BuildResult, RunResult, Stack
+
+__all__ = ["Runner"]
+
+
+@runtime_checkable
+class Runner(Protocol):
+    def stack(self) -> Stack:
+        """The GPU and toolchain this runner measures on (part of every measurement's identity)."""
+        ...
+
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        """One RunResult per build, in order; only OK builds are measured."""
+        ...
