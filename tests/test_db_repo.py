@@ -273,6 +273,10 @@ def test_job_best_follows_fastest_ok(db_factory: Factory) -> None:
         record_failure(s, job_id=job, outcome=Outcome.WRONG_RESULT)
         j = repo.get_job(s, job)
     assert j.best_measurement_id == fast and j.trials_done == 4
+    with transaction(db_factory) as s:
+        record_failure(s, job_id=job, outcome=Outcome.INVALID)
+        j = repo.get_job(s, job)
+    assert j.trials_done == 4, "a config refused by a rule costs no trial"
 
 
 def test_concurrent_records_lose_no_trial(db_factory: Factory) -> None:

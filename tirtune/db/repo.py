@@ -197,7 +197,7 @@ def record_measurement(
 ) -> MeasurementRecord:
     """Store one candidate's fate; provenance comes from `result.provenance` when present.
 
-    With a job, its `trials_done` grows by one and an OK measurement faster than the job's
+    With a job, its `trials_done` grows by one (not for INVALID configs) and an OK measurement faster than the job's
     current best becomes the best. The job row is locked first so concurrent recorders for
     one job neither lose increments nor race on the best.
     """
@@ -333,7 +333,9 @@ def _job_row(s: Session, job_id: int, *, lock: bool = False) -> Job:
 
 
 def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None:
-    job.trials_done += 1
+    # An INVALID config is refused by a rule before any work: recorded, but no trial spent.
+    if measurement.outcome != Outcome.INVALID.value:
+        job.trials_done += 1
     if measurement.outcome == Outcome.OK.value and measurement.tflops is not None:
         best = None if job.best_measurement_id is None else s.get(Measurement, job.best_measurement_id)
         if best is None or best.tflops is None or measurement.tflops > best.tflops:

@@ -169,12 +169,12 @@ class _Run:
             else:
                 self.proposer.tell([replace(earlier, trial=proposal.trial)])
             return True
-        self.idle_asks = 0
         violations = self.o.space.violations(proposal.config, candidate.problem)
         if violations:
             message = "; ".join(map(str, violations))
             self._record(proposal, candidate, Outcome.INVALID, message, None, None)
             return True
+        self.idle_asks = 0
         key = candidate.measurement_key(self.stack)
         with self.o._tx() as s:
             previous = repo.find_measurement(s, key)
@@ -213,6 +213,9 @@ class _Run:
         self.seen[proposal.config] = feedback
         twins = [replace(feedback, trial=t) for t in self.waiting.pop(proposal.config, [])]
         self.proposer.tell([feedback, *twins])
+        if record.outcome == Outcome.INVALID.value:
+            self.idle_asks += 1  # refused by a rule: recorded, but no trial spent
+            return
         self.done += 1
         if ok and (self.best is None or (record.tflops or 0) > (self.best.tflops or 0)):
             self.best = record

@@ -81,8 +81,9 @@ def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, e
         "tvm": best.tvm_version if best else None,
         "torch": best.torch_version if best else None,
         "template_version": HOPPER.template_version,
-        "trials": len(rows),
-        "outcomes": dict(Counter(r.outcome for r in rows)),
+        "trials": sum(1 for r in rows if r.outcome != "INVALID"),
+        "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
+        "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),
         "elapsed_s": round(elapsed_s, 1),
         "best_config": best.config.to_json() if best else None,
         "best_tflops": best.tflops if best else None,
@@ -112,5 +113,7 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
         table.add_row(row["label"], f"{row['tflops']:.1f}", f"{row['cublas_tflops'] or 0:.1f}",
                       f"{row['ratio'] or 0:.3f}", f"{row['rel_error'] or 0:.1e}")
     Console().print(table)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["outcomes"].items()))
-    Console().print(f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s; {summary['stopped_because'] if 'stopped_because' in summary else ''}")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["outcomes"].items()) if k != "INVALID")
+    Console().print(f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
+                    f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
+                    f"{summary.get('stopped_because', '')}")
