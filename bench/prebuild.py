@@ -37,6 +37,7 @@ BF16 = Problem(4096, 4096, 4096, "bfloat16")
 SMALL = Problem(64, 256, 128, "float16")
 TINY = Problem(100, 200, 64, "float16")
 ODD_K = Problem(520, 392, 200, "bfloat16")  # K not a multiple of 64 (nor of 128)
+ODD_N = Problem(777, 333, 136, "float16")  # odd M and N: the unpaired (scalar) epilogue stores
 
 # (config, problem): every knob value appears at least once; tails hit the M, N and K guards.
 SET: list[tuple[Config, Problem]] = [
@@ -60,6 +61,8 @@ SET: list[tuple[Config, Problem]] = [
     (_c(128, 64, 64, 5, 2, False), BF16),         # 2 x 64-row consumers without a producer
     (_c(256, 64, 128, 2, 2, False), TINY),        # whole tile larger than the problem
     (_c(64, 192, 128, 3, 1, True), TAIL),
+    (_c(128, 128, 64, 3, 2, True), ODD_N),
+    (_c(64, 64, 64, 2, 1, False), ODD_N),
 ]
 
 

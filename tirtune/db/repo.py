@@ -62,7 +62,10 @@ def ping(s: Session) -> None:
 def create_job(
     s: Session, problem: Problem, arch: str, max_trials: int, time_budget_s: float | None = None
 ) -> JobRecord:
-    """Insert a QUEUED job; its study name `tirtune-{id}-{shape}-{dtype}-{arch}` is unique by id."""
+    """Insert a QUEUED job with the Optuna study name `tirtune-{id}-{shape}-{dtype}-{arch}-{nonce}`.
+
+    The nonce keeps names unique even when our tables are reset while Optuna's (which share the
+    database) keep their old studies."""
     if max_trials < 1:
         raise DbError(f"max_trials must be at least 1, got {max_trials}")
     job = Job(
@@ -72,7 +75,7 @@ def create_job(
     )
     s.add(job)
     s.flush()
-    job.study_name = f"tirtune-{job.id}-{problem.shape}-{problem.dtype}-{arch}"
+    job.study_name = f"tirtune-{job.id}-{problem.shape}-{problem.dtype}-{arch}-{uuid.uuid4().hex[:8]}"
     s.flush()
     return JobRecord.from_row(job)
 
