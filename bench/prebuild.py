@@ -73,7 +73,8 @@ def _slug(config: Config, problem: Problem) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(".build/verify"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".build/cache"))
     parser.add_argument("--jobs", type=int, default=2)
@@ -89,7 +90,8 @@ def main() -> int:
     candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in SET]
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout), candidates))
+        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout),
+                                candidates))
 
     args.out.mkdir(parents=True, exist_ok=True)
     entries, total = [], 0
@@ -108,7 +110,8 @@ def main() -> int:
                         "template_version": cand.template_version, "build_key": cand.build_key(),
                         "ptxas": record.get("ptxas"), "nvcc_s": record.get("nvcc_s"),
                         "lower_s": record.get("lower_s")})
-        logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
+        logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds,
+                    "cached" if result.cached else "built", size)
     manifest = {"template_version": TEMPLATE_VERSION, "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     logger.info("%d/%d built in %.0f s, %.1f MB total -> %s", len(entries), len(SET),

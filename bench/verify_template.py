@@ -149,7 +149,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="folder with manifest.json and the .so files")
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel (isolated mode)")
@@ -176,7 +177,8 @@ def main() -> int:
         row["wall_s"] = round(time.perf_counter() - started, 1)
         rows.append(row)
         status = "ok" if row.get("ok") else "FAIL"
-        print(f"[{i + 1}/{len(entries)}] {entry['name']}: {status} ({row['wall_s']} s)", flush=True)  # noqa: T201
+        progress = f"[{i + 1}/{len(entries)}] {entry['name']}: {status} ({row['wall_s']} s)"
+        print(progress, flush=True)  # noqa: T201
     print(_table(rows))  # noqa: T201
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -12,30 +12,10 @@ from typing import Any
 
 import pytest
 
+from stand_in_children import gpu_less_child, misbehaving_child
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureReply, MeasureRequest
+from tirtune.workers.measure import MeasureRequest
 from tirtune.workers.supervisor import ChildSupervisor
-
-
-def misbehaving_child(conn: Any) -> None:
-    conn.send({"ready": True, "info": {"gpu_name": "stand-in", "pid": os.getpid()}})
-    while True:
-        try:
-            request: MeasureRequest = conn.recv()
-        except EOFError:
-            return
-        if request.artifact == "hang":
-            time.sleep(3600)
-        if request.artifact == "crash":
-            os._exit(7)
-        if request.artifact == "poison":
-            conn.send(MeasureReply("LAUNCH_ERROR", "illegal memory access", fatal=True))
-            os._exit(3)
-        conn.send(MeasureReply("OK", times_ms=(1.0, 1.1), cublas_times_ms=(1.2,), info={"pid": os.getpid()}))
-
-
-def gpu_less_child(conn: Any) -> None:
-    conn.send({"ready": False, "error": "RuntimeError: no CUDA device visible"})
 
 
 def _req(artifact: str) -> MeasureRequest:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -64,8 +64,9 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
 class _GpuActor:
     """Lives in a Ray worker that owns one GPU (Ray sets CUDA_VISIBLE_DEVICES)."""
 
-    def __init__(self, run_timeout_s: float) -> None:
-        self.supervisor = ChildSupervisor(run_timeout_s=run_timeout_s)
+    def __init__(self, run_timeout_s: float, child_target: Callable[[Any], None] | None = None) -> None:
+        kwargs = {} if child_target is None else {"target": child_target}
+        self.supervisor = ChildSupervisor(run_timeout_s=run_timeout_s, **kwargs)
         info = self.supervisor.start()
         self.torch_version = info.get("torch", "")
         self._stack = Stack(info["gpu_name"], info.get("driver", ""), info.get("cuda", ""),
@@ -89,7 +90,9 @@ class _GpuActor:
 class GpuRunner:
     """Runner handle over one Ray actor per GPU; the caller has done `ray.init`."""
 
-    def __init__(self, num_gpus: int = 1, run_timeout_s: float = 60.0) -> None:
+    def __init__(self, num_gpus: int = 1, run_timeout_s: float = 60.0, *,
+                 child_target: Callable[[Any], None] | None = None) -> None:
+        """`child_target` replaces the measuring child's entry point (tests only)."""
         import ray
 
         if not ray.is_initialized():
@@ -98,7 +101,7 @@ class GpuRunner:
             raise WorkerError(f"Ray sees {ray.cluster_resources().get('GPU', 0):g} GPU(s); {num_gpus} needed")
         actor = ray.remote(num_gpus=1, max_restarts=3, max_task_retries=0)(_GpuActor)
         self._ray = ray
-        self._actors = [actor.remote(run_timeout_s) for _ in range(num_gpus)]
+        self._actors = [actor.remote(run_timeout_s, child_target) for _ in range(num_gpus)]
         self._stack: Stack | None = None
 
     def stack(self) -> Stack:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Steps of one lease on the H200 device machine (no internet there; wheels are carried in .wh/).
+#   bash bench/gpu_session.sh unpack N        # one call per wheel part, back to back
+#   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
+#   bash bench/gpu_session.sh record SHAPE DTYPE
+# Everything worth keeping is written under $OUT (the device tool brings it back).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STASH=/root/stash
+export PYTHONPATH="$STASH/site:$PWD" PYTHONUNBUFFERED=1
+export DATABASE_URL="sqlite:////root/tirtune/tirtune.db" TIRTUNE_CACHE_DIR=/root/tirtune/cache
+mkdir -p /root/tirtune "${OUT:-/tmp/out}"
+OUT="${OUT:-/tmp/out}"
+
+case "$1" in
+  unpack)
+    python3 ".wh/part$2/wheelhouse" unpack ".wh/part$2" "$STASH" | tail -3 ;;
+  tune)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
+    python3 -m tirtune -v tune "$2" --dtype "$3" --trials "$4" --json "$OUT/tune-$2-$3.json" 2>"$OUT/tune-$2-$3.log"
+    rc=$?
+    tail -n 40 "$OUT/tune-$2-$3.log"
+    cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
+    exit $rc ;;
+  record)
+    python3 bench/record_space.py "$2" --dtype "$3" --out "$OUT" 2>"$OUT/record-$2-$3.log"
+    rc=$?
+    tail -n 20 "$OUT/record-$2-$3.log"
+    exit $rc ;;
+  *)
+    echo "unknown step $1" >&2; exit 2 ;;
+esac

@@ -1,0 +1,59 @@
+"""The GPU runner's Ray actor path, end to end on a real local Ray, with a stand-in child.
+
+Ray is told the machine has one GPU, so the actor is placed as on a GPU host; the measuring
+child is replaced at our own seam, so no CUDA is needed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from stand_in_children import misbehaving_child
+from tirtune.space import HOPPER, Config, Problem
+from tirtune.workers.gpu_runner import GpuRunner
+from tirtune.workers.results import BuildResult, Candidate, Outcome
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[GpuRunner]:
+    path = os.pathsep.join([str(TESTS), str(TESTS.parent)])
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        yield GpuRunner(num_gpus=1, run_timeout_s=5.0, child_target=misbehaving_child)
+    finally:
+        ray.shutdown()
+
+
+def _build(artifact: str, outcome: Outcome = Outcome.OK) -> BuildResult:
+    candidate = Candidate(Config(), Problem(4096, 4096, 4096), HOPPER.template_version)
+    return BuildResult(candidate, outcome, artifact=artifact if outcome is Outcome.OK else None,
+                       message="" if outcome is Outcome.OK else "ptxas fatal: too much shared memory")
+
+
+def test_stack_comes_from_the_measuring_process(runner: GpuRunner) -> None:
+    stack = runner.stack()
+    assert stack.gpu_name == "stand-in"
+    assert stack.tvm  # the TVM that built the kernels is part of the identity
+
+
+def test_every_candidate_gets_its_own_result_in_order(runner: GpuRunner) -> None:
+    batch = [_build("ok"), _build("hang"), _build("crash"), _build("", Outcome.COMPILE_ERROR), _build("ok")]
+    results = runner.run(batch)
+    assert [r.outcome for r in results] == [Outcome.OK, Outcome.TIMEOUT, Outcome.LAUNCH_ERROR,
+                                            Outcome.COMPILE_ERROR, Outcome.OK]
+    ok = results[0]
+    assert ok.time_ms == pytest.approx(1.05) and ok.cublas_ms == pytest.approx(1.2)
+    assert ok.ratio == pytest.approx(1.2 / 1.05)
+    assert ok.tflops == pytest.approx(Problem(4096, 4096, 4096).tflops(1.05))
+    assert ok.provenance is not None and ok.provenance.stack.gpu_name == "stand-in"
+    assert "killed" in results[1].message
+    assert "exit code 7" in results[2].message
+    assert results[3].message.startswith("ptxas")

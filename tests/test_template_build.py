@@ -1,0 +1,131 @@
+"""The Hopper GEMM template: tracing and lowering (fast), and real sm_90a builds (marked nvcc).
+
+The nvcc tests compile a few representative configs, in parallel, and read the SASS: the kernel
+must use wgmma (HGMMA) fed by TMA (UTMALDG), spill nothing, and have the shape each knob asks for.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tirtune.space import Config, Problem, SpaceError
+from tirtune.space.templates import build, plan
+from tirtune.workers import toolchain
+
+
+def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool) -> Config:
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws)
+
+
+# Between them: ws and not, 1 and 2 consumers, 64- and 128-row consumers (1 and 2 m64 blocks),
+# blk_k 64 and 128, every blk_n, fp16 and bf16, tails along M, N and K.
+CASES = {
+    "simplest-tail": (_c(64, 64, 64, 2, 1, False), Problem(1000, 1000, 1000, "float16")),
+    "ws-c2-n256": (_c(128, 256, 64, 4, 2, True), Problem(4096, 4096, 4096, "float16")),
+    "mono-k128-2mblk-bf16": (_c(128, 128, 128, 3, 1, False), Problem(520, 392, 200, "bfloat16")),
+    "ws-c1-n192-k128-tiny": (_c(64, 192, 128, 3, 1, True), Problem(100, 200, 64, "bfloat16")),
+    "ws-m256-c2": (_c(256, 128, 64, 3, 2, True), Problem(1000, 1000, 1000, "float16")),
+}
+
+
+@dataclass(frozen=True)
+class Built:
+    config: Config
+    problem: Problem
+    source: str
+    nvcc_output: str
+    sass: str
+
+
+def test_plan_derives_the_launch_shape() -> None:
+    p = plan(_c(256, 128, 64, 3, 2, True), Problem(1000, 1000, 1000))
+    assert (p.rows, p.m_blocks, p.k_tiles, p.grid, p.threads) == (128, 2, 16, (4, 8), 384)
+    assert p.stage_bytes == (256 + 128) * 64 * 2
+    assert plan(_c(64, 64, 64, 2, 1, False), Problem(64, 64, 8)).threads == 128
+    assert "bf16.bf16" in plan(_c(64, 64, 64, 2, 1, False), Problem(64, 64, 64, "bf16")).wgmma_name
+
+
+@pytest.mark.parametrize("config, problem", [
+    (_c(128, 256, 64, 4, 1, False), Problem(4096, 4096, 4096)),  # 256 accumulators a thread
+    (_c(64, 64, 64, 4, 2, True), Problem(4096, 4096, 4096)),     # 32 rows per consumer
+    (_c(256, 256, 128, 4, 2, True), Problem(4096, 4096, 4096)),  # shared memory
+    (_c(64, 64, 64, 2, 1, False), Problem(64, 64, 12)),          # K*2 B not a multiple of 16
+])
+def test_invalid_pairs_are_refused_with_the_rule(config: Config, problem: Problem) -> None:
+    with pytest.raises(SpaceError, match="cannot build"):
+        build(config, problem)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_lowers_to_cuda(name: str) -> None:
+    config, problem = CASES[name]
+    source = toolchain.lower_to_cuda(config, problem)
+    p = plan(config, problem)
+    assert f"__launch_bounds__({p.threads})" in source
+    assert "cuTensorMapEncodeTiled" in source
+    assert source.count("wgmma_fence") >= 1
+    assert ("setmaxnreg" in source) == p.rebalances_registers
+
+
+def test_lowering_failure_carries_the_cause() -> None:
+    def broken(config: Config, problem: Problem) -> object:
+        raise RuntimeError("template exploded at trace time")
+
+    with pytest.raises(toolchain.LoweringError, match="template exploded"):
+        toolchain.lower_to_cuda(*CASES["simplest-tail"], template=broken)
+
+
+@pytest.mark.nvcc
+def test_nvcc_error_carries_the_compiler_message(tmp_path: Path) -> None:
+    cu = tmp_path / "bad.cu"
+    cu.write_text("this is not C++;\n")
+    with pytest.raises(toolchain.NvccError, match="error"):
+        toolchain.nvcc_shared_library(cu, tmp_path / "bad.so", timeout_s=120, cache_dir=tmp_path)
+
+
+def _compile(name: str, root: Path) -> Built:
+    config, problem = CASES[name]
+    out = root / name
+    out.mkdir()
+    source = toolchain.lower_to_cuda(config, problem)
+    (out / "kernel.cu").write_text(source)
+    output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", timeout_s=600,
+                                           cache_dir=root)
+    return Built(config, problem, source, output, toolchain.sass(out / "kernel.so"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    root = tmp_path_factory.mktemp("template-build")
+    with ThreadPoolExecutor(2) as pool:  # nvcc is single-threaded; 2 cores in CI
+        return dict(zip(sorted(CASES), pool.map(lambda n: _compile(n, root), sorted(CASES))))
+
+
+def _count(sass: str, opcode: str) -> int:
+    return len(re.findall(rf"\b{opcode}\b", sass))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: str) -> None:
+    b = built[name]
+    p = plan(b.config, b.problem)
+    elem = "BF16" if b.problem.dtype == "bfloat16" else "F16"
+    hgmma = re.findall(rf"HGMMA\.64x{b.config.blk_n}x16\.F32(?:\.{elem})?\b", b.sass)
+    # One HGMMA per k16 step and m64 block, in the main loop at least.
+    assert len(hgmma) >= (b.config.blk_k // 16) * p.m_blocks, b.sass[:2000]
+    if elem == "BF16":
+        assert all(".BF16" in h for h in hgmma)
+    assert _count(b.sass, "UTMALDG") >= 2 * (b.config.blk_k // 64)
+    assert _count(b.sass, "STL") == 0 and _count(b.sass, "LDL") == 0
+    resources = toolchain.ptxas_resources(b.nvcc_output)
+    assert resources is not None and not resources.spills, b.nvcc_output[-2000:]
+    assert resources.registers * p.threads <= 65536
+    # The producer gives registers back and the consumers take them (two consumers only).
+    assert (_count(b.sass, "USETMAXREG") >= 2) == p.rebalances_registers
+    assert "setmaxnreg' ignored" not in b.nvcc_output

@@ -1,0 +1,9 @@
+"""`python -m tirtune` is the `tirtune` command."""
+
+from __future__ import annotations
+
+import sys
+
+from tirtune.tuner.cli import main
+
+sys.exit(main())

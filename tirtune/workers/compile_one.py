@@ -1,0 +1,105 @@
+"""Compile one candidate into a directory: `python -m tirtune.workers.compile_one ...`.
+
+Runs in its own process (so a builder can kill a hung compile by its process group) and writes
+into `--out`:
+
+    kernel.cu    the exported CUDA source
+    kernel.so    the sm_90a shared library (only when everything succeeded)
+    build.log    lowering and nvcc output
+    build.json   what was built, with timings and ptxas resources (written last)
+
+Exit status: 0 built, 2 lowering failed, 3 nvcc failed, 1 anything else. The error's tail goes to
+stderr, where the builder picks it up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tirtune.space.config import Config
+from tirtune.space.problem import Problem
+from tirtune.workers import toolchain
+
+__all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "load_template", "main"]
+
+DEFAULT_TEMPLATE = "tirtune.space.templates.hopper_gemm:build"
+EXIT_LOWERING = 2
+EXIT_NVCC = 3
+
+
+def load_template(spec: str) -> Callable[[Config, Problem], Any]:
+    """Resolve "package.module:function" to the template's build function."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError(f"template {spec!r} must look like 'package.module:function'")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def compile_into(out: Path, config: Config, problem: Problem, template: str,
+                 cache_dir: Path) -> dict[str, Any]:
+    """Lower and compile into `out`; raises toolchain errors. Returns the build.json record."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "build.log"
+    started = time.perf_counter()
+    try:
+        build = load_template(template)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise toolchain.LoweringError(f"cannot load template {template!r}: {exc}") from exc
+    source = toolchain.lower_to_cuda(config, problem, build)
+    lowered = time.perf_counter()
+    (out / "kernel.cu").write_text(source)
+    try:
+        nvcc_output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", cache_dir=cache_dir)
+    except toolchain.NvccError as exc:
+        log.write_text(f"lowering: {lowered - started:.2f} s\n{exc}\n")
+        raise
+    finished = time.perf_counter()
+    resources = toolchain.ptxas_resources(nvcc_output)
+    log.write_text(f"lowering: {lowered - started:.2f} s\nnvcc: {finished - lowered:.2f} s\n{nvcc_output}")
+    return {
+        "config": config.to_json(),
+        "problem": problem.to_json(),
+        "template": template,
+        "lower_s": round(lowered - started, 3),
+        "nvcc_s": round(finished - lowered, 3),
+        "ptxas": resources.to_json() if resources else None,
+        "so_bytes": (out / "kernel.so").stat().st_size,
+    }
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tirtune.workers.compile_one", description=__doc__)
+    parser.add_argument("--config", required=True, help="Config as JSON")
+    parser.add_argument("--problem", required=True, help="Problem as JSON ({m, n, k, dtype})")
+    parser.add_argument("--out", required=True, type=Path, help="directory to write into")
+    parser.add_argument("--cache-dir", required=True, type=Path, help="where the libcuda link stub lives")
+    parser.add_argument("--template", default=DEFAULT_TEMPLATE)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    config = Config.from_json(json.loads(args.config))
+    problem = Problem(**json.loads(args.problem))
+    try:
+        record = compile_into(args.out, config, problem, args.template, args.cache_dir)
+    except toolchain.LoweringError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_LOWERING
+    except toolchain.NvccError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_NVCC
+    # Written last: its presence says the directory holds a complete build.
+    (args.out / "build.json").write_text(json.dumps(record, indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

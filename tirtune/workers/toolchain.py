@@ -1,0 +1,266 @@
+"""The compile pipeline as plain functions: TIRx -> CUDA source -> sm_90a shared library -> SASS.
+
+`lower_to_cuda` runs the TIRx pipeline and exports one standalone CUDA C++ file (the kernel plus
+a tvm-ffi host wrapper that encodes the TMA tensor maps and launches). `nvcc_shared_library`
+turns it into a `.so` that needs only `libtvm_ffi.so` and `libcuda.so.1` at run time.
+
+No GPU is needed anywhere here. Linking needs a `libcuda.so`; CUDA images with a driver stub
+provide one, and elsewhere a tiny stub with soname `libcuda.so.1` is built once into the cache
+(the real driver is what the loader finds on the GPU host).
+
+Every failure raises a `ToolchainError` subclass whose message carries the useful tail of the
+compiler's output; builders turn those into COMPILE_ERROR results.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tirtune.space.config import Config
+from tirtune.space.problem import Problem
+from tirtune.workers.errors import WorkerError
+
+__all__ = [
+    "ARCH",
+    "LoweringError",
+    "NvccError",
+    "PtxasResources",
+    "ToolchainError",
+    "cuobjdump_path",
+    "libcuda_link_dir",
+    "lower_to_cuda",
+    "nvcc_command",
+    "nvcc_path",
+    "nvcc_shared_library",
+    "ptxas_resources",
+    "sass",
+    "tail",
+]
+
+logger = logging.getLogger(__name__)
+
+ARCH = "sm_90a"
+GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
+# Unused-function and unused-variable remarks from the generated helpers drown real diagnostics.
+_QUIET = ("-diag-suppress=174,177,550",)
+# Driver API symbols the exported host wrapper may call. The stub only has to satisfy the link
+# and carry the soname; at run time the real libcuda.so.1 provides the implementations.
+_DRIVER_SYMBOLS = (
+    "cuGetErrorString", "cuGetErrorName", "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col",
+    "cuTensorMapReplaceAddress", "cuDriverGetVersion", "cuInit", "cuLaunchKernelEx",
+    "cuFuncSetAttribute", "cuGetProcAddress",
+)
+_STUB_DIRS = ("/usr/local/cuda/targets/x86_64-linux/lib/stubs", "/usr/local/cuda/lib64/stubs")
+TAIL_CHARS = 4000
+
+
+class ToolchainError(WorkerError):
+    """A stage of the compile pipeline failed; the message holds the tool's output tail."""
+
+
+class LoweringError(ToolchainError):
+    """TIRx tracing or lowering rejected the kernel."""
+
+
+class NvccError(ToolchainError):
+    """nvcc, ptxas or the linker rejected the generated CUDA."""
+
+
+def tail(text: str, limit: int = TAIL_CHARS) -> str:
+    """The last `limit` characters: compilers put the decisive line last."""
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _exception_chain(exc: BaseException) -> str:
+    # The TVMScript parser re-raises with "run with TVM_BACKTRACE=1" and keeps the real cause
+    # in __context__; show every link, innermost last.
+    parts: list[str] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    return "\n-- caused by --\n".join(parts)
+
+
+def lower_to_cuda(config: Config, problem: Problem, template: Any = None) -> str:
+    """Standalone CUDA C++ (kernel + tvm-ffi host wrapper) for one (config, problem).
+
+    `template` is a `build(config, problem) -> PrimFunc` callable; the Hopper GEMM by default.
+    """
+    try:
+        import tvm
+
+        if template is None:
+            from tirtune.space.templates import build as template
+        func = template(config, problem)
+        target = tvm.target.Target({"kind": "cuda", "arch": ARCH}, host="cuda_host")
+        executable = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
+        return str(tvm.backend.cuda.export_cuda_host(executable.mod))
+    except Exception as exc:  # TVM raises many unrelated types; all mean "this kernel failed"
+        what = f"lowering {config.label()} for {problem} failed"
+        raise LoweringError(f"{what}:\n{tail(_exception_chain(exc))}") from exc
+
+
+def nvcc_path() -> str:
+    found = os.environ.get("TIRTUNE_NVCC") or shutil.which("nvcc")
+    if found is None and Path("/usr/local/cuda/bin/nvcc").exists():
+        found = "/usr/local/cuda/bin/nvcc"
+    if found is None:
+        raise ToolchainError("nvcc not found: put it on PATH or set TIRTUNE_NVCC")
+    return found
+
+
+def _tvm_ffi_dirs() -> tuple[list[str], str]:
+    import tvm_ffi.libinfo as libinfo
+
+    includes = list(dict.fromkeys([*libinfo.include_paths(), libinfo.find_dlpack_include_path()]))
+    return includes, str(Path(libinfo.find_libtvm_ffi()).parent)
+
+
+def libcuda_link_dir(cache_dir: Path, cc: str | None = None) -> str:
+    """A directory holding a linkable libcuda.so: the CUDA stubs, or a stub built once here."""
+    for candidate in _STUB_DIRS:
+        if (Path(candidate) / "libcuda.so").exists():
+            return candidate
+    stub_dir = Path(cache_dir) / "libcuda-stub"
+    stub = stub_dir / "libcuda.so"
+    if stub.exists():
+        return str(stub_dir)
+    stub_dir.mkdir(parents=True, exist_ok=True)
+    # Several builders may race to make it: one builds under the lock, the others find it done.
+    with open(stub_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stub.exists():
+            _build_libcuda_stub(stub, cc or shutil.which("cc") or shutil.which("gcc") or "gcc")
+    return str(stub_dir)
+
+
+def _build_libcuda_stub(stub: Path, cc: str) -> None:
+    source = "".join(f"int {name}(void) {{ return 999; }}\n" for name in _DRIVER_SYMBOLS)
+    with tempfile.TemporaryDirectory(dir=stub.parent) as tmp:
+        c_file = Path(tmp) / "libcuda_stub.c"
+        c_file.write_text(source)
+        out = Path(tmp) / "libcuda.so"
+        cmd = [cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(c_file), "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise ToolchainError(f"building the libcuda link stub failed:\n{tail(proc.stderr)}")
+        os.replace(out, stub)  # atomic: a reader never sees half a library
+    logger.info("built libcuda link stub %s", stub)
+
+
+def nvcc_command(cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: bool = True) -> list[str]:
+    includes, ffi_lib = _tvm_ffi_dirs()
+    cmd = [nvcc_path(), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", GENCODE, *_QUIET]
+    if verbose_ptxas:
+        cmd += ["-Xptxas", "-v"]
+    cmd += [f"-I{d}" for d in includes]
+    cmd += [str(cu_path), "-o", str(so_path), f"-L{ffi_lib}", "-ltvm_ffi",
+            f"-L{libcuda_link_dir(cache_dir)}", "-lcuda"]
+    return cmd
+
+
+def nvcc_shared_library(cu_path: Path | str, so_path: Path | str, timeout_s: float | None = None,
+                        cache_dir: Path | str | None = None) -> str:
+    """Compile `cu_path` into `so_path`; returns nvcc's output (ptxas -v resource lines included).
+
+    Raises NvccError with the output tail on failure, subprocess.TimeoutExpired on timeout.
+    """
+    cu_path, so_path = Path(cu_path), Path(so_path)
+    if cache_dir is None:
+        from tirtune.settings import get_settings
+
+        cache_dir = get_settings().cache_dir
+    cmd = nvcc_command(cu_path, so_path, Path(cache_dir))
+    logger.debug("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0:
+        raise NvccError(f"nvcc exited with {proc.returncode}:\n{tail(output)}")
+    return output
+
+
+def cuobjdump_path() -> str:
+    """cuobjdump from PATH, the CUDA install, or the nvidia-cuda-cuobjdump wheel."""
+    found = os.environ.get("TIRTUNE_CUOBJDUMP") or shutil.which("cuobjdump")
+    if found:
+        return found
+    candidates = [Path(nvcc_path()).parent / "cuobjdump"]
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            candidates += sorted(Path(root).glob("cu*/bin/cuobjdump"))
+    except ImportError:
+        pass
+    candidates.append(Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+                      / "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump")
+    for path in candidates:
+        if path.exists():
+            return str(path)
+    raise ToolchainError("cuobjdump not found: pip install nvidia-cuda-cuobjdump or set TIRTUNE_CUOBJDUMP")
+
+
+def sass(binary_path: Path | str, timeout_s: float = 120.0) -> str:
+    """The SASS of every kernel in a .so, .cubin or executable (cuobjdump -sass; needs nvdisasm,
+    e.g. from the nvidia-cuda-nvdisasm wheel)."""
+    tool = cuobjdump_path()
+    env = dict(os.environ)
+    # cuobjdump shells out to nvdisasm; the wheels install it beside cuobjdump, off PATH.
+    if not shutil.which("nvdisasm") and (Path(tool).parent / "nvdisasm").exists():
+        env.setdefault("NVDISASM_PATH", str(Path(tool).parent))
+    proc = subprocess.run([tool, "-sass", str(binary_path)], capture_output=True, text=True,
+                          timeout=timeout_s, check=False, env=env)
+    if proc.returncode != 0:
+        raise ToolchainError(f"cuobjdump -sass {binary_path} failed:\n{tail(proc.stderr + proc.stdout)}")
+    return proc.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class PtxasResources:
+    """What ptxas reported for one kernel (from `-Xptxas -v`)."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    smem_bytes: int = 0
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"registers": self.registers, "spill_stores": self.spill_stores,
+                "spill_loads": self.spill_loads, "stack_bytes": self.stack_bytes,
+                "smem_bytes": self.smem_bytes}
+
+
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def ptxas_resources(nvcc_output: str) -> PtxasResources | None:
+    """Parse the device kernel's lines of `-Xptxas -v` output; None if there are none."""
+    regs = _REGS.findall(nvcc_output)
+    spill = _SPILL.findall(nvcc_output)
+    if not regs or not spill:
+        return None
+    smem = _SMEM.findall(nvcc_output)
+    stack, stores, loads = (int(x) for x in spill[-1])
+    return PtxasResources(registers=int(regs[-1]), spill_stores=stores, spill_loads=loads,
+                          stack_bytes=stack, smem_bytes=int(smem[-1]) if smem else 0)
