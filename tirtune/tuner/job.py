@@ -219,7 +219,7 @@ class _Run:
         self.done += 1
         if ok and (self.best is None or (record.tflops or 0) > (self.best.tflops or 0)):
             self.best = record
-        log.info("job %d trial %d: %s %s", self.job.id, proposal.trial, record.outcome,
+        log.info("job %d trial %d: %s %s", self.job.id, proposal.trial, record.outcome.value,
                  f"{record.tflops:.1f} TFLOP/s" if ok and record.tflops else record.message[:120])
         if self.o.on_progress is not None:
             self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
