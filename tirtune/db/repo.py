@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -24,11 +25,13 @@ from tirtune.space import Problem
 from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
 __all__ = [
+    "ProblemStats",
     "best_measurement",
     "claim_job",
     "claim_next_job",
     "count_jobs",
     "count_measurements",
+    "count_problems",
     "create_job",
     "find_active_job",
     "find_measurement",
@@ -41,10 +44,13 @@ __all__ = [
     "mark_stale",
     "measurements_by_id",
     "ping",
+    "problem_measurements",
+    "problem_stats",
     "record_measurement",
     "requeue_running",
     "reuse_measurement",
     "set_job_gpu",
+    "tuned_problems",
     "unfinished_jobs",
 ]
 
@@ -402,3 +408,107 @@ def _measurement_filter(
 
 def _count(s: Session, stmt: sa.Select[Any]) -> int:
     return s.scalar(sa.select(sa.func.count()).select_from(stmt.subquery())) or 0
+
+# --- read-only queries for the dashboard and GET /best?fallback=nearest ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemStats:
+    """One problem that has measurements: how many, how many OK, the fastest OK TFLOP/s."""
+
+    problem: Problem
+    measurements: int
+    ok: int
+    best_tflops: float | None
+
+
+def problem_measurements(
+    s: Session, problem: Problem, *, job_id: int | None = None, limit: int = 5000
+) -> list[MeasurementRecord]:
+    """Measurements of one problem (of one job, if given), oldest first: the order they were
+    recorded in, which is the x-axis of best-so-far curves. At most `limit` (the oldest)."""
+    stmt = _measurement_filter(sa.select(Measurement), job_id, problem, None)
+    return [MeasurementRecord.from_row(r) for r in s.scalars(stmt.order_by(Measurement.id).limit(limit))]
+
+
+def problem_stats(s: Session, *, limit: int = 100, offset: int = 0) -> list[ProblemStats]:
+    """Every problem with measurements, the most recently measured first."""
+    ok = sa.case((Measurement.outcome == Outcome.OK.value, 1), else_=0)
+    best = sa.case((_usable(), Measurement.tflops), else_=None)
+    stmt = (
+        sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype,
+                  sa.func.count(), sa.func.sum(ok), sa.func.max(best))
+        .group_by(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype)
+        .order_by(sa.func.max(Measurement.id).desc()).limit(limit).offset(offset)
+    )
+    return [ProblemStats(Problem(m, n, k, dtype), count, int(oks or 0), top)
+            for m, n, k, dtype, count, oks, top in s.execute(stmt)]
+
+
+def count_problems(s: Session) -> int:
+    stmt = sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype).distinct()
+    return _count(s, stmt)
+
+
+def tuned_problems(s: Session, dtype: str, *, gpu_name: str | None = None) -> list[Problem]:
+    """The problems of `dtype` that `best_measurement` has an answer for (on `gpu_name` if given)."""
+    stmt = sa.select(Measurement.m, Measurement.n, Measurement.k).distinct().where(
+        Measurement.dtype == dtype, _usable()
+    )
+    if gpu_name is not None:
+        stmt = stmt.where(Measurement.gpu_name == gpu_name)
+    return [Problem(m, n, k, dtype) for m, n, k in s.execute(stmt)]
+
+
+def _usable() -> sa.ColumnElement[bool]:
+    """What best_measurement may serve: OK, not stale, with a throughput."""
+    return sa.and_(
+        Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None)
+    )
+
+
+# --- re-measurements of a job's top trials (issue 3) --------------------------------------------
+
+
+def record_remeasurements(
+    s: Session, *, job_id: int | None, session_id: str, rounds: int,
+    pairs: Sequence[tuple[MeasurementRecord, RunResult]],
+) -> list[RemeasurementRecord]:
+    """Store one interleaved re-measurement: each (trial, result) pair becomes a row of `session_id`."""
+    rows = []
+    for trial, result in pairs:
+        p = result.provenance
+        row = Remeasurement(
+            job_id=job_id, measurement_id=trial.id, key=trial.key, session=session_id, rounds=rounds,
+            outcome=result.outcome.value, message=result.message, time_ms=result.time_ms,
+            time_p10_ms=result.time_p10_ms, time_p90_ms=result.time_p90_ms, repetitions=result.repetitions,
+            tflops=_tflops(trial.problem, result.time_ms), cublas_ms=result.cublas_ms,
+            ratio=result.ratio, sm_clock_mhz=p.sm_clock_mhz if p else None, power_w=p.power_w if p else None,
+        )
+        s.add(row)
+        rows.append(row)
+    s.flush()
+    return [RemeasurementRecord.from_row(row) for row in rows]
+
+
+def latest_remeasurements(s: Session, keys: Iterable[str]) -> dict[str, RemeasurementRecord]:
+    """The newest re-measurement of each key that has one (keys carry the stack: never stale)."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    stmt = sa.select(Remeasurement).where(Remeasurement.key.in_(wanted)).order_by(Remeasurement.id)
+    return {row.key: RemeasurementRecord.from_row(row) for row in s.scalars(stmt)}
+
+
+def job_remeasurements(s: Session, job_id: int) -> list[RemeasurementRecord]:
+    """A job's re-measurements, oldest first."""
+    stmt = sa.select(Remeasurement).where(Remeasurement.job_id == job_id).order_by(Remeasurement.id)
+    return [RemeasurementRecord.from_row(row) for row in s.scalars(stmt)]
+
+
+def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
+    """Name the job's best trial (after re-measurement), whatever its trial figure said."""
+    job = _job_row(s, job_id, lock=True)
+    job.best_measurement_id = measurement_id
+    s.flush()
+    return JobRecord.from_row(job)
