@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from tirtune.tuner.tune_command import run_tune
+    from tirtune.tuner.tune_command import run_tune, to_markdown
 
     if args.trials < 1:
         raise _usage("--trials must be at least 1")
@@ -78,7 +78,8 @@ def _tune(args: argparse.Namespace) -> int:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(summary, indent=2) + "\n")
-        print(f"wrote {path}")  # noqa: T201
+        path.with_suffix(".md").write_text(to_markdown(summary))
+        print(f"wrote {path} and {path.with_suffix('.md')}")  # noqa: T201
     return 0 if summary["best_config"] is not None else 1
 
 

@@ -117,3 +117,37 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
     Console().print(f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
                     f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
                     f"{summary.get('stopped_because', '')}")
+
+
+def to_markdown(summary: dict[str, Any]) -> str:
+    """The result file's table: provenance first, then the top configs against same-run cuBLAS."""
+    s = summary
+    lines = [
+        f"# tirtune tune {s['problem']} {s['dtype']}",
+        "",
+        f"- date: {s['date']}; GPU: {s['gpu']}; driver {s['driver']}; CUDA {s['cuda']}; TVM {s['tvm']}; "
+        f"torch {s['torch']}; template {s['template_version']}",
+        f"- {s['trials']} trials ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items()) if k != 'INVALID')}), "
+        f"{s['invalid_configs_refused']} invalid configs refused by rules, {s['elapsed_s']} s; "
+        f"{s.get('stopped_because', '')}",
+        f"- best: {_label(s['best_config'])}: {_f(s['best_tflops'])} TFLOP/s, cuBLAS {_f(s['cublas_tflops'])} "
+        f"TFLOP/s in the same run, ratio {_f(s['ratio'], 3)}",
+        "",
+        "| config | TFLOP/s | time ms (p10-p90) | cuBLAS TFLOP/s | ratio | rel. error |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in s["top"]:
+        lines.append(f"| {r['label']} | {_f(r['tflops'])} | {_f(r['time_ms'], 4)} ({_f(r['time_p10_ms'], 4)}-"
+                     f"{_f(r['time_p90_ms'], 4)}) | {_f(r['cublas_tflops'])} | {_f(r['ratio'], 3)} | "
+                     f"{r['rel_error']:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def _label(config: dict[str, Any] | None) -> str:
+    from tirtune.space import Config
+
+    return "none" if config is None else Config.from_json(config).label()
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

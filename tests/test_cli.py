@@ -1,0 +1,66 @@
+"""The `tirtune` command: the tune path with recorded data, `best`, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tirtune.settings import get_settings
+from tirtune.tuner.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("TIRTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def test_tune_writes_the_result_files_and_best_serves_it(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = env / "results" / "tune.json"
+    assert main(["tune", "4096x4096x4096", "--trials", "6", "--replay", str(DATA), "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    for field in ("problem", "dtype", "gpu", "trials", "best_config", "best_tflops", "cublas_tflops", "ratio",
+                  "driver", "cuda", "tvm", "date"):
+        assert summary[field] is not None, field
+    assert summary["problem"] == "4096x4096x4096" and summary["trials"] == 6
+    assert summary["ratio"] == pytest.approx(summary["best_tflops"] / summary["cublas_tflops"])
+    assert "| config | TFLOP/s" in out.with_suffix(".md").read_text()
+    capsys.readouterr()
+    assert main(["best", "4096x4096x4096"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert best["config"] == summary["best_config"] and best["gpu"] == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["tune", "4096x4096"], "bad shape"),
+    (["tune", "128x128x4001"], "multiple of 8"),
+    (["tune", "128x128x128", "--dtype", "int8"], "unsupported dtype"),
+    (["tune", "128x128x128", "--trials", "0"], "--trials"),
+    (["best", "0x1x1"], "out of range"),
+])
+def test_bad_input_is_a_message_not_a_traceback(env: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                needle: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_best_says_when_nothing_is_tuned(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["best", "64x64x64"]) == 1
+    assert "nothing tuned for 64x64x64 float16" in capsys.readouterr().out
+
+
+def test_without_a_gpu_tune_explains_the_replay_option(env: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "tirtune", "tune", "256x256x256", "--trials", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "--replay" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,135 @@
+"""The job loop end to end, driven by measurements recorded on the H200 (replay runner).
+
+Real database (SQLite and PostgreSQL), real Optuna storage in it, the real search space and
+rules; only the GPU is replaced, at our own Runner interface, by recorded results.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tirtune.db import open_database, repo, transaction
+from tirtune.db.records import MeasurementRecord
+from tirtune.space import HOPPER, Problem
+from tirtune.tuner.job import JobLoop, Progress
+from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
+from tirtune.workers.results import BuildResult, Outcome, RunResult, Stack
+
+DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
+P = Problem(4096, 4096, 4096, "float16")
+RULES = {rule.__name__ for rule in HOPPER.config_rules}
+
+
+def recorded_tflops() -> dict[str, float]:
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    return {json.dumps(r["config"], sort_keys=True): P.tflops(r["time_ms"]) for r in rows if r["outcome"] == "OK"}
+
+
+def tune(db_url: str, runner: ReplayRunner, trials: int, *, time_budget_s: float | None = None,
+         progress: list[Progress] | None = None) -> tuple[int, list[MeasurementRecord]]:
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, HOPPER.arch, trials, time_budget_s)
+        repo.claim_job(s, job.id)
+    loop = JobLoop(sessions, db_url, HOPPER, ReplayBuilder(), runner, batch_size=4,
+                   on_progress=None if progress is None else progress.append)
+    summary = loop.run(job.id)
+    with transaction(sessions) as s:
+        repo.finish_job(s, job.id, "DONE", summary.message)
+        rows = repo.list_measurements(s, job_id=job.id, limit=10_000)
+    sessions.kw["bind"].dispose()
+    return job.id, rows
+
+
+def trials_of(rows: Sequence[MeasurementRecord]) -> list[MeasurementRecord]:
+    return [r for r in rows if r.outcome is not Outcome.INVALID]
+
+
+def test_a_job_spends_exactly_its_budget_on_distinct_valid_configs(db_url: str) -> None:
+    runner = ReplayRunner([DATA])
+    progress: list[Progress] = []
+    job_id, rows = tune(db_url, runner, 24, progress=progress)
+    trials = trials_of(rows)
+    assert len(trials) == 24 and runner.calls == 24
+    assert len({r.config for r in trials}) == 24, "no config is measured twice in one job"
+    assert all(r.outcome is Outcome.OK and r.gpu_name == "NVIDIA H200" for r in trials)
+    assert all(HOPPER.is_valid(r.config, P) for r in trials)
+    for invalid in (r for r in rows if r.outcome is Outcome.INVALID):
+        assert not HOPPER.is_valid(invalid.config, P)
+        assert invalid.message.split(":")[0] in RULES  # the named rule, then its reason
+    assert progress[-1].trials_done == 24
+    with transaction(open_database(db_url)) as s:
+        job = repo.get_job(s, job_id)
+    best = max(trials, key=lambda r: r.tflops or 0)
+    assert job.trials_done == 24 and job.best_measurement_id == best.id
+
+
+def test_the_optuna_study_lives_in_the_same_database_and_is_closed(db_url: str) -> None:
+    job_id, rows = tune(db_url, ReplayRunner([DATA]), 12)
+    with transaction(open_database(db_url)) as s:
+        study_name = repo.get_job(s, job_id).study_name
+    study = optuna.load_study(study_name=study_name, storage=db_url)
+    states = {t.state for t in study.get_trials(deepcopy=False)}
+    assert TrialState.RUNNING not in states
+    ok = [t for t in study.trials if t.user_attrs.get("outcome") == "OK"]
+    assert len({json.dumps(t.params, sort_keys=True) for t in ok}) == 12
+    assert max(t.value for t in ok) == pytest.approx(max(r.tflops or 0 for r in rows))
+
+
+def test_tpe_finds_a_config_near_the_recorded_optimum(db_url: str) -> None:
+    _, rows = tune(db_url, ReplayRunner([DATA]), 40)
+    best_found = max(r.tflops or 0 for r in trials_of(rows))
+    assert best_found >= 0.95 * max(recorded_tflops().values())
+
+
+def test_a_second_tune_on_the_same_stack_reuses_measurements(db_url: str) -> None:
+    _, first = tune(db_url, ReplayRunner([DATA]), 16)
+    second_runner = ReplayRunner([DATA])
+    _, second = tune(db_url, second_runner, 16)
+    first_keys = {r.key for r in trials_of(first)}
+    reused = [r for r in trials_of(second) if r.key in first_keys]
+    assert reused, "the seeded start configs at least are known"
+    assert second_runner.calls == 16 - len(reused), "a known measurement costs no GPU work"
+
+
+class OtherDriver(ReplayRunner):
+    """The same recordings seen through a newer driver: a changed stack."""
+
+    def stack(self) -> Stack:
+        return replace(super().stack(), driver="999.99")
+
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        return [r if r.provenance is None else replace(r, provenance=replace(r.provenance, stack=self.stack()))
+                for r in super().run(batch)]
+
+
+def test_a_changed_toolchain_marks_old_results_stale_and_measures_again(db_url: str) -> None:
+    _, first = tune(db_url, ReplayRunner([DATA]), 8)
+    runner = OtherDriver([DATA])
+    _, second = tune(db_url, runner, 8)
+    assert runner.calls == 8, "nothing measured on the old driver is reused"
+    with transaction(open_database(db_url)) as s:
+        old = [repo.get_measurement(s, r.id) for r in trials_of(first)]
+    assert all(r.stale for r in old)
+    assert not any(r.stale for r in trials_of(second))
+
+
+class SlowReplay(ReplayRunner):
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        time.sleep(0.2 * len(batch))
+        return super().run(batch)
+
+
+def test_a_time_budget_stops_the_job_early(db_url: str) -> None:
+    began = time.monotonic()
+    _, rows = tune(db_url, SlowReplay([DATA]), 100, time_budget_s=1.0)
+    assert 0 < len(trials_of(rows)) < 100
+    assert time.monotonic() - began < 30
