@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -209,6 +210,26 @@ def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> No
     elsewhere = client.get("/best", params={"shape": "4096x4096x4096", "gpu": "NVIDIA B200"})
     error = assert_error(elsewhere, 404, "not_found")
     assert "on NVIDIA B200" in error["message"]
+
+
+def test_best_falls_back_to_the_nearest_shape_only_when_asked(client: TestClient, db_factory: Factory) -> None:
+    measure(db_factory, 1.0, problem=Problem(2048, 4096, 4096))
+    measure(db_factory, 0.5, problem=Problem(8192, 8192, 8192))
+    measure(db_factory, 0.1, problem=Problem(4096, 4096, 4096, "bfloat16"))  # other dtype: never served
+    measure(db_factory, 0.2, problem=Problem(4096, 4096, 4000), outcome=Outcome.WRONG_RESULT)  # not tuned
+    params = {"shape": "4096x4096x4096", "dtype": "float16"}
+    assert_error(client.get("/best", params=params), 404, "not_found")
+    out = client.get("/best", params={**params, "fallback": "nearest"}).json()
+    assert out["shape"] == "2048x4096x4096" and out["time_ms"] == 1.0
+    assert out["fallback"] == {"used": True, "requested": "4096x4096x4096", "served": "2048x4096x4096",
+                               "distance": pytest.approx(math.log(2))}
+    exact = client.get("/best", params={"shape": "2048x4096x4096", "fallback": "nearest"}).json()
+    assert exact["fallback"] == {"used": False, "requested": "2048x4096x4096", "served": "2048x4096x4096",
+                                 "distance": 0.0}
+    assert client.get("/best", params={"shape": "2048x4096x4096"}).json()["fallback"] is None
+    on_b200 = client.get("/best", params={**params, "fallback": "nearest", "gpu": "NVIDIA B200"})
+    assert_error(on_b200, 404, "not_found")
+    assert_error(client.get("/best", params={**params, "fallback": "any"}), 422, "validation_error")
 
 
 @pytest.mark.parametrize(

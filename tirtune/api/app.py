@@ -17,13 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from tirtune import __version__
+from tirtune.api.dashboard import install_dashboard
 from tirtune.api.errors import install_error_handlers
 from tirtune.api.routes import router
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
 from tirtune.settings import Settings, get_settings
 
-__all__ = ["JobRunner", "create_app", "start_job_service"]
+__all__ = ["JobRunner", "RunnerFactory", "create_app", "start_job_service"]
 
 log = logging.getLogger(__name__)
 
@@ -38,30 +39,38 @@ class JobRunner(Protocol):
     def stop(self) -> None: ...
 
 
+RunnerFactory = Callable[[Settings, sessionmaker[Session]], JobRunner]
+
+
 def create_app(
     settings: Settings | None = None,
     *,
     session_factory: sessionmaker[Session] | None = None,
     start_workers: bool = True,
+    job_runner: RunnerFactory | None = None,
 ) -> FastAPI:
     """Build the app. Without `session_factory` one is made from `settings.database_url` (and its
     engine disposed at shutdown). Startup migrates an SQLite database, or refuses to start when
-    another database is behind; with `start_workers`, the JobService runs for the app's lifetime."""
+    another database is behind; with `start_workers`, the JobService runs for the app's lifetime.
+    `job_runner` replaces that JobService (default `start_job_service`): it must return a started
+    runner, e.g. one with replay workers in tests."""
     settings = settings or get_settings()
     owned: Engine | None = None
     if session_factory is None:
         owned = make_engine(settings.database_url)
         session_factory = make_session_factory(owned)
     factory = session_factory
+    runner = (job_runner or start_job_service) if start_workers else None
     app = FastAPI(
         title="tirtune", version=__version__,
         description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
-        lifespan=_lifespan(settings, factory, owned, start_workers),
+        lifespan=_lifespan(settings, factory, owned, runner),
     )
     app.state.settings = settings
     app.state.session_factory = factory
     install_error_handlers(app)
     app.include_router(router)
+    install_dashboard(app)
     return app
 
 
@@ -76,7 +85,7 @@ def start_job_service(settings: Settings, factory: sessionmaker[Session]) -> Job
 
 
 def _lifespan(
-    settings: Settings, factory: sessionmaker[Session], owned: Engine | None, start_workers: bool
+    settings: Settings, factory: sessionmaker[Session], owned: Engine | None, runner: RunnerFactory | None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -85,7 +94,7 @@ def _lifespan(
         except DbError as e:
             log.error("database not ready, the API does not start: %s", e)
             raise
-        service = await run_in_threadpool(start_job_service, settings, factory) if start_workers else None
+        service = None if runner is None else await run_in_threadpool(runner, settings, factory)
         try:
             yield
         finally:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
-from tirtune.api.schemas import BestOut, ErrorOut, HealthOut, JobOut, MeasurementOut, Page, TuneRequest
-from tirtune.db import JobRecord, JobState, repo, transaction
+from tirtune.api.nearest import log_distance, nearest
+from tirtune.api.schemas import (
+    BestOut,
+    ErrorOut,
+    FallbackOut,
+    HealthOut,
+    JobOut,
+    MeasurementOut,
+    Page,
+    TuneRequest,
+)
+from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
 from tirtune.space import HOPPER, Problem
 from tirtune.workers.results import Outcome
 
@@ -75,16 +85,27 @@ def best(
     shape: Shape,
     dtype: Dtype = "float16",
     gpu: Annotated[str | None, Query(max_length=128, pattern=PRINTABLE)] = None,
+    fallback: Annotated[
+        Literal["none", "nearest"],
+        Query(description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
+                          "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"),
+    ] = "none",
 ) -> BestOut:
     """The fastest verified, non-stale configuration measured for a problem."""
     problem = Problem.parse(shape, dtype)
     with transaction(factory) as s:
         found = repo.best_measurement(s, problem, gpu_name=gpu)
+        if found is None and fallback == "nearest":
+            found = _nearest_best(s, problem, gpu)
     if found is None:
         where = f" on {gpu}" if gpu else ""
         message = f"nothing tuned for {problem.shape} {problem.dtype}{where} yet; POST /tune to start"
         raise ApiError(404, "not_found", message)
-    return BestOut.of(found)
+    if fallback == "none":
+        return BestOut.of(found)
+    used = FallbackOut(used=found.problem != problem, requested=problem.shape, served=found.problem.shape,
+                       distance=log_distance(problem, found.problem))
+    return BestOut.of(found, used)
 
 
 @router.get("/trials")
@@ -121,6 +142,11 @@ def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:
             raise ApiError(422, "validation_error", message)
         return None
     return Problem.parse(shape, dtype or "float16")
+
+
+def _nearest_best(s: Session, problem: Problem, gpu: str | None) -> MeasurementRecord | None:
+    served = nearest(problem, repo.tuned_problems(s, problem.dtype, gpu_name=gpu))
+    return None if served is None else repo.best_measurement(s, served, gpu_name=gpu)
 
 
 def _jobs_out(s: Session, jobs: list[JobRecord]) -> list[JobOut]:

@@ -7,7 +7,9 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.db import JobRecord, JobState, MeasurementRecord
+from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
 from tirtune.workers.results import Outcome
 
@@ -15,12 +17,19 @@ __all__ = [
     "BestOut",
     "ErrorBody",
     "ErrorOut",
+    "FailureOut",
+    "FallbackOut",
     "HealthOut",
+    "ImportanceOut",
     "JobOut",
     "MeasurementOut",
     "Page",
     "ProblemOut",
     "ProvenanceOut",
+    "StudyOut",
+    "StudySummaryOut",
+    "TopConfigOut",
+    "TrialPointOut",
     "TuneRequest",
 ]
 
@@ -138,6 +147,15 @@ class JobOut(BaseModel):
         )
 
 
+class FallbackOut(BaseModel):
+    """Present when `fallback=nearest` was asked for: whether another shape's best was served."""
+
+    used: bool = Field(description="true when the shape had no tuned config and a nearby one is served")
+    requested: str = Field(description="the shape asked for, MxNxK")
+    served: str = Field(description="the shape whose best config this is")
+    distance: float = Field(description="sqrt(sum of ln(requested/served)^2 over M, N, K); 0 when exact")
+
+
 class BestOut(BaseModel):
     problem: ProblemOut
     shape: str
@@ -151,14 +169,15 @@ class BestOut(BaseModel):
     provenance: ProvenanceOut
     measured_at: datetime
     job_id: int | None
+    fallback: FallbackOut | None = Field(None, description="only with fallback=nearest")
 
     @classmethod
-    def of(cls, r: MeasurementRecord) -> BestOut:
+    def of(cls, r: MeasurementRecord, fallback: FallbackOut | None = None) -> BestOut:
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
             config=r.config.to_json(), config_label=r.config.label(), tflops=r.tflops,
             cublas_tflops=r.cublas_tflops, ratio=r.ratio, time_ms=r.time_ms,
-            provenance=ProvenanceOut.of(r), measured_at=r.created_at, job_id=r.job_id,
+            provenance=ProvenanceOut.of(r), measured_at=r.created_at, job_id=r.job_id, fallback=fallback,
         )
 
 
@@ -184,3 +203,104 @@ class ErrorOut(BaseModel):
     """The one shape of every error response."""
 
     error: ErrorBody
+
+
+# --- the dashboard's study views (computed in tirtune.api.summary) ----------------------------------
+
+
+class StudyOut(BaseModel):
+    """A problem with measurements."""
+
+    problem: ProblemOut
+    shape: str
+    dtype: str
+    measurements: int
+    ok: int
+    best_tflops: float | None
+
+    @classmethod
+    def of(cls, stats: ProblemStats) -> StudyOut:
+        p = stats.problem
+        return cls(problem=ProblemOut.of(p), shape=p.shape, dtype=p.dtype, measurements=stats.measurements,
+                   ok=stats.ok, best_tflops=stats.best_tflops)
+
+
+class TrialPointOut(BaseModel):
+    trial: int = Field(description="1-based trial number in recording order (INVALID configs cost no trial)")
+    measurement_id: int
+    job_id: int | None
+    outcome: Outcome
+    tflops: float | None
+    ratio: float | None
+    best_so_far_tflops: float | None
+    config: dict[str, Any]
+    config_label: str
+    message: str
+
+    @classmethod
+    def of(cls, trial: Trial, best_so_far: float | None) -> TrialPointOut:
+        r = trial.record
+        return cls(
+            trial=trial.number, measurement_id=r.id, job_id=r.job_id, outcome=r.outcome, tflops=r.tflops,
+            ratio=r.ratio, best_so_far_tflops=best_so_far, config=r.config.to_json(),
+            config_label=r.config.label(), message=r.message,
+        )
+
+
+class TopConfigOut(BaseModel):
+    rank: int
+    measurement_id: int
+    job_id: int | None
+    config: dict[str, Any]
+    config_label: str
+    tflops: float | None
+    cublas_tflops: float | None
+    ratio: float | None = Field(description="cuBLAS time / kernel time, same run: above 1 beats cuBLAS")
+    time_ms: float | None
+
+    @classmethod
+    def of(cls, rank: int, r: MeasurementRecord) -> TopConfigOut:
+        return cls(rank=rank, measurement_id=r.id, job_id=r.job_id, config=r.config.to_json(),
+                   config_label=r.config.label(), tflops=r.tflops, cublas_tflops=r.cublas_tflops,
+                   ratio=r.ratio, time_ms=r.time_ms)
+
+
+class ImportanceOut(BaseModel):
+    knob: str
+    eta_squared: float = Field(ge=0, le=1, description="share of TFLOP/s variance this knob alone explains")
+
+
+class FailureOut(BaseModel):
+    outcome: Outcome
+    reason: str = Field(description="the validity rule's name, or the first line of the error message")
+    count: int
+
+
+class StudySummaryOut(BaseModel):
+    """Everything the dashboard draws for one problem (of one job with `job_id`)."""
+
+    problem: ProblemOut
+    shape: str
+    dtype: str
+    job_id: int | None
+    trials: list[TrialPointOut]
+    cublas_tflops: float | None = Field(description="median same-run cuBLAS TFLOP/s of the OK trials")
+    importance: list[ImportanceOut] = Field(description="eta^2 per knob over OK trials (tirtune.api.summary)")
+    top: list[TopConfigOut]
+    failures: list[FailureOut]
+    invalid: int = Field(description="configs refused by validity rules: counted in failures, never trials")
+    knobs: list[str]
+    truncated: bool = Field(description="true when only the oldest measurements fitted the limit")
+
+    @classmethod
+    def of(cls, problem: Problem, job_id: int | None, s: StudySummary, truncated: bool) -> StudySummaryOut:
+        return cls(
+            problem=ProblemOut.of(problem), shape=problem.shape, dtype=problem.dtype, job_id=job_id,
+            trials=[TrialPointOut.of(t, b) for t, b in zip(s.trials, s.best_so_far, strict=True)],
+            cublas_tflops=s.cublas_tflops,
+            importance=[ImportanceOut(knob=i.knob, eta_squared=min(1.0, i.eta_squared))
+                        for i in s.importance],
+            top=[TopConfigOut.of(rank, r) for rank, r in enumerate(s.top, 1)],
+            failures=[FailureOut(outcome=f.outcome, reason=f.reason, count=f.count) for f in s.failures],
+            invalid=s.invalid, knobs=list(KNOBS), truncated=truncated,
+        )

@@ -446,8 +446,8 @@ def problem_stats(s: Session, *, limit: int = 100, offset: int = 0) -> list[Prob
 
 
 def count_problems(s: Session) -> int:
-    stmt = sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype).distinct()
-    return _count(s, stmt)
+    problems = sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype).distinct().subquery()
+    return s.scalar(sa.select(sa.func.count()).select_from(problems)) or 0
 
 
 def tuned_problems(s: Session, dtype: str, *, gpu_name: str | None = None) -> list[Problem]:

@@ -1,0 +1,75 @@
+"""The dashboard: a static page (tirtune/api/static/) and the JSON views it polls.
+
+The page and its scripts ship inside the package, Chart.js included (static/vendor/), so it works
+with no internet. It polls GET /jobs and GET /studies/{shape}/{dtype}/summary every few seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from tirtune.api.deps import Factory
+from tirtune.api.errors import ApiError
+from tirtune.api.routes import MAX_INT, Limit, Offset
+from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
+from tirtune.api.summary import summarize
+from tirtune.db import repo, transaction
+from tirtune.space import Problem
+
+__all__ = ["STATIC", "install_dashboard", "router"]
+
+STATIC = Path(__file__).parent / "static"
+MAX_POINTS = 20_000
+
+router = APIRouter(responses={422: {"model": ErrorOut, "description": "invalid request"}})
+
+
+def install_dashboard(app: FastAPI) -> None:
+    """Add the page, its static files and the study views to `app`."""
+    app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
+    app.include_router(router)
+
+
+@router.get("/", include_in_schema=False)
+def root() -> RedirectResponse:
+    return RedirectResponse("/dashboard")
+
+
+@router.get("/dashboard", include_in_schema=False)
+def dashboard() -> FileResponse:
+    return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/studies")
+def studies(factory: Factory, limit: Limit = 100, offset: Offset = 0) -> Page[StudyOut]:
+    """Every problem with measurements, the most recently measured first."""
+    with transaction(factory) as s:
+        rows = repo.problem_stats(s, limit=limit, offset=offset)
+        total = repo.count_problems(s)
+    return Page(items=[StudyOut.of(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/studies/{shape}/{dtype}/summary", responses={404: {"model": ErrorOut}})
+def study_summary(
+    factory: Factory,
+    shape: Annotated[str, PathParam(max_length=64, description="MxNxK, e.g. 4096x4096x4096")],
+    dtype: Annotated[str, PathParam(max_length=16, description="float16 or bfloat16")],
+    job_id: Annotated[int | None, Query(ge=1, le=MAX_INT, description="only this job's trials")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_POINTS, description="at most this many, the oldest")] = 5000,
+) -> StudySummaryOut:
+    """Trials coloured by outcome, best-so-far against same-run cuBLAS, knob importance, top
+    configs and failures by reason, for one problem (of one job with `job_id`)."""
+    problem = Problem.parse(shape, dtype)
+    with transaction(factory) as s:
+        records = repo.problem_measurements(s, problem, job_id=job_id, limit=limit)
+        total = repo.count_measurements(s, job_id=job_id, problem=problem)
+    if not records:
+        of_job = f" in job {job_id}" if job_id is not None else ""
+        raise ApiError(404, "not_found", f"no measurements of {problem}{of_job} yet")
+    return StudySummaryOut.of(problem, job_id, summarize(records), truncated=total > len(records))
