@@ -14,7 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db.models import metadata
 
-OURS = {"tirtune_jobs", "tirtune_measurements"}
+OURS = {"tirtune_jobs", "tirtune_measurements", "tirtune_remeasurements"}
 
 
 def tables(url: str) -> set[str]:
@@ -70,7 +70,7 @@ def test_models_match_migrated_schema(empty_db_url: str) -> None:
 
 
 def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
-    with pytest.raises(DbError, match=r"at revision none.*expects 0001; run `tirtune db upgrade`"):
+    with pytest.raises(DbError, match=r"at revision none.*expects 0002; run `tirtune db upgrade`"):
         migrate.check(empty_db_url)
 
 
@@ -112,4 +112,29 @@ def test_migrations_ship_with_the_package() -> None:
         return any(Path(name).match(p) and name.count("/") == p.count("/") for p in patterns)
 
     assert all(covered(name) for name in shipped)
-    assert {"env.py", "script.py.mako", "versions/0001_initial.py"} <= shipped
+    assert {"env.py", "script.py.mako", "versions/0001_initial.py", "versions/0002_remeasurements.py"} <= shipped
+
+
+def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) -> None:
+    """Step by step: 0001 -> 0002 keeps the measurements; 0002 -> 0001 drops only its table."""
+    migrate.upgrade(empty_db_url, "0001")
+    assert "tirtune_remeasurements" not in tables(empty_db_url)
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_measurements (key, config, config_digest, m, n, k, dtype, template_version, "
+                "outcome, created_at) VALUES ('k', '{}', 'd', 64, 64, 64, 'float16', 't', 'OK', CURRENT_TIMESTAMP)"))
+        migrate.upgrade(empty_db_url, "0002")
+        assert migrate.current(empty_db_url) == "0002"
+        assert schema_diffs(empty_db_url) == []
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, created_at) "
+                "SELECT id, key, 's', 5, 'OK', CURRENT_TIMESTAMP FROM tirtune_measurements"))
+        migrate.downgrade(empty_db_url, "0001")
+        assert "tirtune_remeasurements" not in tables(empty_db_url)
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT count(*) FROM tirtune_measurements")).scalar() == 1
+    finally:
+        engine.dispose()

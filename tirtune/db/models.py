@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["JOB_STATES", "OUTCOMES", "Base", "Job", "Measurement", "UtcDateTime", "metadata", "utcnow"]
+__all__ = ["JOB_STATES", "OUTCOMES", "Base", "Job", "Measurement", "Remeasurement", "UtcDateTime", "metadata",
+           "utcnow"]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -140,4 +141,40 @@ class Measurement(Base):
     power_w: Mapped[float | None]
     build_seconds: Mapped[float | None]
     stale: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Remeasurement(Base):
+    """A top trial measured again before the job calls one best (DESIGN.md decision 3).
+
+    The candidates of one `session` were timed in the same measuring process, interleaved round
+    by round with cuBLAS, so their figures compare with each other better than the trials' do.
+    A separate table: trial counts, reuse and the best-of-problem queries see only trials.
+    """
+
+    __tablename__ = "tirtune_remeasurements"
+    __table_args__ = (sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True
+    )
+    # The trial this re-measures (its config, problem and provenance live there).
+    measurement_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("tirtune_measurements.id", ondelete="CASCADE"), index=True
+    )
+    key: Mapped[str] = mapped_column(sa.String(64), index=True)
+    session: Mapped[str] = mapped_column(sa.String(32))
+    rounds: Mapped[int]
+    outcome: Mapped[str] = mapped_column(sa.String(16))
+    message: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    time_ms: Mapped[float | None]
+    time_p10_ms: Mapped[float | None]
+    time_p90_ms: Mapped[float | None]
+    repetitions: Mapped[int] = mapped_column(default=0, server_default=sa.text("0"))
+    tflops: Mapped[float | None]
+    cublas_ms: Mapped[float | None]
+    ratio: Mapped[float | None]
+    sm_clock_mhz: Mapped[float | None]
+    power_w: Mapped[float | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

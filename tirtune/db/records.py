@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from tirtune.db.models import Job, Measurement
+from tirtune.db.models import Job, Measurement, Remeasurement
 from tirtune.space import Config, Problem
 from tirtune.workers.results import Outcome, Stack
 
-__all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord"]
+__all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
 
 
 class JobState(StrEnum):
@@ -109,3 +109,32 @@ class MeasurementRecord:
     def from_row(cls, row: Measurement) -> MeasurementRecord:
         values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
         return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome)})
+
+
+@dataclass(frozen=True, slots=True)
+class RemeasurementRecord:
+    """A trial measured again, interleaved with the job's other top trials (one `session`)."""
+
+    id: int
+    job_id: int | None
+    measurement_id: int
+    key: str
+    session: str
+    rounds: int
+    outcome: Outcome
+    message: str
+    time_ms: float | None
+    time_p10_ms: float | None
+    time_p90_ms: float | None
+    repetitions: int
+    tflops: float | None
+    cublas_ms: float | None
+    ratio: float | None
+    sm_clock_mhz: float | None
+    power_w: float | None
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Remeasurement) -> RemeasurementRecord:
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        return cls(**{**values, "outcome": Outcome(row.outcome)})

@@ -19,8 +19,8 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from tirtune.db.errors import DbError, NotFound
-from tirtune.db.models import Job, Measurement, utcnow
-from tirtune.db.records import JobRecord, JobState, MeasurementRecord
+from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
+from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
 from tirtune.space import Problem
 from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
@@ -35,6 +35,8 @@ __all__ = [
     "create_job",
     "find_active_job",
     "find_measurement",
+    "job_remeasurements",
+    "latest_remeasurements",
     "finish_job",
     "get_job",
     "get_measurement",
@@ -47,8 +49,10 @@ __all__ = [
     "problem_measurements",
     "problem_stats",
     "record_measurement",
+    "record_remeasurements",
     "requeue_running",
     "reuse_measurement",
+    "set_job_best",
     "set_job_gpu",
     "tuned_problems",
     "unfinished_jobs",
@@ -468,3 +472,50 @@ def _usable() -> sa.ColumnElement[bool]:
 
 
 # --- re-measurements of a job's top trials (issue 3) --------------------------------------------
+
+
+# --- re-measurements of a job's top trials (issue 3) --------------------------------------------
+
+
+def record_remeasurements(
+    s: Session, *, job_id: int | None, session_id: str, rounds: int,
+    pairs: Sequence[tuple[MeasurementRecord, RunResult]],
+) -> list[RemeasurementRecord]:
+    """Store one interleaved re-measurement: each (trial, result) pair becomes a row of `session_id`."""
+    rows = []
+    for trial, result in pairs:
+        p = result.provenance
+        row = Remeasurement(
+            job_id=job_id, measurement_id=trial.id, key=trial.key, session=session_id, rounds=rounds,
+            outcome=result.outcome.value, message=result.message, time_ms=result.time_ms,
+            time_p10_ms=result.time_p10_ms, time_p90_ms=result.time_p90_ms, repetitions=result.repetitions,
+            tflops=_tflops(trial.problem, result.time_ms), cublas_ms=result.cublas_ms,
+            ratio=result.ratio, sm_clock_mhz=p.sm_clock_mhz if p else None, power_w=p.power_w if p else None,
+        )
+        s.add(row)
+        rows.append(row)
+    s.flush()
+    return [RemeasurementRecord.from_row(row) for row in rows]
+
+
+def latest_remeasurements(s: Session, keys: Iterable[str]) -> dict[str, RemeasurementRecord]:
+    """The newest re-measurement of each key that has one (keys carry the stack: never stale)."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    stmt = sa.select(Remeasurement).where(Remeasurement.key.in_(wanted)).order_by(Remeasurement.id)
+    return {row.key: RemeasurementRecord.from_row(row) for row in s.scalars(stmt)}
+
+
+def job_remeasurements(s: Session, job_id: int) -> list[RemeasurementRecord]:
+    """A job's re-measurements, oldest first."""
+    stmt = sa.select(Remeasurement).where(Remeasurement.job_id == job_id).order_by(Remeasurement.id)
+    return [RemeasurementRecord.from_row(row) for row in s.scalars(stmt)]
+
+
+def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
+    """Name the job's best trial (after re-measurement), whatever its trial figure said."""
+    job = _job_row(s, job_id, lock=True)
+    job.best_measurement_id = measurement_id
+    s.flush()
+    return JobRecord.from_row(job)
