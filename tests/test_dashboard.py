@@ -149,8 +149,12 @@ def test_summary_refusals_use_the_error_schema(client: TestClient, db_factory: F
     missing = client.get(SUMMARY)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     assert "no measurements of 4096x4096x4096 float16" in missing.json()["error"]["message"]
-    record(db_factory, Config(), time_ms=0.3)
-    assert client.get(SUMMARY, params={"job_id": 7}).status_code == 404
+    assert client.get(SUMMARY, params={"job_id": 7}).json()["error"]["message"] == "job 7 not found"
+    job = tune(client, m=2048)
+    other = client.get(SUMMARY, params={"job_id": job}).json()["error"]
+    assert other["message"] == f"job {job} tunes 2048x4096x4096 float16, not 4096x4096x4096 float16"
+    empty = client.get("/studies/2048x4096x4096/float16/summary", params={"job_id": job})
+    assert empty.status_code == 200 and empty.json()["trials"] == [] and empty.json()["top"] == []
     assert client.get("/studies/4096x4096/float16/summary").json()["error"]["code"] == "invalid_problem"
     assert client.get("/studies/4096x4096x4096/int8/summary").json()["error"]["code"] == "invalid_problem"
     assert client.get(SUMMARY, params={"limit": 0}).json()["error"]["code"] == "validation_error"

@@ -19,7 +19,7 @@ from tirtune.api.errors import ApiError
 from tirtune.api.routes import MAX_INT, Limit, Offset
 from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
 from tirtune.api.summary import summarize
-from tirtune.db import repo, transaction
+from tirtune.db import JobRecord, repo, transaction
 from tirtune.space import Problem
 
 __all__ = ["STATIC", "install_dashboard", "router"]
@@ -64,12 +64,20 @@ def study_summary(
     limit: Annotated[int, Query(ge=1, le=MAX_POINTS, description="at most this many, the oldest")] = 5000,
 ) -> StudySummaryOut:
     """Trials coloured by outcome, best-so-far against same-run cuBLAS, knob importance, top
-    configs and failures by reason, for one problem (of one job with `job_id`)."""
+    configs and failures by reason, for one problem (of one job with `job_id`). 404 when the
+    problem has no measurements; a job's summary is empty, not 404, until its first one."""
     problem = Problem.parse(shape, dtype)
     with transaction(factory) as s:
+        if job_id is not None:
+            _check_job_tunes(repo.get_job(s, job_id), problem)
         records = repo.problem_measurements(s, problem, job_id=job_id, limit=limit)
         total = repo.count_measurements(s, job_id=job_id, problem=problem)
-    if not records:
-        of_job = f" in job {job_id}" if job_id is not None else ""
-        raise ApiError(404, "not_found", f"no measurements of {problem}{of_job} yet")
+    if not records and job_id is None:
+        raise ApiError(404, "not_found", f"no measurements of {problem} yet")
     return StudySummaryOut.of(problem, job_id, summarize(records), truncated=total > len(records))
+
+
+def _check_job_tunes(job: JobRecord, problem: Problem) -> None:
+    """A job's study exists (empty at first) from the moment the job is queued, for its problem only."""
+    if job.problem != problem:
+        raise ApiError(404, "not_found", f"job {job.id} tunes {job.problem}, not {problem}")

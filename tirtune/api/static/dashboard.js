@@ -185,7 +185,7 @@ function drawTrials(summary) {
       animation: false, maintainAspectRatio: false,
       scales: {
         x: { type: "linear", title: { display: true, text: "trial (recording order)" }, ticks: { precision: 0 } },
-        y: { beginAtZero: true, title: { display: true, text: "TFLOP/s" } },
+        y: { beginAtZero: true, grace: "8%", title: { display: true, text: "TFLOP/s" } },
       },
       plugins: {
         legend: { position: "bottom", labels: { usePointStyle: true } },
