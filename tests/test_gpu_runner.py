@@ -57,3 +57,22 @@ def test_every_candidate_gets_its_own_result_in_order(runner: GpuRunner) -> None
     assert "killed" in results[1].message
     assert "exit code 7" in results[2].message
     assert results[3].message.startswith("ptxas")
+
+
+def test_remeasure_times_the_ok_builds_together_and_passes_failures_through(runner: GpuRunner) -> None:
+    batch = [_build("ok"), _build("", Outcome.COMPILE_ERROR), _build("ok")]
+    results = runner.remeasure(batch, rounds=3)
+    assert [r.outcome for r in results] == [Outcome.OK, Outcome.COMPILE_ERROR, Outcome.OK]
+    assert all(r.extra["remeasure"] and r.extra["rounds"] == 3 for r in (results[0], results[2]))
+    assert results[0].cublas_ms == pytest.approx(1.2)
+
+
+def test_a_dead_actor_costs_one_candidate_and_the_restarted_actor_goes_on(runner: GpuRunner) -> None:
+    [before] = runner.actor_pids()
+    results = runner.run([_build("ok"), _build("kill-actor"), _build("ok")])
+    assert [r.outcome for r in results] == [Outcome.OK, Outcome.LAUNCH_ERROR, Outcome.OK]
+    assert "actor died" in results[1].message
+    assert runner.actor_deaths == 1
+    [after] = runner.actor_pids()
+    assert after != before  # Ray restarted it in a new process
+    assert [r.outcome for r in runner.run([_build("ok"), _build("hang")])] == [Outcome.OK, Outcome.TIMEOUT]

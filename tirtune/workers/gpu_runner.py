@@ -1,8 +1,11 @@
 """GPU runner: one Ray actor per GPU (num_gpus=1), each measuring through a supervised child.
 
 The actor is a thin shell: the real work happens in `ChildSupervisor`'s child process, so a
-candidate that hangs or poisons its CUDA context costs a child, never the actor. If the actor
-itself dies, Ray restarts it (max_restarts) and the batch in flight comes back as LAUNCH_ERROR.
+candidate that hangs or poisons its CUDA context costs a child, never the actor. Each actor has
+one candidate in flight at a time, so if the actor itself dies only that candidate is lost: it
+comes back as LAUNCH_ERROR, Ray restarts the actor (max_restarts), the handle waits until the
+new one answers and the study goes on. An actor that cannot come back is an infrastructure
+fault (WorkerError), not a result.
 """
 
 from __future__ import annotations
@@ -10,16 +13,20 @@ from __future__ import annotations
 import logging
 import secrets
 import statistics
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureReply, MeasureRequest
+from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["GpuRunner", "reply_to_result", "tvm_version"]
+
+REVIVE_TIMEOUT_S = 300.0  # a restarted actor starts a child that warms the card: allow minutes
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +82,28 @@ class _GpuActor:
     def stack(self) -> Stack:
         return self._stack
 
-    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
-        return [self._one(build) for build in batch]
+    def pid(self) -> int:
+        import os
 
-    def _one(self, build: BuildResult) -> RunResult:
+        return os.getpid()
+
+    def run_one(self, build: BuildResult) -> RunResult:
         if not build.ok or build.artifact is None:
             return RunResult.failed(build.candidate, build.outcome, build.message)
         p = build.candidate.problem
         seed = secrets.randbits(31)  # fresh inputs for every check
-        reply = self.supervisor.measure(MeasureRequest(build.artifact, p.m, p.n, p.k, p.dtype, seed))
+        reply = cast(MeasureReply, self.supervisor.measure(MeasureRequest(build.artifact, p.m, p.n, p.k, p.dtype, seed)))
         return reply_to_result(build, reply, self._stack, self.torch_version, seed)
+
+    def remeasure(self, builds: Sequence[BuildResult], rounds: int) -> list[RunResult]:
+        """Verify and time `builds` interleaved in one child (all OK builds of one problem)."""
+        p = builds[0].candidate.problem
+        seed = secrets.randbits(31)
+        request = RemeasureRequest(tuple(b.artifact or "" for b in builds), p.m, p.n, p.k, p.dtype, seed, rounds)
+        reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
+        replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds)
+        results = [reply_to_result(b, r, self._stack, self.torch_version, seed) for b, r in zip(builds, replies, strict=True)]
+        return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds}) for r in results]
 
 
 class GpuRunner:
@@ -103,6 +122,7 @@ class GpuRunner:
         self._ray = ray
         self._actors = [actor.remote(run_timeout_s, child_target) for _ in range(num_gpus)]
         self._stack: Stack | None = None
+        self.actor_deaths = 0
 
     def stack(self) -> Stack:
         if self._stack is None:
@@ -113,20 +133,63 @@ class GpuRunner:
             self._stack = stacks[0]
         return self._stack
 
+    def actor_pids(self) -> list[int]:
+        """The process of each actor (diagnostics; a restart shows as a new pid)."""
+        return list(self._ray.get([a.pid.remote() for a in self._actors]))
+
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
-        shards: list[list[int]] = [[] for _ in self._actors]
-        for i in range(len(batch)):
-            shards[i % len(self._actors)].append(i)
-        futures = [(idx, a.run.remote([batch[i] for i in idx])) for a, idx in zip(self._actors, shards, strict=True) if idx]
+        """One candidate in flight per actor (an actor's death loses one), in input order."""
         results: list[RunResult | None] = [None] * len(batch)
-        for idx, future in futures:
-            for i, result in zip(idx, self._gather(future, [batch[i] for i in idx]), strict=True):
-                results[i] = result
+        queue = list(range(len(batch)))
+        idle = list(self._actors)
+        pending: dict[Any, tuple[int, Any]] = {}
+        while queue or pending:
+            while queue and idle:
+                i, actor = queue.pop(0), idle.pop(0)
+                pending[actor.run_one.remote(batch[i])] = (i, actor)
+            done, _ = self._ray.wait(list(pending), num_returns=1)
+            i, actor = pending.pop(done[0])
+            results[i] = self._collect(done[0], actor, [batch[i]])[0]
+            idle.append(actor)
         return [r for r in results if r is not None]
 
-    def _gather(self, future: Any, builds: list[BuildResult]) -> list[RunResult]:
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
+        """Time the OK builds of `batch` again, interleaved round by round in one process with
+        cuBLAS, so their figures compare; failed builds come back as their failures, in order."""
+        runnable = [b for b in batch if b.ok and b.artifact is not None]
+        measured = iter(self._collect(self._actors[0].remeasure.remote(runnable, rounds), self._actors[0], runnable)
+                        if runnable else [])
+        return [next(measured) if b.ok and b.artifact is not None else RunResult.failed(b.candidate, b.outcome, b.message)
+                for b in batch]
+
+    def _collect(self, future: Any, actor: Any, builds: Sequence[BuildResult]) -> list[RunResult]:
         try:
-            return list(self._ray.get(future))
+            result = self._ray.get(future)
+            return list(result) if isinstance(result, list) else [result]
         except self._ray.exceptions.RayActorError as exc:
-            log.warning("GPU runner actor died: %s", exc)
-            return [RunResult.failed(b.candidate, Outcome.LAUNCH_ERROR, f"GPU runner actor died: {exc}") for b in builds]
+            self.actor_deaths += 1
+            log.warning("GPU runner actor died measuring %s: %s", [b.candidate.config.label() for b in builds], exc)
+            self._revive(actor)
+            message = f"GPU runner actor died while measuring this candidate (restarted): {_first_line(exc)}"
+            return [RunResult.failed(b.candidate, Outcome.LAUNCH_ERROR, message) for b in builds]
+
+    def _revive(self, actor: Any) -> None:
+        """Wait until Ray has restarted the actor (calls to a restarting actor fail with
+        ActorUnavailableError: ask again); WorkerError when it is gone for good."""
+        errors = self._ray.exceptions
+        deadline = time.monotonic() + REVIVE_TIMEOUT_S
+        while True:
+            try:
+                self._ray.get(actor.stack.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                return
+            except errors.ActorUnavailableError as exc:
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"the GPU runner actor did not come back: {_first_line(exc)}") from exc
+                time.sleep(0.5)
+            except (errors.RayActorError, errors.GetTimeoutError) as exc:  # restarts used up, or stuck
+                raise WorkerError(f"the GPU runner actor did not come back after dying: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

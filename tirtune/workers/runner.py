@@ -19,3 +19,8 @@ class Runner(Protocol):
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
         """One RunResult per build, in order; only OK builds are measured."""
         ...
+
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
+        """Measure OK builds again, interleaved in `rounds` within one process so that their
+        figures compare (the job's best is chosen from these); one RunResult per build, in order."""
+        ...

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureReply, MeasureRequest, serve
+from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest, serve
 
 __all__ = ["ChildSupervisor"]
 
@@ -53,16 +53,22 @@ class ChildSupervisor:
         self.info = hello["info"]
         return self.info
 
-    def measure(self, request: MeasureRequest) -> MeasureReply:
+    def measure(self, request: MeasureRequest | RemeasureRequest,
+                timeout_s: float | None = None) -> MeasureReply | RemeasureReply:
+        """The child's reply, or a TIMEOUT / LAUNCH_ERROR MeasureReply when it hung or died.
+
+        `timeout_s` overrides the watchdog's deadline for this request (a re-measurement of
+        several kernels takes longer than one measurement)."""
         self.start()
         began = time.monotonic()
+        deadline = self.run_timeout_s if timeout_s is None else timeout_s
         try:
             self._conn.send(request)
-            if not self._conn.poll(self.run_timeout_s):
+            if not self._conn.poll(deadline):
                 self._kill()
                 self.restarts += 1
-                return MeasureReply("TIMEOUT", f"no answer within {self.run_timeout_s:.0f}s: killed (hang or deadlock)")
-            reply: MeasureReply = self._conn.recv()
+                return MeasureReply("TIMEOUT", f"no answer within {deadline:.0f}s: killed (hang or deadlock)")
+            reply: MeasureReply | RemeasureReply = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._exitcode()
             self._kill()
