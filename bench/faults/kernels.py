@@ -1,0 +1,136 @@
+"""Test-only variants of the Hopper GEMM template, each with exactly one defect.
+
+None of this is reachable from the product: the search space knows only
+`tirtune.space.templates.hopper_gemm:build`; these are selected explicitly with
+`TirxBuilder(template="bench.faults.kernels:<kind>")`. Each variant is the real template's source
+with one textual edit (checked to apply exactly once, so a template change that moves the edited
+line fails loudly instead of silently building a healthy kernel), loaded from a generated file
+(the TVMScript parser reads a kernel's source from its file).
+
+    kind            defect                                              expected outcome
+    deadlock        producer waits on the wrong initial `empty` phase  TIMEOUT (watchdog kill)
+    out_of_bounds   epilogue writes one tile (blk_m rows) too low       WRONG_RESULT (guard bands)
+    illegal_address epilogue writes 2^18 rows past D (unmapped memory)  LAUNCH_ERROR (CUDA fault)
+    wrong_result    the last k16 step of every K tile is skipped        WRONG_RESULT (tolerance)
+    ptxas_error     the store helper holds an instruction ptxas lacks   COMPILE_ERROR (nvcc/ptxas)
+    smem_overflow   the smem rule is skipped: 5 x 48 KiB stages         LAUNCH_ERROR (launch refused)
+
+Two more misbehave on the builder's side only (CI tests, no GPU): `hang_lowering` never returns
+(compile TIMEOUT) and `kill_build_worker` kills the Ray worker that runs the compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tirtune.space.config import Config
+from tirtune.space.problem import Problem
+from tirtune.space.templates import hopper_gemm
+
+__all__ = ["FAULTS", "Fault", "patched_source"]
+
+FAR_ROWS = 1 << 18  # 2 GiB past D at N=4096 fp16, and (row + FAR_ROWS) * N still fits in int32
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: str
+    defect: str
+    edits: tuple[tuple[str, str], ...]
+    config: Config  # a config that shows the defect (the smem one breaks a rule on purpose)
+    expected: str  # Outcome value
+    message_has: str  # a fragment the result's message must contain
+
+
+_WS = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
+_STORE = "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),"
+
+FAULTS: dict[str, Fault] = {f.kind: f for f in (
+    Fault("deadlock", "producer waits for the `empty` barrier's phase 0 to complete on a fresh barrier",
+          (("empty.wait(j % S, ((j // S) & 1) ^ 1)", "empty.wait(j % S, (j // S) & 1)"),),
+          _WS, "TIMEOUT", "killed"),
+    Fault("out_of_bounds", "epilogue stores every row blk_m rows too low (past the end of D for the last tiles)",
+          ((_STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + BM, col]),"),),
+          _WS, "WRONG_RESULT", "out-of-bounds write"),
+    Fault("illegal_address", f"epilogue stores {FAR_ROWS} rows past D, into unmapped memory",
+          ((_STORE, f"T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + {FAR_ROWS}, col]),"),),
+          _WS, "LAUNCH_ERROR", ""),
+    Fault("wrong_result", "the k loop of each tile stops one k16 step early",
+          (("for ki in T.unroll(BK // WGMMA_K):", "for ki in T.unroll(BK // WGMMA_K - 1):"),),
+          _WS, "WRONG_RESULT", "relative error"),
+    Fault("ptxas_error", "the epilogue's store helper carries an instruction that does not exist",
+          (('f"  *reinterpret_cast<{pair}*>(dst)',
+            'f"  asm volatile(\\"tirtune.no_such_instruction.b32 %0;\\" :: \\"r\\"(0));\\n"\n'
+            '              f"  *reinterpret_cast<{pair}*>(dst)'),),
+          _WS, "COMPILE_ERROR", "ptxas"),
+    Fault("smem_overflow", "the shared-memory rule is skipped: 5 stages of (128+256)x64 fp16 need 240 KiB > 227 KiB",
+          (("    if reasons:\n", "    if reasons and False:  # fault injection: no rule may refuse\n"),),
+          Config(blk_m=128, blk_n=256, blk_k=64, stages=5, consumers=2, warp_specialized=True),
+          "LAUNCH_ERROR", ""),
+)}
+
+
+def patched_source(kind: str) -> str:
+    """The template's source with the fault's edits; ValueError unless each applies exactly once."""
+    source = Path(hopper_gemm.__file__).read_text()
+    for old, new in FAULTS[kind].edits:
+        count = source.count(old)
+        if count != 1:
+            raise ValueError(f"fault {kind}: the edited text occurs {count} times in hopper_gemm.py, not once: {old!r}")
+        source = source.replace(old, new)
+    return source
+
+
+def _module(kind: str) -> ModuleType:
+    source = patched_source(kind)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / "tirtune-faults"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"hopper_gemm_{kind}_{digest}.py"
+    if not path.exists():
+        tmp = folder / f".{path.name}.{os.getpid()}"
+        tmp.write_text(source)
+        os.replace(tmp, path)  # parallel builds never read half a file
+    spec = importlib.util.spec_from_file_location(f"tirtune_fault_{kind}_{digest}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _variant(kind: str) -> Any:
+    def build(config: Config, problem: Problem) -> Any:
+        return _module(kind).build(config, problem)
+
+    build.__name__ = kind
+    return build
+
+
+deadlock = _variant("deadlock")
+out_of_bounds = _variant("out_of_bounds")
+illegal_address = _variant("illegal_address")
+wrong_result = _variant("wrong_result")
+ptxas_error = _variant("ptxas_error")
+smem_overflow = _variant("smem_overflow")
+
+
+def hang_lowering(config: Config, problem: Problem) -> Any:
+    """A template that never returns: the builder's timeout must kill the compile."""
+    time.sleep(3600)
+
+
+def kill_build_worker(config: Config, problem: Problem) -> Any:
+    """Kill the process that runs this compile's Ray task, as an OOM kill or a crash would."""
+    os.kill(os.getppid(), signal.SIGKILL)
+    os._exit(9)
