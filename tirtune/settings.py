@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     build_timeout_s: float = 180.0
     run_timeout_s: float = 60.0
     builds_in_flight: int = Field(default=0, description="Candidates compiling at once; 0 = one per CPU.")
+    replay: Path | None = Field(default=None, description="Recorded measurements (.jsonl file or folder): "
+                                "measure with the replay runner instead of a GPU (demos, tests).")
+    replay_delay_s: float = Field(default=0.0, description="Seconds the replay runner spends per candidate.")
     api_token: str | None = Field(default=None, description="If set, POST /tune needs 'Authorization: Bearer <token>'.")
 
 

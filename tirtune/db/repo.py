@@ -413,6 +413,7 @@ def _measurement_filter(
 def _count(s: Session, stmt: sa.Select[Any]) -> int:
     return s.scalar(sa.select(sa.func.count()).select_from(stmt.subquery())) or 0
 
+
 # --- read-only queries for the dashboard and GET /best?fallback=nearest ---------------------------
 
 
@@ -469,9 +470,6 @@ def _usable() -> sa.ColumnElement[bool]:
     return sa.and_(
         Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None)
     )
-
-
-# --- re-measurements of a job's top trials (issue 3) --------------------------------------------
 
 
 # --- re-measurements of a job's top trials (issue 3) --------------------------------------------

@@ -2,13 +2,17 @@
 
 Builds of the next batch overlap the measurement of the current one, so the GPU waits on nvcc
 only at the start. Every candidate ends as one stored measurement (OK or a failure with its
-reason); a config measured before on the same stack is reused, not measured again.
+reason); a config measured before on the same stack is reused, not measured again. A resumed
+job answers configs it already recorded from its rows, so no config is measured twice in a job.
+When the budget is spent, the top trials are re-measured interleaved in one process and the
+job's best is chosen from those figures (DESIGN.md decision 3, docs/measurement.md).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -18,13 +22,13 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.db import repo
-from tirtune.db.records import JobRecord, MeasurementRecord
+from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.space.config import Config
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult, Stack
+from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.workers.runner import Runner
 
 __all__ = ["JobLoop", "JobSummary", "Progress"]
@@ -56,6 +60,7 @@ class JobSummary:
     trials: int
     best: MeasurementRecord | None
     message: str
+    remeasured: tuple[RemeasurementRecord, ...] = ()
 
 
 class JobLoop:
@@ -64,7 +69,10 @@ class JobLoop:
     def __init__(self, sessions: sessionmaker[Session], storage_url: str, space: SearchSpace,
                  builder: Builder, runner: Runner, *, batch_size: int = 4,
                  on_progress: Callable[[Progress], None] | None = None,
-                 proposer_factory: Callable[[JobRecord], Proposer] | None = None) -> None:
+                 proposer_factory: Callable[[JobRecord], Proposer] | None = None,
+                 remeasure_top: int = 5, remeasure_rounds: int = 5) -> None:
+        """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
+        rounds, before the job's best is named."""
         self.sessions = sessions
         self.storage_url = storage_url
         self.space = space
@@ -73,6 +81,8 @@ class JobLoop:
         self.batch_size = max(1, batch_size)
         self.on_progress = on_progress
         self.proposer_factory = proposer_factory or self._optuna
+        self.remeasure_top = remeasure_top
+        self.remeasure_rounds = remeasure_rounds
 
     def _optuna(self, job: JobRecord) -> Proposer:
         return OptunaProposer(self.storage_url, job.study_name, self.space, seed=job.id, start_with=START_WITH)
@@ -108,6 +118,19 @@ class _Run:
         self.waiting: dict[Config, list[int]] = {}  # duplicate trials of configs still in flight
         self.idle_asks = 0
         self.best: MeasurementRecord | None = None
+        self.remeasured: tuple[RemeasurementRecord, ...] = ()
+        self._recall()
+
+    def _recall(self) -> None:
+        """A resumed job: what it recorded before answers those configs if they are asked again
+        (a trial told to the database but not to Optuna before a crash is asked once more)."""
+        with self.o._tx() as s:
+            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
+        for row in reversed(rows):  # oldest first, so the newest record of a config wins
+            ok = row.outcome is Outcome.OK
+            self.seen[row.config] = Feedback(-1, row.tflops if ok else None, row.outcome.value, row.message)
+            if ok and (self.best is None or (row.tflops or 0) > (self.best.tflops or 0)):
+                self.best = row
 
     def remaining(self) -> int:
         return self.job.max_trials - self.done
@@ -133,7 +156,45 @@ class _Run:
             abandon = getattr(self.proposer, "abandon", None)
             if abandon is not None:
                 abandon()
-        return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason())
+        self._remeasure_top()
+        return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured)
+
+    def _remeasure_top(self) -> None:
+        """Name the best from an interleaved re-measurement of the top trials, not from trial
+        figures taken minutes apart under a drifting clock; known re-measurements are reused."""
+        top = self._top_trials()
+        if len(top) < 2:
+            return
+        with self.o._tx() as s:
+            known = repo.latest_remeasurements(s, [r.key for r in top])
+        figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
+        ranked = sorted(((f.tflops or 0.0, i) for i, f in enumerate(figures) if f.outcome is Outcome.OK and f.tflops),
+                        reverse=True)
+        self.remeasured = tuple(figures)
+        if not ranked:
+            log.warning("job %d: no top trial survived re-measurement; the best stays the trials' best", self.job.id)
+            return
+        winner = top[ranked[0][1]]
+        with self.o._tx() as s:
+            repo.set_job_best(s, self.job.id, winner.id)
+        self.best = winner
+        log.info("job %d: best after re-measuring %d: %s at %.1f TFLOP/s (trial figure %.1f)", self.job.id,
+                 len(top), winner.config.label(), ranked[0][0], winner.tflops or 0)
+
+    def _top_trials(self) -> list[MeasurementRecord]:
+        if self.o.remeasure_top < 2 or not hasattr(self.o.runner, "remeasure"):
+            return []
+        with self.o._tx() as s:
+            rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)
+        ok = [r for r in rows if r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
+        return sorted(ok, key=lambda r: -(r.tflops or 0))[: self.o.remeasure_top]
+
+    def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
+        builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
+        results = self.o.runner.remeasure(builds, self.o.remeasure_rounds)
+        with self.o._tx() as s:
+            return repo.record_remeasurements(s, job_id=self.job.id, session_id=uuid.uuid4().hex,
+                                              rounds=self.o.remeasure_rounds, pairs=list(zip(top, results, strict=True)))
 
     def _stop_reason(self) -> str:
         if self.remaining() <= 0:
@@ -192,10 +253,10 @@ class _Run:
         runnable = [b for b in builds if b.ok]
         measured = iter(self.o.runner.run(runnable)) if runnable else iter(())
         for (proposal, candidate), build in zip(batch, builds, strict=True):
-            result = next(measured) if build.ok else None
-            outcome = result.outcome if result else build.outcome
-            message = result.message if result else build.message
-            self._record(proposal, candidate, outcome, message, result, build.seconds)
+            # A failed build is stored with the stack too, so a new toolchain marks it stale.
+            result = next(measured) if build.ok else RunResult.failed(
+                candidate, build.outcome, build.message).with_provenance(Provenance(self.stack, candidate.template_version))
+            self._record(proposal, candidate, result.outcome, result.message, result, build.seconds)
 
     def _record(self, proposal: Proposal, candidate: Candidate, outcome: Outcome, message: str,
                 result: RunResult | None, build_seconds: float | None) -> None:

@@ -35,11 +35,13 @@ def start_ray(settings: Settings) -> int:
 
 
 def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
-    """GPU runner + TIRx builder on Ray, or the replay pair when `replay` names recorded data."""
+    """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
+    TIRTUNE_REPLAY) names recorded data."""
+    replay = replay if replay is not None else settings.replay
     if replay is not None:
         from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
-        return Workers(ReplayBuilder(), ReplayRunner([replay]), batch_size=4)
+        return Workers(ReplayBuilder(), ReplayRunner([replay], delay_s=settings.replay_delay_s), batch_size=4)
     cpus = start_ray(settings)
     from tirtune.workers.errors import WorkerError
     from tirtune.workers.gpu_runner import GpuRunner

@@ -10,7 +10,9 @@ one JSON object per line, written by `to_record` (see bench/data/README.md):
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +55,12 @@ def from_record(data: dict[str, Any]) -> tuple[tuple[str, Problem, Config], dict
 
 
 class ReplayRunner:
-    """Runner over recorded measurements; a candidate nobody recorded is a LAUNCH_ERROR result."""
+    """Runner over recorded measurements; a candidate nobody recorded is a LAUNCH_ERROR result.
 
-    def __init__(self, paths: Iterable[str | Path]) -> None:
+    `delay_s` is spent per measured candidate, as a GPU would (demos, resume tests)."""
+
+    def __init__(self, paths: Iterable[str | Path], delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
         self._records: dict[tuple[str, Problem, Config], dict[str, Any]] = {}
         for path in paths:
             self._load(Path(path))
@@ -64,6 +69,7 @@ class ReplayRunner:
         first = next(iter(self._records.values()))
         self._stack = Stack(**first["stack"])
         self.calls = 0  # how many candidates were "measured": tests assert reuse with it
+        self.remeasured = 0  # candidates re-measured (not counted in `calls`)
 
     def _load(self, path: Path) -> None:
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
@@ -85,11 +91,23 @@ class ReplayRunner:
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
         return [self._one(build) for build in batch]
 
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
+        """The recorded figures again: a replay has nothing new to say about them."""
+        results = [self._replay(build) for build in batch]
+        self.remeasured += sum(1 for b in batch if b.ok)
+        return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds}) for r in results]
+
     def _one(self, build: BuildResult) -> RunResult:
+        if build.ok:
+            self.calls += 1
+            if self.delay_s:
+                time.sleep(self.delay_s)
+        return self._replay(build)
+
+    def _replay(self, build: BuildResult) -> RunResult:
         c = build.candidate
         if not build.ok:
             return RunResult.failed(c, build.outcome, build.message)
-        self.calls += 1
         data = self._records.get((c.template_version, c.problem, c.config))
         if data is None:
             return RunResult.failed(c, Outcome.LAUNCH_ERROR, NOT_RECORDED)
