@@ -3,6 +3,8 @@
 #   bash bench/gpu_session.sh unpack N        # one call per wheel part, back to back
 #   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
 #   bash bench/gpu_session.sh record SHAPE DTYPE
+#   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
+#   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 # Everything worth keeping is written under $OUT (the device tool brings it back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,17 @@ case "$1" in
     python3 bench/record_space.py "$2" --dtype "$3" --out "$OUT" 2>"$OUT/record-$2-$3.log"
     rc=$?
     tail -n 20 "$OUT/record-$2-$3.log"
+    exit $rc ;;
+  faults)
+    python3 bench/fault_study.py --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"
+    rc=$?
+    tail -n 30 "$OUT/faults.log"
+    exit $rc ;;
+  noise)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
+    python3 bench/noise.py --out "$OUT" 2>"$OUT/noise.log"
+    rc=$?
+    tail -n 30 "$OUT/noise.log"
     exit $rc ;;
   *)
     echo "unknown step $1" >&2; exit 2 ;;

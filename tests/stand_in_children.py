@@ -11,7 +11,7 @@ from typing import Any
 
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 
-__all__ = ["gpu_less_child", "misbehaving_child"]
+__all__ = ["dying_child", "gpu_less_child", "misbehaving_child"]
 
 
 def misbehaving_child(conn: Any) -> None:
@@ -43,3 +43,7 @@ def _ok(**info: Any) -> MeasureReply:
 
 def gpu_less_child(conn: Any) -> None:
     conn.send({"ready": False, "error": "RuntimeError: no CUDA device visible"})
+
+
+def dying_child(conn: Any) -> None:
+    os._exit(4)  # dies before announcing itself (a broken driver, a missing library)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stand_in_children import gpu_less_child, misbehaving_child
+from stand_in_children import dying_child, gpu_less_child, misbehaving_child
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import MeasureRequest
 from tirtune.workers.supervisor import ChildSupervisor
@@ -64,4 +64,10 @@ def test_a_dead_or_poisoned_child_is_a_launch_error_and_is_replaced(supervisor: 
 def test_a_host_without_gpu_is_an_infrastructure_error_not_a_result() -> None:
     sup = ChildSupervisor(target=gpu_less_child)
     with pytest.raises(WorkerError, match="no CUDA device"):
+        sup.start()
+
+
+def test_a_child_that_dies_while_starting_is_an_infrastructure_error() -> None:
+    sup = ChildSupervisor(target=dying_child)
+    with pytest.raises(WorkerError, match=r"died while starting \(exit code 4\)"):
         sup.start()

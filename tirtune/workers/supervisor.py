@@ -46,7 +46,12 @@ class ChildSupervisor:
         if not parent.poll(self.start_timeout_s):
             self._kill()
             raise WorkerError(f"measuring process did not start within {self.start_timeout_s:.0f}s")
-        hello = parent.recv()
+        try:
+            hello = parent.recv()
+        except (EOFError, OSError) as exc:  # it died before saying hello
+            code = self._exitcode()
+            self._kill()
+            raise WorkerError(f"measuring process died while starting (exit code {code})") from exc
         if not hello.get("ready"):
             self._kill()
             raise WorkerError(f"measuring process cannot use the GPU: {hello.get('error')}")
