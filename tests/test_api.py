@@ -212,7 +212,7 @@ def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> No
     assert "on NVIDIA B200" in error["message"]
 
 
-def test_best_falls_back_to_the_nearest_shape_only_when_asked(client: TestClient, db_factory: Factory) -> None:
+def test_best_falls_back_to_the_nearest_shape_only_if_asked(client: TestClient, db_factory: Factory) -> None:
     measure(db_factory, 1.0, problem=Problem(2048, 4096, 4096))
     measure(db_factory, 0.5, problem=Problem(8192, 8192, 8192))
     measure(db_factory, 0.1, problem=Problem(4096, 4096, 4096, "bfloat16"))  # other dtype: never served

@@ -94,7 +94,8 @@ def test_studies_list_problems_with_counts(client: TestClient, db_factory: Facto
     big = page["items"][1]
     assert (big["dtype"], big["measurements"], big["ok"]) == ("float16", 3, 2)
     assert big["best_tflops"] == pytest.approx(P.tflops(0.20))
-    assert client.get("/studies", params={"limit": 1, "offset": 1}).json()["items"][0]["shape"] == "4096x4096x4096"
+    second = client.get("/studies", params={"limit": 1, "offset": 1}).json()
+    assert second["items"][0]["shape"] == "4096x4096x4096"
 
 
 # --- GET /studies/{shape}/{dtype}/summary -----------------------------------------------------------
@@ -113,8 +114,8 @@ def test_summary_of_a_study(client: TestClient, db_factory: Factory) -> None:
                    message="no result after 60 s\nkilled")
     s = client.get(SUMMARY, params={"job_id": job}).json()
     assert s["job_id"] == job and s["invalid"] == 1 and s["truncated"] is False
-    assert [(t["trial"], t["outcome"]) for t in s["trials"]] == [(1, "OK"), (2, "TIMEOUT"), (3, "OK"), (4, "OK"),
-                                                                 (5, "OK")]
+    assert [(t["trial"], t["outcome"]) for t in s["trials"]] == [
+        (1, "OK"), (2, "TIMEOUT"), (3, "OK"), (4, "OK"), (5, "OK")]
     best_so_far = [t["best_so_far_tflops"] for t in s["trials"]]
     assert best_so_far == pytest.approx([P.tflops(0.4), P.tflops(0.4), P.tflops(0.2), P.tflops(0.2),
                                          P.tflops(0.2)])
@@ -125,7 +126,8 @@ def test_summary_of_a_study(client: TestClient, db_factory: Factory) -> None:
         (1, 256, 3), (2, 256, 4), (3, 128, 3), (4, 128, 4)]
     assert s["top"][0]["ratio"] == pytest.approx(0.25 / 0.2) and s["top"][1]["ratio"] == pytest.approx(1.0)
     assert {(f["outcome"], f["reason"], f["count"]) for f in s["failures"]} == {
-        ("INVALID", "consumers_split_m", 1), ("INVALID", "smem_fits", 1), ("TIMEOUT", "no result after 60 s", 1)}
+        ("INVALID", "consumers_split_m", 1), ("INVALID", "smem_fits", 1),
+        ("TIMEOUT", "no result after 60 s", 1)}
     assert s["knobs"] == ["blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"]
 
 

@@ -91,7 +91,8 @@ def server(tmp_path: Path) -> Iterator[str]:
     """The API with replay workers on http://127.0.0.1:<free port>; stopped at the end."""
     url = f"sqlite:///{tmp_path / 'tirtune.db'}"
     migrate.upgrade(url)
-    app = create_app(Settings(database_url=url), session_factory=open_database(url), job_runner=replay_service)
+    app = create_app(Settings(database_url=url), session_factory=open_database(url),
+                     job_runner=replay_service)
     port = _free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     uv = uvicorn.Server(config)
@@ -127,7 +128,7 @@ def test_a_job_started_through_the_api_appears_and_its_plot_gains_points(page: A
     problems: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
 
     page.goto(f"{server}/dashboard?poll=300")
     page.wait_for_selector("#jobs-empty:not([hidden])")

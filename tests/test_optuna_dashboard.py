@@ -44,7 +44,7 @@ def test_optuna_dashboard_lists_and_shows_tirtunes_study(tmp_path: Path) -> None
     study = json.loads(body)
     assert status == "200 OK" and study["name"] == STUDY
     best = max(t["values"][0] for t in study["trials"] if t["state"] == "Complete" and t["values"])
-    assert best == pytest.approx(633.2, abs=0.1)  # TFLOP/s of the best H200 config, as in tirtune_measurements
+    assert best == pytest.approx(633.2, abs=0.1)  # TFLOP/s of the best H200 config, as tirtune recorded
     assert {p["name"] for p in study["trials"][0]["params"]} == {
         "blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"}
     assert call(app, "/dashboard")[0] == "200 OK"

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
                                 "measure with the replay runner instead of a GPU (demos, tests).")
     replay_delay_s: float = Field(default=0.0, description="Seconds the replay runner spends per candidate.")
     api_token: str | None = Field(default=None, description="If set, POST /tune needs 'Authorization: Bearer <token>'.")
+    best_cache_check_s: float = Field(default=1.0, ge=0, description="GET /best answers are cached per API "
+                                      "process and dropped when the measurements change, checked this "
+                                      "often (a new best shows within it); 0 turns the cache off.")
 
 
 @lru_cache(maxsize=1)

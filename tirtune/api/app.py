@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from tirtune import __version__
+from tirtune.api.cache import ResponseCache
 from tirtune.api.dashboard import install_dashboard
 from tirtune.api.errors import install_error_handlers
 from tirtune.api.routes import router
@@ -68,6 +69,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.session_factory = factory
+    app.state.best_cache = ResponseCache(settings.best_cache_check_s)
     install_error_handlers(app)
     app.include_router(router)
     install_dashboard(app)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
+from tirtune.api.cache import ResponseCache
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
 from tirtune.api.nearest import log_distance, nearest
@@ -79,8 +81,12 @@ def get_job(factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) ->
         return _jobs_out(s, [repo.get_job(s, job_id)])[0]
 
 
-@router.get("/best", responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet"}})
-def best(
+@router.get(
+    "/best", response_model=BestOut,
+    responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet"}},
+)
+async def best(
+    request: Request,
     factory: Factory,
     shape: Shape,
     dtype: Dtype = "float16",
@@ -90,9 +96,34 @@ def best(
         Query(description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
                           "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"),
     ] = "none",
-) -> BestOut:
-    """The fastest verified, non-stale configuration measured for a problem."""
+) -> Response:
+    """The fastest verified, non-stale configuration measured for a problem. Answers are cached
+    per API process until the measurements change (checked every `best_cache_check_s`, 1 s by
+    default; see tirtune.api.cache): hits wait on neither the database nor a worker thread."""
     problem = Problem.parse(shape, dtype)
+    cache: ResponseCache = request.app.state.best_cache
+    if cache.claim_check():
+        await run_in_threadpool(_check_cache, factory, cache)
+    key = (problem, gpu, fallback)
+    body = cache.get(key)
+    if body is None:
+        generation = cache.generation
+        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback)
+        body = found.model_dump_json().encode()
+        cache.put(key, body, generation)
+    return Response(body, media_type="application/json")
+
+
+def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
+    version = None
+    try:
+        with transaction(factory) as s:
+            version = repo.measurements_version(s)
+    finally:
+        cache.checked(version)  # None (a failed read) drops everything
+
+
+def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: str) -> BestOut:
     with transaction(factory) as s:
         found = repo.best_measurement(s, problem, gpu_name=gpu)
         if found is None and fallback == "nearest":

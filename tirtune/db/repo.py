@@ -45,6 +45,7 @@ __all__ = [
     "lock_problem",
     "mark_stale",
     "measurements_by_id",
+    "measurements_version",
     "ping",
     "problem_measurements",
     "problem_stats",
@@ -517,3 +518,12 @@ def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
     job.best_measurement_id = measurement_id
     s.flush()
     return JobRecord.from_row(job)
+
+
+def measurements_version(s: Session) -> tuple[int, int]:
+    """(newest measurement id, number of stale rows): it changes whenever a measurement is
+    recorded or marked stale, so caches of read answers can tell when to drop them. The id comes
+    from the primary key's index; the stale count is a scan, meant for about one call a second."""
+    newest = s.scalar(sa.select(sa.func.max(Measurement.id))) or 0
+    stale = s.scalar(sa.select(sa.func.count()).where(Measurement.stale.is_(True))) or 0
+    return newest, stale

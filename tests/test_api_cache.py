@@ -1,0 +1,104 @@
+"""The GET /best answer cache: dropped when the measurements change, checked once per interval."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+from test_api import measure
+
+from tirtune.api import create_app
+from tirtune.api.cache import ResponseCache
+from tirtune.db import repo, transaction
+from tirtune.settings import Settings
+from tirtune.workers.results import Stack
+
+BEST = {"shape": "4096x4096x4096", "dtype": "float16"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_check_per_interval_and_a_new_version_drops_everything() -> None:
+    clock = Clock()
+    cache = ResponseCache(1.0, clock=clock)
+    assert cache.claim_check() and not cache.claim_check()  # one checker at a time
+    cache.checked((5, 0))
+    cache.put("a", b"1", cache.generation)
+    clock.now += 0.5
+    assert not cache.claim_check() and cache.get("a") == b"1"
+    clock.now += 0.5
+    assert cache.claim_check()
+    cache.checked((5, 0))  # unchanged: kept
+    assert cache.get("a") == b"1"
+    clock.now += 1
+    assert cache.claim_check()
+    cache.checked((6, 0))  # a new measurement: dropped
+    assert cache.get("a") is None
+
+
+def test_a_read_that_raced_an_invalidation_is_not_stored() -> None:
+    cache = ResponseCache(1.0, clock=Clock())
+    assert cache.claim_check()
+    cache.checked((1, 0))
+    generation = cache.generation  # a miss starts reading ...
+    cache.clear()  # ... the data changes meanwhile
+    cache.put("a", b"old", generation)
+    assert cache.get("a") is None
+
+
+def test_a_failed_check_drops_everything_and_checks_again_next_time() -> None:
+    cache = ResponseCache(1.0, clock=Clock())
+    assert cache.claim_check()
+    cache.checked((1, 0))
+    cache.put("a", b"1", cache.generation)
+    assert not cache.claim_check()
+    cache.clear()
+    cache.put("a", b"1", cache.generation)
+    cache._next_check = float("-inf")  # due again
+    assert cache.claim_check()
+    cache.checked(None)
+    assert cache.get("a") is None and cache.claim_check()
+
+
+def test_off_stores_nothing() -> None:
+    cache = ResponseCache(0)
+    assert not cache.claim_check()
+    cache.put("a", b"1", cache.generation)
+    assert cache.get("a") is None
+
+
+def client_checking_every(db_url: str, factory: sessionmaker[Session], seconds: float) -> TestClient:
+    app = create_app(Settings(database_url=db_url, best_cache_check_s=seconds), session_factory=factory,
+                     start_workers=False)
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_best_is_served_from_the_cache_until_a_check_sees_new_measurements(
+    db_url: str, db_factory: sessionmaker[Session]
+) -> None:
+    with client_checking_every(db_url, db_factory, 3600) as c:
+        cache: ResponseCache = c.app.state.best_cache  # type: ignore[attr-defined]
+        assert c.get("/best", params=BEST).status_code == 404  # refusals are not cached
+        measure(db_factory, 2.0)
+        assert c.get("/best", params=BEST).json()["time_ms"] == 2.0
+        measure(db_factory, 1.0)
+        assert c.get("/best", params=BEST).json()["time_ms"] == 2.0  # no check due yet: the stored answer
+        cache._next_check = float("-inf")  # the interval has passed
+        assert c.get("/best", params=BEST).json()["time_ms"] == 1.0
+        with transaction(db_factory) as s:  # marking stale changes the version too
+            repo.mark_stale(s, keep_stack=Stack("NVIDIA H200", "999", "12.8", "0.27.0", "9.0"))
+        cache._next_check = float("-inf")
+        assert c.get("/best", params=BEST).status_code == 404
+
+
+def test_best_without_cache_is_always_fresh(db_url: str, db_factory: sessionmaker[Session]) -> None:
+    with client_checking_every(db_url, db_factory, 0) as c:
+        measure(db_factory, 2.0)
+        assert c.get("/best", params=BEST).json()["time_ms"] == 2.0
+        measure(db_factory, 1.0)
+        assert c.get("/best", params=BEST).json()["time_ms"] == 1.0
