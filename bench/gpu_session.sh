@@ -32,12 +32,14 @@ case "$1" in
   faults)
     python3 bench/fault_study.py --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"
     rc=$?
+    python3 bench/render_md.py "$OUT/faults.json"
     tail -n 30 "$OUT/faults.log"
     exit $rc ;;
   noise)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
     python3 bench/noise.py --out "$OUT" 2>"$OUT/noise.log"
     rc=$?
+    python3 bench/render_md.py "$OUT/noise.json"
     tail -n 30 "$OUT/noise.log"
     exit $rc ;;
   *)

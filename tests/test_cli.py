@@ -34,6 +34,7 @@ def test_tune_writes_the_result_files_and_best_serves_it(env: Path, capsys: pyte
     assert summary["problem"] == "4096x4096x4096" and summary["trials"] == 6
     assert summary["ratio"] == pytest.approx(summary["best_tflops"] / summary["cublas_tflops"])
     assert "| config | TFLOP/s" in out.with_suffix(".md").read_text()
+    assert len(summary["remeasured"]) == 5 and summary["best_remeasured"]["outcome"] == "OK"
     capsys.readouterr()
     assert main(["best", "4096x4096x4096"]) == 0
     best = json.loads(capsys.readouterr().out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tirtune.db import repo
-from tirtune.db.records import MeasurementRecord
+from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
 from tirtune.settings import Settings
 from tirtune.space import HOPPER, Problem
@@ -52,9 +53,11 @@ def run_tune(settings: Settings, shape: str, dtype: str, *, trials: int, time_s:
                 repo.finish_job(s, job.id, "CANCELLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", str(exc))
             raise
     with sessions() as s, s.begin():
-        repo.finish_job(s, job.id, "DONE", result.message)
+        finished = repo.finish_job(s, job.id, "DONE", result.message)
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
-    summary = summarize(problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top)
+        remeasured = repo.job_remeasurements(s, job.id)
+    summary = summarize(problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top,
+                        best_id=finished.best_measurement_id, remeasured=remeasured)
     summary["stopped_because"] = result.message
     _print_table(console, summary)
     return summary
@@ -66,10 +69,15 @@ def _bar(console: Console) -> Progress:
 
 
 def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, elapsed_s: float,
-              top: int = 10) -> dict[str, Any]:
-    """The result file's content: the best config, same-run cuBLAS, provenance, outcome counts."""
+              top: int = 10, best_id: int | None = None,
+              remeasured: Sequence[RemeasurementRecord] = ()) -> dict[str, Any]:
+    """The result file's content: the best config, same-run cuBLAS, provenance, outcome counts.
+
+    The best is the job's (after the interleaved re-measurement of the top trials, when there
+    was one); its figures are its trial's, and `best_remeasured` gives the re-measured ones."""
     ok = sorted((r for r in rows if r.outcome == "OK" and r.tflops), key=lambda r: -(r.tflops or 0))
-    best = ok[0] if ok else None
+    best = next((r for r in ok if r.id == best_id), ok[0] if ok else None)
+    by_id = {r.id: r for r in rows}
     return {
         "problem": problem.shape,
         "dtype": problem.dtype,
@@ -93,10 +101,19 @@ def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, e
         "best_rel_error": best.rel_error if best else None,
         "sm_clock_mhz": best.sm_clock_mhz if best else None,
         "power_w": best.power_w if best else None,
+        "best_remeasured": next((_again(m, by_id) for m in remeasured if best and m.measurement_id == best.id), None),
+        "remeasured": [_again(m, by_id) for m in remeasured],
         "top": [_row(r) for r in ok[:top]],
         "failures": [{"config": r.config.to_json(), "outcome": r.outcome, "message": r.message[:300]}
                      for r in rows if r.outcome not in ("OK", "INVALID")],
     }
+
+
+def _again(m: RemeasurementRecord, by_id: dict[int, MeasurementRecord]) -> dict[str, Any]:
+    trial = by_id.get(m.measurement_id)
+    return {"label": trial.config.label() if trial else None, "outcome": m.outcome.value, "tflops": m.tflops,
+            "time_ms": m.time_ms, "cublas_tflops": None if m.cublas_ms is None or trial is None
+            else trial.problem.tflops(m.cublas_ms), "ratio": m.ratio, "rounds": m.rounds}
 
 
 def _row(r: MeasurementRecord) -> dict[str, Any]:
@@ -132,6 +149,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
         f"{s.get('stopped_because', '')}",
         f"- best: {_label(s['best_config'])}: {_f(s['best_tflops'])} TFLOP/s, cuBLAS {_f(s['cublas_tflops'])} "
         f"TFLOP/s in the same run, ratio {_f(s['ratio'], 3)}",
+        *([f"- re-measured interleaved with the top {len(s['remeasured'])} trials: {_f(s['best_remeasured']['tflops'])} "
+           f"TFLOP/s, ratio {_f(s['best_remeasured']['ratio'], 3)}"] if s.get("best_remeasured") else []),
         "",
         "| config | TFLOP/s | time ms (p10-p90) | cuBLAS TFLOP/s | ratio | rel. error |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
