@@ -17,7 +17,8 @@ def faults(d: dict[str, Any]) -> str:
     lines = [
         f"# Fault-injection study, {d['problem']} {d['dtype']}",
         "",
-        f"- GPU {d['gpu']}, driver {d['driver']}, CUDA {d['cuda']}, TVM {d['tvm']}; watchdog {d['run_timeout_s']:.0f} s; "
+        f"- GPU {d['gpu']}, driver {d['driver']}, CUDA {d['cuda']}, TVM {d['tvm']}; "
+        f"watchdog {d['run_timeout_s']:.0f} s; "
         f"{d['elapsed_s']:.0f} s in all",
         f"- pass: {d['pass']}; faults classified {s['faults_classified']}/{s['faults']}; good configs OK "
         f"{s['good_ok']}/{s['good']}; results stored {s['stored_results']}; actor deaths {s['actor_deaths']}",
@@ -39,18 +40,25 @@ def noise(d: dict[str, Any]) -> str:
     lines = [
         f"# Measurement noise, {d['problem']} {d['dtype']}",
         "",
-        f"Config {a['config']} timed in {r['n']} separate measuring processes (ratio = same-run cuBLAS time / kernel time):",
+        f"Config {a['config']} timed in {r['n']} separate measuring processes "
+        "(ratio = same-run cuBLAS time / kernel time):",
         f"min {r['min']:.3f}, p10 {r['p10']:.3f}, median {r['median']:.3f}, p90 {r['p90']:.3f}, max {r['max']:.3f}.",
         "",
         "| process | kernel ms | cuBLAS ms | ratio | SM MHz | power W |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for p in a["processes"]:
-        lines.append(f"| {p['process']} | {p['time_ms']:.4f} | {p['cublas_ms']:.4f} | {p['ratio']:.3f} | "
-                     f"{p['sm_clock_mhz']:.0f} | {p['power_w']:.0f} |")
+        lines.append(
+            f"| {p['process']} | {p['time_ms']:.4f} | {p['cublas_ms']:.4f} | {p['ratio']:.3f} | "
+            f"{p['sm_clock_mhz']:.0f} | {p['power_w']:.0f} |"
+        )
     t = d["top"]
-    lines += ["", "Top 5 of the recorded study: trial order vs interleaved re-measurements:", "",
-              f"- trials one after another: {' > '.join(t['trial_ranking'])}"]
+    lines += [
+        "",
+        "Top 5 of the recorded study: trial order vs interleaved re-measurements:",
+        "",
+        f"- trials one after another: {' > '.join(t['trial_ranking'])}",
+    ]
     lines += [f"- interleaved repeat {i + 1}: {' > '.join(x)}" for i, x in enumerate(t["interleaved_rankings"])]
     return "\n".join(lines) + "\n"
 

@@ -75,12 +75,12 @@ def time_ms(call: Any, reps: int) -> tuple[float, float, float]:
         call()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         s.record()
         call()
         e.record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
     return statistics.median(times), times[len(times) // 10], times[(9 * len(times)) // 10]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import ray
-
 from stand_in_children import misbehaving_child
+
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.workers.gpu_runner import GpuRunner
 from tirtune.workers.results import BuildResult, Candidate, Outcome

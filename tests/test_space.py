@@ -7,10 +7,9 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from strategies import configs, grid_configs, problems, tma_problems
-from tirtune.space import HOPPER, Config, Problem, SpaceError
-from tirtune.space import rules
+
+from tirtune.space import HOPPER, Config, Problem, SpaceError, rules
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 import pytest
-
 from stand_in_children import dying_child, gpu_less_child, misbehaving_child
+
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import MeasureRequest
 from tirtune.workers.supervisor import ChildSupervisor

@@ -103,7 +103,7 @@ def _compile(name: str, root: Path) -> Built:
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
     root = tmp_path_factory.mktemp("template-build")
     with ThreadPoolExecutor(2) as pool:  # nvcc is single-threaded; 2 cores in CI
-        return dict(zip(sorted(CASES), pool.map(lambda n: _compile(n, root), sorted(CASES))))
+        return dict(zip(sorted(CASES), pool.map(lambda n: _compile(n, root), sorted(CASES)), strict=True))
 
 
 def _count(sass: str, opcode: str) -> int:

@@ -55,8 +55,10 @@ def tma_row_stride_aligned(problem: Problem) -> str | None:
     """TMA needs every row stride of A (M,K) and B (N,K) to be a multiple of 16 bytes."""
     stride = problem.k * problem.element_bytes
     if stride % 16:
-        return (f"K={problem.k} gives a row stride of {stride} B; TMA needs a multiple of 16 B, "
-                f"so K must be a multiple of {16 // problem.element_bytes}")
+        return (
+            f"K={problem.k} gives a row stride of {stride} B; TMA needs a multiple of 16 B, "
+            f"so K must be a multiple of {16 // problem.element_bytes}"
+        )
     return None
 
 
@@ -68,7 +70,8 @@ def smem_bytes(config: Config) -> int:
 def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
-        return f"{config.stages} stages of ({config.blk_m}+{config.blk_n})x{config.blk_k} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
+        return f"{config.stages} stages of {tiles} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
     return None
 
 

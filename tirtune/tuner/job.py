@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -66,11 +65,20 @@ class JobSummary:
 class JobLoop:
     """Runs one job to its trial or time budget; resumable, since all state is in the database."""
 
-    def __init__(self, sessions: sessionmaker[Session], storage_url: str, space: SearchSpace,
-                 builder: Builder, runner: Runner, *, batch_size: int = 4,
-                 on_progress: Callable[[Progress], None] | None = None,
-                 proposer_factory: Callable[[JobRecord], Proposer] | None = None,
-                 remeasure_top: int = 5, remeasure_rounds: int = 5) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        storage_url: str,
+        space: SearchSpace,
+        builder: Builder,
+        runner: Runner,
+        *,
+        batch_size: int = 4,
+        on_progress: Callable[[Progress], None] | None = None,
+        proposer_factory: Callable[[JobRecord], Proposer] | None = None,
+        remeasure_top: int = 5,
+        remeasure_rounds: int = 5,
+    ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
         rounds, before the job's best is named."""
         self.sessions = sessions
@@ -149,7 +157,12 @@ class _Run:
                 if self.remaining() - len(candidates) > 0 and not self.out_of_time():
                     pending = self._next_batch(pool, in_flight=len(candidates))
                 self._measure(candidates, builds)
-                if pending is None and self.remaining() > 0 and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
+                if (
+                    pending is None
+                    and self.remaining() > 0
+                    and not self.out_of_time()
+                    and self.idle_asks < MAX_IDLE_ASKS
+                ):
                     pending = self._next_batch(pool, in_flight=0)
         finally:
             pool.shutdown(wait=True)
@@ -168,8 +181,9 @@ class _Run:
         with self.o._tx() as s:
             known = repo.latest_remeasurements(s, [r.key for r in top])
         figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
-        ranked = sorted(((f.tflops or 0.0, i) for i, f in enumerate(figures) if f.outcome is Outcome.OK and f.tflops),
-                        reverse=True)
+        ranked = sorted(
+            ((f.tflops or 0.0, i) for i, f in enumerate(figures) if f.outcome is Outcome.OK and f.tflops), reverse=True
+        )
         self.remeasured = tuple(figures)
         if not ranked:
             log.warning("job %d: no top trial survived re-measurement; the best stays the trials' best", self.job.id)
@@ -178,8 +192,14 @@ class _Run:
         with self.o._tx() as s:
             repo.set_job_best(s, self.job.id, winner.id)
         self.best = winner
-        log.info("job %d: best after re-measuring %d: %s at %.1f TFLOP/s (trial figure %.1f)", self.job.id,
-                 len(top), winner.config.label(), ranked[0][0], winner.tflops or 0)
+        log.info(
+            "job %d: best after re-measuring %d: %s at %.1f TFLOP/s (trial figure %.1f)",
+            self.job.id,
+            len(top),
+            winner.config.label(),
+            ranked[0][0],
+            winner.tflops or 0,
+        )
 
     def _top_trials(self) -> list[MeasurementRecord]:
         if self.o.remeasure_top < 2 or not hasattr(self.o.runner, "remeasure"):
@@ -193,8 +213,13 @@ class _Run:
         builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
         results = self.o.runner.remeasure(builds, self.o.remeasure_rounds)
         with self.o._tx() as s:
-            return repo.record_remeasurements(s, job_id=self.job.id, session_id=uuid.uuid4().hex,
-                                              rounds=self.o.remeasure_rounds, pairs=list(zip(top, results, strict=True)))
+            return repo.record_remeasurements(
+                s,
+                job_id=self.job.id,
+                session_id=uuid.uuid4().hex,
+                rounds=self.o.remeasure_rounds,
+                pairs=list(zip(top, results, strict=True)),
+            )
 
     def _stop_reason(self) -> str:
         if self.remaining() <= 0:
@@ -203,7 +228,9 @@ class _Run:
             return f"time budget of {self.job.time_budget_s:g}s reached"
         return "search space exhausted: no new configurations proposed"
 
-    def _next_batch(self, pool: ThreadPoolExecutor, in_flight: int) -> tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]] | None:
+    def _next_batch(
+        self, pool: ThreadPoolExecutor, in_flight: int
+    ) -> tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]] | None:
         """Ask until a batch of new, valid candidates is ready; record the rest right away."""
         want = min(self.o.batch_size, self.remaining() - in_flight)
         batch: list[tuple[Proposal, Candidate]] = []
@@ -254,17 +281,35 @@ class _Run:
         measured = iter(self.o.runner.run(runnable)) if runnable else iter(())
         for (proposal, candidate), build in zip(batch, builds, strict=True):
             # A failed build is stored with the stack too, so a new toolchain marks it stale.
-            result = next(measured) if build.ok else RunResult.failed(
-                candidate, build.outcome, build.message).with_provenance(Provenance(self.stack, candidate.template_version))
+            result = (
+                next(measured)
+                if build.ok
+                else RunResult.failed(candidate, build.outcome, build.message).with_provenance(
+                    Provenance(self.stack, candidate.template_version)
+                )
+            )
             self._record(proposal, candidate, result.outcome, result.message, result, build.seconds)
 
-    def _record(self, proposal: Proposal, candidate: Candidate, outcome: Outcome, message: str,
-                result: RunResult | None, build_seconds: float | None) -> None:
+    def _record(
+        self,
+        proposal: Proposal,
+        candidate: Candidate,
+        outcome: Outcome,
+        message: str,
+        result: RunResult | None,
+        build_seconds: float | None,
+    ) -> None:
         with self.o._tx() as s:
             record = repo.record_measurement(
-                s, job_id=self.job.id, trial_number=proposal.trial,
-                key=candidate.measurement_key(self.stack), candidate=candidate, outcome=outcome,
-                message=message, result=result, build_seconds=build_seconds,
+                s,
+                job_id=self.job.id,
+                trial_number=proposal.trial,
+                key=candidate.measurement_key(self.stack),
+                candidate=candidate,
+                outcome=outcome,
+                message=message,
+                result=result,
+                build_seconds=build_seconds,
             )
         self._after(proposal, record)
 
@@ -280,9 +325,12 @@ class _Run:
         self.done += 1
         if ok and (self.best is None or (record.tflops or 0) > (self.best.tflops or 0)):
             self.best = record
-        log.info("job %d trial %d: %s %s", self.job.id, proposal.trial, record.outcome.value,
-                 f"{record.tflops:.1f} TFLOP/s" if ok and record.tflops else record.message[:120])
+        log.info(
+            "job %d trial %d: %s %s",
+            self.job.id,
+            proposal.trial,
+            record.outcome.value,
+            f"{record.tflops:.1f} TFLOP/s" if ok and record.tflops else record.message[:120],
+        )
         if self.o.on_progress is not None:
             self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
-
-

@@ -27,17 +27,24 @@ class OptunaProposer:
     dead process left RUNNING are failed and their configs asked again first.
     """
 
-    def __init__(self, storage_url: str, study_name: str, space: SearchSpace, *, seed: int = 0,
-                 start_with: Sequence[Config] = ()) -> None:
+    def __init__(
+        self, storage_url: str, study_name: str, space: SearchSpace, *, seed: int = 0, start_with: Sequence[Config] = ()
+    ) -> None:
         self.space = space
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(
-                seed=seed, multivariate=True, constant_liar=True, n_startup_trials=8,
+                seed=seed,
+                multivariate=True,
+                constant_liar=True,
+                n_startup_trials=8,
             )
             self.study = optuna.create_study(
-                storage=_storage(storage_url), study_name=study_name, direction="maximize",
-                sampler=sampler, load_if_exists=True,
+                storage=_storage(storage_url),
+                study_name=study_name,
+                direction="maximize",
+                sampler=sampler,
+                load_if_exists=True,
             )
         self._open: dict[int, optuna.trial.Trial] = {}
         self._retry_stale_trials()
@@ -57,7 +64,9 @@ class OptunaProposer:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for _ in range(n):
                 trial = self.study.ask()
-                knobs = {name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()}
+                knobs = {
+                    name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()
+                }
                 self._open[trial.number] = trial
                 proposals.append(Proposal(trial.number, Config(**knobs)))
         return proposals
@@ -81,8 +90,11 @@ class OptunaProposer:
         self._open.clear()
 
     def best(self) -> dict[str, Any] | None:
-        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get("outcome") == "OK"]
+        done = [
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("outcome") == "OK"
+        ]
         return max(done, key=lambda t: t.value or 0.0).params if done else None
 
 

@@ -25,8 +25,16 @@ from tirtune.tuner.runtime import make_workers
 __all__ = ["run_tune", "summarize"]
 
 
-def run_tune(settings: Settings, shape: str, dtype: str, *, trials: int, time_s: float | None,
-             replay: str | Path | None, top: int = 10) -> dict[str, Any]:
+def run_tune(
+    settings: Settings,
+    shape: str,
+    dtype: str,
+    *,
+    trials: int,
+    time_s: float | None,
+    replay: str | Path | None,
+    top: int = 10,
+) -> dict[str, Any]:
     problem = Problem.parse(shape, dtype)
     HOPPER.check_problem(problem)  # refuse before anything starts
     console = Console(stderr=True)
@@ -44,8 +52,15 @@ def run_tune(settings: Settings, shape: str, dtype: str, *, trials: int, time_s:
             best = f"best {p.best.tflops:.0f} TFLOP/s ({p.best.ratio:.3f}x cuBLAS)" if p.best and p.best.tflops else "-"
             bar.update(task, completed=p.trials_done, best=best)
 
-        loop = JobLoop(sessions, settings.database_url, HOPPER, workers.builder, workers.runner,
-                       batch_size=workers.batch_size, on_progress=update)
+        loop = JobLoop(
+            sessions,
+            settings.database_url,
+            HOPPER,
+            workers.builder,
+            workers.runner,
+            batch_size=workers.batch_size,
+            on_progress=update,
+        )
         try:
             result = loop.run(job.id)
         except BaseException as exc:
@@ -56,21 +71,41 @@ def run_tune(settings: Settings, shape: str, dtype: str, *, trials: int, time_s:
         finished = repo.finish_job(s, job.id, "DONE", result.message)
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
         remeasured = repo.job_remeasurements(s, job.id)
-    summary = summarize(problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top,
-                        best_id=finished.best_measurement_id, remeasured=remeasured)
+    summary = summarize(
+        problem,
+        rows,
+        job_id=job.id,
+        elapsed_s=time.monotonic() - began,
+        top=top,
+        best_id=finished.best_measurement_id,
+        remeasured=remeasured,
+    )
     summary["stopped_because"] = result.message
     _print_table(console, summary)
     return summary
 
 
 def _bar(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[best]}"), console=console)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=console,
+    )
 
 
-def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, elapsed_s: float,
-              top: int = 10, best_id: int | None = None,
-              remeasured: Sequence[RemeasurementRecord] = ()) -> dict[str, Any]:
+def summarize(
+    problem: Problem,
+    rows: list[MeasurementRecord],
+    *,
+    job_id: int,
+    elapsed_s: float,
+    top: int = 10,
+    best_id: int | None = None,
+    remeasured: Sequence[RemeasurementRecord] = (),
+) -> dict[str, Any]:
     """The result file's content: the best config, same-run cuBLAS, provenance, outcome counts.
 
     The best is the job's (after the interleaved re-measurement of the top trials, when there
@@ -104,22 +139,39 @@ def summarize(problem: Problem, rows: list[MeasurementRecord], *, job_id: int, e
         "best_remeasured": next((_again(m, by_id) for m in remeasured if best and m.measurement_id == best.id), None),
         "remeasured": [_again(m, by_id) for m in remeasured],
         "top": [_row(r) for r in ok[:top]],
-        "failures": [{"config": r.config.to_json(), "outcome": r.outcome, "message": r.message[:300]}
-                     for r in rows if r.outcome not in ("OK", "INVALID")],
+        "failures": [
+            {"config": r.config.to_json(), "outcome": r.outcome, "message": r.message[:300]}
+            for r in rows
+            if r.outcome not in ("OK", "INVALID")
+        ],
     }
 
 
 def _again(m: RemeasurementRecord, by_id: dict[int, MeasurementRecord]) -> dict[str, Any]:
     trial = by_id.get(m.measurement_id)
-    return {"label": trial.config.label() if trial else None, "outcome": m.outcome.value, "tflops": m.tflops,
-            "time_ms": m.time_ms, "cublas_tflops": None if m.cublas_ms is None or trial is None
-            else trial.problem.tflops(m.cublas_ms), "ratio": m.ratio, "rounds": m.rounds}
+    return {
+        "label": trial.config.label() if trial else None,
+        "outcome": m.outcome.value,
+        "tflops": m.tflops,
+        "time_ms": m.time_ms,
+        "cublas_tflops": None if m.cublas_ms is None or trial is None else trial.problem.tflops(m.cublas_ms),
+        "ratio": m.ratio,
+        "rounds": m.rounds,
+    }
 
 
 def _row(r: MeasurementRecord) -> dict[str, Any]:
-    return {"config": r.config.to_json(), "label": r.config.label(), "tflops": r.tflops, "time_ms": r.time_ms,
-            "time_p10_ms": r.time_p10_ms, "time_p90_ms": r.time_p90_ms, "cublas_tflops": r.cublas_tflops,
-            "ratio": r.ratio, "rel_error": r.rel_error}
+    return {
+        "config": r.config.to_json(),
+        "label": r.config.label(),
+        "tflops": r.tflops,
+        "time_ms": r.time_ms,
+        "time_p10_ms": r.time_p10_ms,
+        "time_p90_ms": r.time_p90_ms,
+        "cublas_tflops": r.cublas_tflops,
+        "ratio": r.ratio,
+        "rel_error": r.rel_error,
+    }
 
 
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
@@ -127,13 +179,20 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
     for column in ("config", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"):
         table.add_column(column, justify="left" if column == "config" else "right")
     for row in summary["top"]:
-        table.add_row(row["label"], f"{row['tflops']:.1f}", f"{row['cublas_tflops'] or 0:.1f}",
-                      f"{row['ratio'] or 0:.3f}", f"{row['rel_error'] or 0:.1e}")
+        table.add_row(
+            row["label"],
+            f"{row['tflops']:.1f}",
+            f"{row['cublas_tflops'] or 0:.1f}",
+            f"{row['ratio'] or 0:.3f}",
+            f"{row['rel_error'] or 0:.1e}",
+        )
     Console().print(table)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary["outcomes"].items()) if k != "INVALID")
-    Console().print(f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
-                    f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
-                    f"{summary.get('stopped_because', '')}")
+    counts = _counts(summary["outcomes"])
+    Console().print(
+        f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
+        f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
+        f"{summary.get('stopped_because', '')}"
+    )
 
 
 def to_markdown(summary: dict[str, Any]) -> str:
@@ -144,22 +203,34 @@ def to_markdown(summary: dict[str, Any]) -> str:
         "",
         f"- date: {s['date']}; GPU: {s['gpu']}; driver {s['driver']}; CUDA {s['cuda']}; TVM {s['tvm']}; "
         f"torch {s['torch']}; template {s['template_version']}",
-        f"- {s['trials']} trials ({', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items()) if k != 'INVALID')}), "
+        f"- {s['trials']} trials ({_counts(s['outcomes'])}), "
         f"{s['invalid_configs_refused']} invalid configs refused by rules, {s['elapsed_s']} s; "
         f"{s.get('stopped_because', '')}",
         f"- best: {_label(s['best_config'])}: {_f(s['best_tflops'])} TFLOP/s, cuBLAS {_f(s['cublas_tflops'])} "
         f"TFLOP/s in the same run, ratio {_f(s['ratio'], 3)}",
-        *([f"- re-measured interleaved with the top {len(s['remeasured'])} trials: {_f(s['best_remeasured']['tflops'])} "
-           f"TFLOP/s, ratio {_f(s['best_remeasured']['ratio'], 3)}"] if s.get("best_remeasured") else []),
+        *(
+            [
+                f"- re-measured interleaved with the top {len(s['remeasured'])} trials: "
+                f"{_f(s['best_remeasured']['tflops'])} TFLOP/s, ratio {_f(s['best_remeasured']['ratio'], 3)}"
+            ]
+            if s.get("best_remeasured")
+            else []
+        ),
         "",
         "| config | TFLOP/s | time ms (p10-p90) | cuBLAS TFLOP/s | ratio | rel. error |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in s["top"]:
-        lines.append(f"| {r['label']} | {_f(r['tflops'])} | {_f(r['time_ms'], 4)} ({_f(r['time_p10_ms'], 4)}-"
-                     f"{_f(r['time_p90_ms'], 4)}) | {_f(r['cublas_tflops'])} | {_f(r['ratio'], 3)} | "
-                     f"{r['rel_error']:.1e} |")
+        lines.append(
+            f"| {r['label']} | {_f(r['tflops'])} | {_f(r['time_ms'], 4)} ({_f(r['time_p10_ms'], 4)}-"
+            f"{_f(r['time_p90_ms'], 4)}) | {_f(r['cublas_tflops'])} | {_f(r['ratio'], 3)} | "
+            f"{r['rel_error']:.1e} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _counts(outcomes: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if k != "INVALID")
 
 
 def _label(config: dict[str, Any] | None) -> str:

@@ -43,15 +43,19 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch_version: str,
-                    seed: int) -> RunResult:
+def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch_version: str, seed: int) -> RunResult:
     """Turn the child's raw reply into the RunResult value object."""
-    provenance = Provenance(stack, build.candidate.template_version, torch_version,
-                            reply.sm_clock_mhz, reply.power_w)
+    provenance = Provenance(stack, build.candidate.template_version, torch_version, reply.sm_clock_mhz, reply.power_w)
     outcome = Outcome(reply.outcome)
     if outcome is not Outcome.OK:
-        return RunResult(build.candidate, outcome, reply.message, rel_error=reply.rel_error,
-                         provenance=provenance, extra={"seed": seed})
+        return RunResult(
+            build.candidate,
+            outcome,
+            reply.message,
+            rel_error=reply.rel_error,
+            provenance=provenance,
+            extra={"seed": seed},
+        )
     times, ref = reply.times_ms, reply.cublas_times_ms
     return RunResult(
         candidate=build.candidate,
@@ -63,8 +67,11 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
         cublas_ms=statistics.median(ref) if ref else None,
         rel_error=reply.rel_error,
         provenance=provenance,
-        extra={"seed": seed, "cublas_p10_ms": _percentile(ref, 0.1) if ref else None,
-               "cublas_p90_ms": _percentile(ref, 0.9) if ref else None},
+        extra={
+            "seed": seed,
+            "cublas_p10_ms": _percentile(ref, 0.1) if ref else None,
+            "cublas_p90_ms": _percentile(ref, 0.9) if ref else None,
+        },
     )
 
 
@@ -76,8 +83,13 @@ class _GpuActor:
         self.supervisor = ChildSupervisor(run_timeout_s=run_timeout_s, **kwargs)
         info = self.supervisor.start()
         self.torch_version = info.get("torch", "")
-        self._stack = Stack(info["gpu_name"], info.get("driver", ""), info.get("cuda", ""),
-                            tvm_version(), info.get("compute_capability", ""))
+        self._stack = Stack(
+            info["gpu_name"],
+            info.get("driver", ""),
+            info.get("cuda", ""),
+            tvm_version(),
+            info.get("compute_capability", ""),
+        )
 
     def stack(self) -> Stack:
         return self._stack
@@ -92,7 +104,9 @@ class _GpuActor:
             return RunResult.failed(build.candidate, build.outcome, build.message)
         p = build.candidate.problem
         seed = secrets.randbits(31)  # fresh inputs for every check
-        reply = cast(MeasureReply, self.supervisor.measure(MeasureRequest(build.artifact, p.m, p.n, p.k, p.dtype, seed)))
+        reply = cast(
+            MeasureReply, self.supervisor.measure(MeasureRequest(build.artifact, p.m, p.n, p.k, p.dtype, seed))
+        )
         return reply_to_result(build, reply, self._stack, self.torch_version, seed)
 
     def remeasure(self, builds: Sequence[BuildResult], rounds: int) -> list[RunResult]:
@@ -102,15 +116,18 @@ class _GpuActor:
         request = RemeasureRequest(tuple(b.artifact or "" for b in builds), p.m, p.n, p.k, p.dtype, seed, rounds)
         reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
         replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds)
-        results = [reply_to_result(b, r, self._stack, self.torch_version, seed) for b, r in zip(builds, replies, strict=True)]
+        results = [
+            reply_to_result(b, r, self._stack, self.torch_version, seed) for b, r in zip(builds, replies, strict=True)
+        ]
         return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds}) for r in results]
 
 
 class GpuRunner:
     """Runner handle over one Ray actor per GPU; the caller has done `ray.init`."""
 
-    def __init__(self, num_gpus: int = 1, run_timeout_s: float = 60.0, *,
-                 child_target: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self, num_gpus: int = 1, run_timeout_s: float = 60.0, *, child_target: Callable[[Any], None] | None = None
+    ) -> None:
         """`child_target` replaces the measuring child's entry point (tests only)."""
         import ray
 
@@ -157,10 +174,15 @@ class GpuRunner:
         """Time the OK builds of `batch` again, interleaved round by round in one process with
         cuBLAS, so their figures compare; failed builds come back as their failures, in order."""
         runnable = [b for b in batch if b.ok and b.artifact is not None]
-        measured = iter(self._collect(self._actors[0].remeasure.remote(runnable, rounds), self._actors[0], runnable)
-                        if runnable else [])
-        return [next(measured) if b.ok and b.artifact is not None else RunResult.failed(b.candidate, b.outcome, b.message)
-                for b in batch]
+        measured = iter(
+            self._collect(self._actors[0].remeasure.remote(runnable, rounds), self._actors[0], runnable)
+            if runnable
+            else []
+        )
+        return [
+            next(measured) if b.ok and b.artifact is not None else RunResult.failed(b.candidate, b.outcome, b.message)
+            for b in batch
+        ]
 
     def _collect(self, future: Any, actor: Any, builds: Sequence[BuildResult]) -> list[RunResult]:
         try:

@@ -178,12 +178,14 @@ class _Bench:
         replies = [verdict for _, verdict, _ in checked]
         for slot, i in enumerate(timed):
             clock, power = clocks[slot]
-            replies[i] = MeasureReply("OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power,
-                                      info={"rounds": req.rounds})
+            replies[i] = MeasureReply(
+                "OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power, info={"rounds": req.rounds}
+            )
         return RemeasureReply(tuple(r for r in replies if r is not None))
 
-    def _checked(self, artifact: str, a: Any, b: Any,
-                 req: MeasureRequest) -> tuple[Any, MeasureReply | None, float | None]:
+    def _checked(
+        self, artifact: str, a: Any, b: Any, req: MeasureRequest
+    ) -> tuple[Any, MeasureReply | None, float | None]:
         """(kernel, failure or None, relative error) of one artifact on the given inputs."""
         try:
             fn = self._load(artifact)
@@ -193,15 +195,17 @@ class _Bench:
         verdict = self._verify(fn, a, b, req)
         return fn, verdict, self._last_error
 
-    def _interleaved(self, fns: list[Any], a: Any, b: Any,
-                     req: RemeasureRequest) -> tuple[list[list[float]], list[float], list[tuple[float | None, float | None]]]:
+    def _interleaved(
+        self, fns: list[Any], a: Any, b: Any, req: RemeasureRequest
+    ) -> tuple[list[list[float]], list[float], list[tuple[float | None, float | None]]]:
         """Round-robin timing; the starting kernel rotates so no one always follows cuBLAS."""
         torch = self.torch
         d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
         launches = [lambda fn=fn: self._call(fn, a, b, d) for fn in fns]
         cublas = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
-        reps = [max(2, min(200, int(req.target_ms / max(_median(self._events(f, 3)), 1e-3) / req.rounds)))
-                for f in launches]
+        reps = [
+            max(2, min(200, int(req.target_ms / max(_median(self._events(f, 3)), 1e-3) / req.rounds))) for f in launches
+        ]
         times: list[list[float]] = [[] for _ in fns]
         samples: list[list[tuple[float | None, float | None]]] = [[] for _ in fns]
         ref: list[float] = []
@@ -232,13 +236,16 @@ class _Bench:
         outs = []
         for _ in range(2):
             guarded = torch.full((req.m + 2 * GUARD_ROWS, req.n), float("nan"), dtype=a.dtype, device=self.device)
-            d = guarded[GUARD_ROWS:GUARD_ROWS + req.m]
+            d = guarded[GUARD_ROWS : GUARD_ROWS + req.m]
             self._call(fn, a, b, d)
             torch.cuda.synchronize()
-            outside = int((~torch.isnan(guarded[:GUARD_ROWS])).sum() + (~torch.isnan(guarded[GUARD_ROWS + req.m:])).sum())
+            outside = int(
+                (~torch.isnan(guarded[:GUARD_ROWS])).sum() + (~torch.isnan(guarded[GUARD_ROWS + req.m :])).sum()
+            )
             if outside:
-                return MeasureReply("WRONG_RESULT", f"out-of-bounds write: {outside} elements of the guard "
-                                    f"bands around D changed")
+                return MeasureReply(
+                    "WRONG_RESULT", f"out-of-bounds write: {outside} elements of the guard bands around D changed"
+                )
             outs.append(d)
         d = outs[0]
         unwritten = int(torch.isnan(d).sum().item())

@@ -111,13 +111,24 @@ class ReplayRunner:
         data = self._records.get((c.template_version, c.problem, c.config))
         if data is None:
             return RunResult.failed(c, Outcome.LAUNCH_ERROR, NOT_RECORDED)
-        provenance = Provenance(Stack(**data["stack"]), c.template_version, data.get("torch", ""),
-                                data.get("sm_clock_mhz"), data.get("power_w"))
+        provenance = Provenance(
+            Stack(**data["stack"]),
+            c.template_version,
+            data.get("torch", ""),
+            data.get("sm_clock_mhz"),
+            data.get("power_w"),
+        )
         return RunResult(
-            candidate=c, outcome=Outcome(data["outcome"]), message=data.get("message", ""),
-            time_ms=data.get("time_ms"), time_p10_ms=data.get("time_p10_ms"),
-            time_p90_ms=data.get("time_p90_ms"), repetitions=data.get("repetitions", 0),
-            cublas_ms=data.get("cublas_ms"), rel_error=data.get("rel_error"), provenance=provenance,
+            candidate=c,
+            outcome=Outcome(data["outcome"]),
+            message=data.get("message", ""),
+            time_ms=data.get("time_ms"),
+            time_p10_ms=data.get("time_p10_ms"),
+            time_p90_ms=data.get("time_p90_ms"),
+            repetitions=data.get("repetitions", 0),
+            cublas_ms=data.get("cublas_ms"),
+            rel_error=data.get("rel_error"),
+            provenance=provenance,
             extra={"replayed": True},
         )
 
@@ -126,4 +137,6 @@ class ReplayBuilder:
     """The builder that goes with ReplayRunner: nothing to compile, every candidate is 'built'."""
 
     def build(self, batch: Sequence[Any]) -> list[BuildResult]:
-        return [BuildResult(candidate, Outcome.OK, artifact=None, message="replay: not compiled") for candidate in batch]
+        return [
+            BuildResult(candidate, Outcome.OK, artifact=None, message="replay: not compiled") for candidate in batch
+        ]
