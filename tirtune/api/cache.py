@@ -2,7 +2,8 @@
 
 Measurements are written by job workers that may run in other processes or on other hosts, so an
 API process cannot see every write. Instead, at most once per `check_every_s` (per process, not
-per key) one request reads the measurements' version, `repo.measurements_version` (the newest id
+per key) one request starts a read of the measurements' version in the background (it does not wait
+for it: tirtune.api.routes), `repo.measurements_version` (the newest id
 and the number of stale rows: an index-only read), and the cache is emptied when it moved. So an
 answer is never staler than `check_every_s` plus one query, the database sees one tiny query per
 second per process however hot the endpoint is, and hits need neither a thread nor a connection.
