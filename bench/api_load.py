@@ -61,10 +61,17 @@ SIZES = (512, 1024, 2048, 3072, 4096, 6144, 8192)
 INVALID_PER_PROBLEM = 60
 NOTES = """What the numbers measure: after the first second every answer is a hit of the per-process
 cache (tirtune/api/cache.py), which is dropped when the measurements change; a miss costs about
-4 ms (the ORM query and four round trips to PostgreSQL). Measured while developing, on this
-machine, before the cache and without uvloop/httptools: saturation 181 req/s, p50 1033 ms; the
-sequential service time of one hit is about 0.7 ms. The tail above 10 ms tracks CPU contention
-(see the load average): server, client and PostgreSQL share two cores."""
+4 ms (the ORM query and four round trips to PostgreSQL). Where the p99 came from (measured on this
+machine, 2026-11-29, 10 s phases): (1) the once-per-second cache version check ran on the request
+that claimed it (a thread hop plus a database round trip), one request per second per worker, i.e.
+about 1% of requests at 200 req/s: with it taken off the request path p99 at 200 req/s went from
+13.8 to 4.6 ms; (2) FastAPI ran the plain-def session-factory dependency in the thread pool on every
+request: a hit cost 0.55-0.73 ms of CPU in-process, 0.21 ms once it was async (saturation 1100-2800
+-> 3100-3200 req/s); (3) what remains above a few ms is CPU sharing: the asyncio client, two uvicorn
+workers and PostgreSQL share two cores, and other work on the machine (e.g. a 2-job CUDA compile)
+took up to 1.5 cores during earlier runs and pushed p99 to 15-1000 ms; `nice` does not shield the
+benchmark from it (scheduler autogroups). Not tried for lack of time: taskset pinning, 1 worker,
+wrk/wrk2, gc.freeze."""
 LATE_S = 2.0  # a paced client that is this far behind its schedule when time is up stops
 
 
