@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,13 @@ def _exception_chain(exc: BaseException) -> str:
     return "\n-- caused by --\n".join(parts)
 
 
+# The TVMScript parser builds Python ASTs (when tracing a template, and again when lowering
+# dispatches tile ops written in TVMScript), and CPython 3.11's ast module is not thread-safe
+# ("SystemError: AST constructor recursion depth mismatch" when two threads parse at once): one
+# lowering at a time per process. Builders use child processes, so this only serializes threads.
+_TRACE_LOCK = threading.Lock()
+
+
 def lower_to_cuda(config: Config, problem: Problem, template: Any = None) -> str:
     """Standalone CUDA C++ (kernel + tvm-ffi host wrapper) for one (config, problem).
 
@@ -105,10 +113,11 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None) -> str
 
         if template is None:
             from tirtune.space.templates import build as template
-        func = template(config, problem)
-        target = tvm.target.Target({"kind": "cuda", "arch": ARCH}, host="cuda_host")
-        executable = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
-        return str(tvm.backend.cuda.export_cuda_host(executable.mod))
+        with _TRACE_LOCK:
+            func = template(config, problem)
+            target = tvm.target.Target({"kind": "cuda", "arch": ARCH}, host="cuda_host")
+            executable = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
+            return str(tvm.backend.cuda.export_cuda_host(executable.mod))
     except Exception as exc:  # TVM raises many unrelated types; all mean "this kernel failed"
         what = f"lowering {config.label()} for {problem} failed"
         raise LoweringError(f"{what}:\n{tail(_exception_chain(exc))}") from exc
