@@ -1,8 +1,10 @@
 """Build the template-verification set on this (CPU) machine: .so files plus manifest.json.
 
-    python bench/prebuild.py [--out .build/verify] [--jobs 2] [--timeout 600]
+    python bench/prebuild.py [--set v1|v2] [--out .build/verify] [--jobs 2] [--timeout 600]
 
-The set covers every knob value of the Hopper space and the tail problems; each entry is built
+The v1 set covers every knob value of hopper-gemm/1 and the tail problems; the v2 set covers
+the knobs hopper-gemm/2 added (persistent, raster_group, epilogue) around the best 4096^3 shape,
+with same-run register-epilogue baselines and tails. each entry is built
 through the same cached path the tuner uses (`compile_candidate`), then copied under a readable
 name into --out with a manifest that bench/verify_template.py reads on the GPU host.
 """
@@ -27,8 +29,9 @@ from tirtune.workers.tirx_builder import compile_candidate  # noqa: E402
 logger = logging.getLogger("prebuild")
 
 
-def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws)
+def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws,
+                  **v2)  # type: ignore[arg-type]
 
 
 SQUARE = Problem(4096, 4096, 4096, "float16")
@@ -38,6 +41,8 @@ SMALL = Problem(64, 256, 128, "float16")
 TINY = Problem(100, 200, 64, "float16")
 ODD_K = Problem(520, 392, 200, "bfloat16")  # K not a multiple of 64 (nor of 128)
 ODD_N = Problem(777, 333, 136, "float16")  # odd M and N: the unpaired (scalar) epilogue stores
+TAIL_N8 = Problem(777, 336, 136, "float16")  # tails along M and K, N a multiple of 8 (TMA store)
+TAIL_BF16 = Problem(1000, 1000, 1000, "bfloat16")
 
 # (config, problem): every knob value appears at least once; tails hit the M, N and K guards.
 SET: list[tuple[Config, Problem]] = [
@@ -66,15 +71,40 @@ SET: list[tuple[Config, Problem]] = [
 ]
 
 
+P, G8, TMA = {"persistent": True}, {"persistent": True, "raster_group": 8}, {"epilogue": "tma"}
+# hopper-gemm/2: persistent CTAs, grouped rasterization and the stmatrix + TMA-store epilogue.
+SET_V2: list[tuple[Config, Problem]] = [
+    (_c(128, 256, 64, 4, 2, True), SQUARE),               # the v1 best: same-run baseline
+    (_c(128, 256, 64, 4, 2, True, **P), SQUARE),          # persistent, row-major tiles
+    (_c(128, 256, 64, 4, 2, True, **G8), SQUARE),         # persistent, groups of 8 tile rows
+    (_c(128, 256, 64, 3, 2, True, **TMA), SQUARE),        # TMA store, one tile per CTA
+    (_c(128, 256, 64, 3, 2, True, **P, **TMA), SQUARE),
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), SQUARE),  # the predicted best
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), BF16),
+    (_c(256, 128, 64, 3, 2, True, **G8, **TMA), SQUARE),  # 128 rows per consumer: 2 m64 blocks staged
+    (_c(128, 128, 64, 4, 2, True, **G8, **TMA), SQUARE),
+    (_c(64, 64, 64, 4, 1, True, **G8, **TMA), TAIL),      # 256 tiles: 2 loop iterations, tails on M, N, K
+    (_c(128, 128, 64, 4, 2, True, **G8, **TMA), TAIL_N8),  # 7 tile rows: one partial raster group
+    (_c(128, 128, 64, 3, 2, True, **G8), ODD_N),          # persistent + register stores, odd N
+    (_c(64, 256, 128, 2, 1, True, **P, **TMA), SMALL),    # blk_k 128, a single tile
+    (_c(128, 128, 64, 4, 1, False, **TMA), TAIL_BF16),    # no producer, 2 m64 blocks, bf16 packing
+]
+SETS = {"v1": SET, "v2": SET_V2}
+
+
 def _slug(config: Config, problem: Problem) -> str:
     ws = "ws" if config.warp_specialized else "mono"
-    return (f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}"
+    extra = "".join(["_persist" if config.persistent else "",
+                     f"_g{config.raster_group}" if config.raster_group != 1 else "",
+                     f"_{config.epilogue}" if config.epilogue != "register" else ""])
+    return (f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}{extra}"
             f"__{problem.shape}_{problem.dtype}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", choices=sorted(SETS), default="v1")
     parser.add_argument("--out", type=Path, default=Path(".build/verify"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".build/cache"))
     parser.add_argument("--jobs", type=int, default=2)
@@ -82,12 +112,13 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    for config, problem in SET:
+    chosen = SETS[args.set]
+    for config, problem in chosen:
         HOPPER.check_problem(problem)
         bad = HOPPER.violations(config, problem)
         if bad:
             raise SystemExit(f"{config.label()} {problem}: {'; '.join(map(str, bad))}")
-    candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in SET]
+    candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in chosen]
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout),
@@ -114,9 +145,9 @@ def main() -> int:
                     "cached" if result.cached else "built", size)
     manifest = {"template_version": TEMPLATE_VERSION, "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    logger.info("%d/%d built in %.0f s, %.1f MB total -> %s", len(entries), len(SET),
+    logger.info("%d/%d built in %.0f s, %.1f MB total -> %s", len(entries), len(chosen),
                 time.perf_counter() - started, total / 2**20, args.out / "manifest.json")
-    return 0 if len(entries) == len(SET) else 1
+    return 0 if len(entries) == len(chosen) else 1
 
 
 if __name__ == "__main__":

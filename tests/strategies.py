@@ -30,4 +30,5 @@ def configs() -> st.SearchStrategy[Config]:
     """Arbitrary configs, well outside the grid too."""
     small = st.integers(min_value=-64, max_value=1024)
     return st.builds(Config, blk_m=small, blk_n=small, blk_k=small, stages=st.integers(-2, 12),
-                     consumers=st.integers(-1, 5), warp_specialized=st.booleans())
+                     consumers=st.integers(-1, 5), warp_specialized=st.booleans(), persistent=st.booleans(),
+                     raster_group=st.integers(-2, 20), epilogue=st.sampled_from(["register", "tma", "smem"]))

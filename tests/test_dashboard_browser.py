@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.api import JobRunner, create_app
 from tirtune.db import migrate, open_database
 from tirtune.settings import Settings
+from tirtune.space import space_for
 from tirtune.tuner.runtime import Workers
 from tirtune.tuner.service import JobService
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
@@ -73,7 +74,8 @@ class SlowReplayRunner(ReplayRunner):
 
 
 def replay_service(settings: Settings, sessions: sessionmaker[Session]) -> JobRunner:
-    workers = Workers(ReplayBuilder(), SlowReplayRunner([RECORDED]), batch_size=4)
+    runner = SlowReplayRunner([RECORDED])
+    workers = Workers(ReplayBuilder(), runner, batch_size=4, space=space_for(runner.template_version))
     service = JobService(settings, sessions, workers=workers, poll_s=0.1)
     service.start()
     return service

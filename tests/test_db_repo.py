@@ -367,7 +367,7 @@ def test_mark_stale(db_factory: Factory) -> None:
         assert repo.mark_stale(s, keep_stack=new_stack) == 0  # already stale
         record_ok(s, 1.0, stack=new_stack)
         assert repo.mark_stale(s, keep_stack=new_stack) == 0
-        assert repo.mark_stale(s, keep_stack=new_stack, template_version="hopper-gemm/2") == 1
+        assert repo.mark_stale(s, keep_stack=new_stack, template_version="hopper-gemm/next") == 1
         by_gpu = {r.gpu_name: r.stale for r in repo.list_measurements(s) if not r.stale}
     assert by_gpu == {"NVIDIA H100": False}
 

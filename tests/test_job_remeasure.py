@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tirtune.db import open_database, repo, transaction
-from tirtune.space import HOPPER, Config, Problem
+from tirtune.space import HOPPER_V1, Config, Problem
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.proposer import Feedback, Proposal
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
@@ -54,9 +54,9 @@ def _configs(n: int) -> list[Config]:
 def _tune(db_url: str, runner: ReplayRunner, configs: Sequence[Config], builder: object = None) -> int:
     sessions = open_database(db_url)
     with transaction(sessions) as s:
-        job = repo.create_job(s, P, HOPPER.arch, len(configs))
+        job = repo.create_job(s, P, HOPPER_V1.arch, len(configs))
         repo.claim_job(s, job.id)
-    loop = JobLoop(sessions, db_url, HOPPER, builder or ReplayBuilder(), runner, batch_size=4,
+    loop = JobLoop(sessions, db_url, HOPPER_V1, builder or ReplayBuilder(), runner, batch_size=4,
                    proposer_factory=lambda _job: FixedProposer(configs))
     summary = loop.run(job.id)
     with transaction(sessions) as s:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import configs, grid_configs, problems, tma_problems
 
-from tirtune.space import HOPPER, Config, Problem, SpaceError, rules
+from tirtune.space import HOPPER, HOPPER_V1, TEMPLATE_VERSION, Config, Problem, SpaceError, rules, space_for
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -66,6 +67,48 @@ def test_config_is_frozen_and_rejects_unknown_or_mistyped_knobs() -> None:
         Config.from_json({"blk_m": "128"})
     with pytest.raises(SpaceError, match="true or false"):
         Config.from_json({"warp_specialized": 1})
+    with pytest.raises(SpaceError, match="string"):
+        Config.from_json({"epilogue": 1})
+
+
+def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
+    """Old records (six knobs) parse to the same config, and knobs added by hopper-gemm/2 stay
+    out of the canonical form at their defaults, so its digest (stored identity) is unchanged."""
+    old = {"blk_m": 128, "blk_n": 256, "blk_k": 64, "stages": 4, "consumers": 2, "warp_specialized": True}
+    c = Config.from_json(old)
+    assert c.to_json() == {**old, "persistent": False, "raster_group": 1, "epilogue": "register"}
+    assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    assert c.digest() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    new = Config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma")
+    assert new.to_json()["epilogue"] == "tma" and Config.from_json(new.to_json()) == new
+    assert new.label() == "128x256x64 s3 c2 ws persist g8 tma"
+
+
+def test_spaces_by_template_version() -> None:
+    assert space_for(TEMPLATE_VERSION) is HOPPER and TEMPLATE_VERSION == "hopper-gemm/2"
+    assert space_for("hopper-gemm/1") is HOPPER_V1
+    assert set(HOPPER_V1.knobs) == {"blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"}
+    p = Problem(4096, 4096, 4096)
+    assert len(HOPPER_V1.valid_configs(p)) == 156  # the recorded sweep in bench/data
+    assert set(HOPPER_V1.valid_configs(p)) < set(HOPPER.valid_configs(p))
+    with pytest.raises(SpaceError, match="unknown template version"):
+        space_for("hopper-gemm/0")
+
+
+def test_rules_of_the_persistent_and_tma_store_knobs() -> None:
+    p = Problem(4096, 4096, 4096)
+    tma = Config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma")
+    assert HOPPER.is_valid(tma, p)
+    # The staging tile (128x256x2 B = 64 KiB) leaves room for 3 stages of 128x256x64, not 4.
+    assert [v.rule for v in HOPPER.violations(Config(128, 256, 64, 4, 2, True, epilogue="tma"), p)] == ["smem_fits"]
+    assert HOPPER.is_valid(Config(128, 256, 64, 4, 2, True, persistent=True), p)
+    assert [v.rule for v in HOPPER.violations(tma, Problem(777, 333, 136))] == ["tma_store_row_stride_aligned"]
+    assert HOPPER.is_valid(Config(128, 128, 64, 3, 2, True, persistent=True), Problem(777, 333, 136))
+    assert [v.rule for v in HOPPER.violations(Config(128, 128, 64, 4, 2, False, persistent=True), p)] == \
+        ["persistent_needs_producer"]
+    assert [v.rule for v in HOPPER.violations(Config(raster_group=8), p)] == ["raster_group_valid"]
+    assert [v.rule for v in HOPPER.violations(Config(epilogue="smem"), p)] == ["epilogue_supported"]
 
 
 def test_tma_refuses_misaligned_k_before_compiling() -> None:
@@ -77,7 +120,7 @@ def test_tma_refuses_misaligned_k_before_compiling() -> None:
 @given(tma_problems())
 def test_every_tma_addressable_problem_has_valid_configs(problem: Problem) -> None:
     assert HOPPER.problem_violations(problem) == []
-    assert HOPPER.valid_configs(problem), "each addressable problem must be tunable"
+    assert any(HOPPER.is_valid(c, problem) for c in HOPPER.configs()), "each addressable problem must be tunable"
 
 
 @given(configs(), problems())

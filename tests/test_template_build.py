@@ -18,8 +18,9 @@ from tirtune.space.templates import build, plan
 from tirtune.workers import toolchain
 
 
-def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws)
+def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws,
+                  **v2)  # type: ignore[arg-type]
 
 
 # Between them: ws and not, 1 and 2 consumers, 64- and 128-row consumers (1 and 2 m64 blocks),
@@ -30,6 +31,9 @@ CASES = {
     "mono-k128-2mblk-bf16": (_c(128, 128, 128, 3, 1, False), Problem(520, 392, 200, "bfloat16")),
     "ws-c1-n192-k128-tiny": (_c(64, 192, 128, 3, 1, True), Problem(100, 200, 64, "bfloat16")),
     "ws-m256-c2": (_c(256, 128, 64, 3, 2, True), Problem(1000, 1000, 1000, "float16")),
+    # hopper-gemm/2: persistent, grouped rasterization, stmatrix + TMA-store epilogue.
+    "persist-g8-tma-n256": (_c(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma"),
+                            Problem(4096, 4096, 4096, "float16")),
 }
 
 
@@ -48,9 +52,17 @@ def test_plan_derives_the_launch_shape() -> None:
     assert p.stage_bytes == (256 + 128) * 64 * 2
     assert plan(_c(64, 64, 64, 2, 1, False), Problem(64, 64, 8)).threads == 128
     assert "bf16.bf16" in plan(_c(64, 64, 64, 2, 1, False), Problem(64, 64, 64, "bf16")).wgmma_name
+    persistent = plan(_c(128, 256, 64, 3, 2, True, persistent=True, raster_group=8), Problem(4096, 4096, 4096))
+    assert (persistent.tiles, persistent.ctas, persistent.tiles_per_cta) == (512, 132, 4)
+    small = plan(_c(128, 128, 64, 3, 2, True, persistent=True), Problem(1000, 1000, 1000))
+    assert (small.tiles, small.ctas, small.tiles_per_cta) == (64, 64, 1)
+    assert plan(_c(256, 128, 64, 3, 2, True, epilogue="tma"), Problem(4096, 4096, 4096)).store_boxes == (4, 2)
 
 
 @pytest.mark.parametrize("config, problem", [
+    (_c(128, 256, 64, 4, 2, True, epilogue="tma"), Problem(4096, 4096, 4096)),   # staging tile: smem
+    (_c(128, 128, 64, 3, 2, True, epilogue="tma"), Problem(1000, 1001, 64)),     # TMA store: N*2 % 16
+    (_c(128, 128, 64, 3, 2, False, persistent=True), Problem(4096, 4096, 4096)),  # no producer
     (_c(128, 256, 64, 4, 1, False), Problem(4096, 4096, 4096)),  # 256 accumulators a thread
     (_c(64, 64, 64, 4, 2, True), Problem(4096, 4096, 4096)),     # 32 rows per consumer
     (_c(256, 256, 128, 4, 2, True), Problem(4096, 4096, 4096)),  # shared memory
@@ -70,6 +82,7 @@ def test_lowers_to_cuda(name: str) -> None:
     assert "cuTensorMapEncodeTiled" in source
     assert source.count("wgmma_fence") >= 1
     assert ("setmaxnreg" in source) == p.rebalances_registers
+    assert ("stmatrix" in source) == (config.epilogue == "tma")
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -129,3 +142,11 @@ def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: s
     # The producer gives registers back and the consumers take them (two consumers only).
     assert (_count(b.sass, "USETMAXREG") >= 2) == p.rebalances_registers
     assert "setmaxnreg' ignored" not in b.nvcc_output
+
+
+@pytest.mark.nvcc
+def test_sass_of_the_tma_store_epilogue(built: dict[str, Built]) -> None:
+    sass = built["persist-g8-tma-n256"].sass
+    assert _count(sass, "STSM") >= 1 and _count(sass, "UTMASTG") >= 1
+    assert _count(sass, "STG") == 0  # no register stores left: everything leaves through TMA
+    assert _count(built["ws-c2-n256"].sass, "UTMASTG") == 0

@@ -18,14 +18,14 @@ from optuna.trial import TrialState
 
 from tirtune.db import open_database, repo, transaction
 from tirtune.db.records import MeasurementRecord
-from tirtune.space import HOPPER, Problem
+from tirtune.space import HOPPER_V1, Problem
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.workers.results import BuildResult, Outcome, RunResult, Stack
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 P = Problem(4096, 4096, 4096, "float16")
-RULES = {rule.__name__ for rule in HOPPER.config_rules}
+RULES = {rule.__name__ for rule in HOPPER_V1.config_rules}
 
 
 def recorded_tflops() -> dict[str, float]:
@@ -37,9 +37,9 @@ def tune(db_url: str, runner: ReplayRunner, trials: int, *, time_budget_s: float
          progress: list[Progress] | None = None) -> tuple[int, list[MeasurementRecord]]:
     sessions = open_database(db_url)
     with transaction(sessions) as s:
-        job = repo.create_job(s, P, HOPPER.arch, trials, time_budget_s)
+        job = repo.create_job(s, P, HOPPER_V1.arch, trials, time_budget_s)
         repo.claim_job(s, job.id)
-    loop = JobLoop(sessions, db_url, HOPPER, ReplayBuilder(), runner, batch_size=4,
+    loop = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), runner, batch_size=4,
                    on_progress=None if progress is None else progress.append)
     summary = loop.run(job.id)
     with transaction(sessions) as s:
@@ -61,9 +61,9 @@ def test_a_job_spends_exactly_its_budget_on_distinct_valid_configs(db_url: str) 
     assert len(trials) == 24 and runner.calls == 24
     assert len({r.config for r in trials}) == 24, "no config is measured twice in one job"
     assert all(r.outcome is Outcome.OK and r.gpu_name == "NVIDIA H200" for r in trials)
-    assert all(HOPPER.is_valid(r.config, P) for r in trials)
+    assert all(HOPPER_V1.is_valid(r.config, P) for r in trials)
     for invalid in (r for r in rows if r.outcome is Outcome.INVALID):
-        assert not HOPPER.is_valid(invalid.config, P)
+        assert not HOPPER_V1.is_valid(invalid.config, P)
         assert invalid.message.split(":")[0] in RULES  # the named rule, then its reason
     assert progress[-1].trials_done == 24
     with transaction(open_database(db_url)) as s:

@@ -20,6 +20,13 @@ class Config:
     (each owns blk_m/consumers rows, 64 or 128). stages: depth of the shared-memory ring.
     warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one
     consumer thread issues them ahead of the MMAs.
+    persistent: one CTA per SM (at most), each looping over output tiles; raster_group: tile rows
+    (along M) visited together by consecutive tile indices (1 = row-major), persistent only.
+    epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
+    shared-memory staging tile, then a TMA store).
+
+    Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
+    default, so a hopper-gemm/1 config keeps its digest (its stored identity).
     """
 
     blk_m: int = 128
@@ -28,10 +35,17 @@ class Config:
     stages: int = 4
     consumers: int = 2
     warp_specialized: bool = True
+    persistent: bool = False
+    raster_group: int = 1
+    epilogue: str = "register"
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.type in ("str", str):
+                if not isinstance(value, str):
+                    raise SpaceError(f"config knob {f.name} must be a string, got {value!r}")
+                continue
             expected = bool if f.type in ("bool", bool) else int
             if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
                 raise SpaceError(f"config knob {f.name} must be an integer, got {value!r}")
@@ -54,7 +68,11 @@ class Config:
 
     def canonical(self) -> str:
         """Stable text form: the input of content hashes."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        data = self.to_json()
+        for name, default in V2_KNOBS.items():
+            if data[name] == default:
+                del data[name]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
@@ -62,4 +80,15 @@ class Config:
     def label(self) -> str:
         """Short human form for tables: 128x128x64 s4 c2 ws."""
         roles = "ws" if self.warp_specialized else "mono"
-        return f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"
+        text = f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"
+        if self.persistent:
+            text += " persist" + (f" g{self.raster_group}" if self.raster_group != 1 else "")
+        elif self.raster_group != 1:
+            text += f" g{self.raster_group}"
+        if self.epilogue != "register":
+            text += f" {self.epilogue}"
+        return text
+
+
+# Knobs added by hopper-gemm/2 and their defaults (the hopper-gemm/1 behaviour).
+V2_KNOBS: dict[str, Any] = {"persistent": False, "raster_group": 1, "epilogue": "register"}

@@ -1,27 +1,57 @@
-"""The Hopper (sm_90a) search space of the GEMM template."""
+"""The Hopper (sm_90a) search spaces of the GEMM template, one per template version."""
 
 from __future__ import annotations
 
+from tirtune.space.errors import SpaceError
 from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
 from tirtune.space.space import SearchSpace
 
-__all__ = ["HOPPER", "TEMPLATE_VERSION"]
+__all__ = ["HOPPER", "HOPPER_V1", "SPACES", "TEMPLATE_VERSION", "space_for"]
 
 # Bump whenever the generated kernel for a given config can change: it is part of every
 # measurement's identity, so old measurements become stale rather than wrong.
-TEMPLATE_VERSION = "hopper-gemm/1"
+TEMPLATE_VERSION = "hopper-gemm/2"
+
+_V1_KNOBS = {
+    "blk_m": (64, 128, 256),
+    "blk_n": (64, 128, 192, 256),
+    "blk_k": (64, 128),
+    "stages": (2, 3, 4, 5, 6),
+    "consumers": (1, 2),
+    "warp_specialized": (False, True),
+}
 
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs={
-        "blk_m": (64, 128, 256),
-        "blk_n": (64, 128, 192, 256),
-        "blk_k": (64, 128),
-        "stages": (2, 3, 4, 5, 6),
-        "consumers": (1, 2),
-        "warp_specialized": (False, True),
+        **_V1_KNOBS,
+        "persistent": (False, True),
+        "raster_group": (1, 8),
+        "epilogue": ("register", "tma"),
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
 )
+
+# hopper-gemm/1: one CTA per tile and the register epilogue (the new knobs at their defaults,
+# which generate the hopper-gemm/1 kernel unchanged). The recorded measurements under
+# bench/data/ are of this version; replaying them needs its space.
+HOPPER_V1 = SearchSpace(
+    arch="sm_90a",
+    template_version="hopper-gemm/1",
+    knobs=_V1_KNOBS,
+    problem_rules=PROBLEM_RULES,
+    config_rules=CONFIG_RULES,
+)
+
+SPACES = {space.template_version: space for space in (HOPPER, HOPPER_V1)}
+
+
+def space_for(template_version: str) -> SearchSpace:
+    """The space whose kernels `template_version` names."""
+    try:
+        return SPACES[template_version]
+    except KeyError:
+        known = ", ".join(sorted(SPACES))
+        raise SpaceError(f"unknown template version {template_version!r}; known: {known}") from None

@@ -22,10 +22,14 @@ __all__ = [
     "accumulator_fits_registers",
     "blk_k_matches_swizzle",
     "consumers_split_m",
+    "epilogue_supported",
+    "persistent_needs_producer",
     "pipeline_depth_in_range",
     "smem_bytes",
     "smem_fits",
+    "raster_group_valid",
     "tma_row_stride_aligned",
+    "tma_store_row_stride_aligned",
     "wgmma_n_supported",
 ]
 
@@ -40,6 +44,7 @@ SMEM_OVERHEAD_BYTES = 2_048
 # after setmaxnreg) is addressing, descriptors and loop state.
 MAX_ACCUMULATOR_REGS = 128
 SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
+EPILOGUES = ("register", "tma")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +67,55 @@ def tma_row_stride_aligned(problem: Problem) -> str | None:
     return None
 
 
+def staging_bytes(config: Config) -> int:
+    """The TMA-store epilogue stages the whole blk_m x blk_n output tile (2-byte elements)."""
+    return config.blk_m * config.blk_n * 2 if config.epilogue == "tma" else 0
+
+
 def smem_bytes(config: Config) -> int:
     stage = (config.blk_m + config.blk_n) * config.blk_k * 2
-    return config.stages * stage + SMEM_OVERHEAD_BYTES
+    return config.stages * stage + staging_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
 def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
         tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
-        return f"{config.stages} stages of {tiles} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        staging = f" + a {config.blk_m}x{config.blk_n} output staging tile" if staging_bytes(config) else ""
+        return (f"{config.stages} stages of {tiles}{staging} need {need} B of shared memory "
+                f"> {SMEM_LIMIT_BYTES} B")
+    return None
+
+
+def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
+    """A persistent CTA loads the next tile's stages while consuming this one's."""
+    if config.persistent and not config.warp_specialized:
+        return ("a persistent kernel needs warp_specialized: only a producer warpgroup runs the loads "
+                "ahead across tile boundaries (the prefetching consumer thread stays within one tile)")
+    return None
+
+
+def raster_group_valid(config: Config, problem: Problem) -> str | None:
+    if config.raster_group < 1:
+        return f"raster_group={config.raster_group}: needs at least 1 tile row per group"
+    if config.raster_group != 1 and not config.persistent:
+        return (f"raster_group={config.raster_group} needs persistent: the one-tile-per-CTA grid "
+                "is always row-major")
+    return None
+
+
+def epilogue_supported(config: Config, problem: Problem) -> str | None:
+    if config.epilogue not in EPILOGUES:
+        return f"epilogue={config.epilogue!r}: known epilogues are {', '.join(EPILOGUES)}"
+    return None
+
+
+def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
+    """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
+    stride = problem.n * problem.element_bytes
+    if config.epilogue == "tma" and stride % 16:
+        return (f"N={problem.n} gives D a row stride of {stride} B; a TMA store needs a multiple of 16 B, "
+                f"so N must be a multiple of {16 // problem.element_bytes} (the register epilogue takes any N)")
     return None
 
 
@@ -120,4 +164,8 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     accumulator_fits_registers,
     pipeline_depth_in_range,
     smem_fits,
+    persistent_needs_producer,
+    raster_group_valid,
+    epilogue_supported,
+    tma_store_row_stride_aligned,
 )

@@ -50,7 +50,10 @@ class OptunaProposer:
         self._retry_stale_trials()
         if not self.study.trials:
             for config in start_with:
-                self.study.enqueue_trial(config.to_json(), skip_if_exists=True)
+                # Every knob of the space, defaults included (to_json leaves newer knobs out at
+                # their defaults, and a missing parameter would be sampled instead).
+                params = {name: getattr(config, name) for name in self.space.knobs}
+                self.study.enqueue_trial(params, skip_if_exists=True)
 
     def _retry_stale_trials(self) -> None:
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tirtune.settings import Settings
+from tirtune.space.hopper import HOPPER, space_for
+from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
@@ -21,6 +23,9 @@ class Workers:
     builder: Builder
     runner: Runner
     batch_size: int
+    # The space jobs search with these workers: the current template's, or for a replay the
+    # space of the template version the measurements were recorded with.
+    space: SearchSpace = HOPPER
 
 
 def start_ray(settings: Settings) -> int:
@@ -35,12 +40,14 @@ def start_ray(settings: Settings) -> int:
 
 def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
-    TIRTUNE_REPLAY) names recorded data."""
+    TIRTUNE_REPLAY) names recorded data; a replay searches the space of the recorded template
+    version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs)."""
     replay = replay if replay is not None else settings.replay
     if replay is not None:
         from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
-        return Workers(ReplayBuilder(), ReplayRunner([replay], delay_s=settings.replay_delay_s), batch_size=4)
+        recorded = ReplayRunner([replay], delay_s=settings.replay_delay_s)
+        return Workers(ReplayBuilder(), recorded, batch_size=4, space=space_for(recorded.template_version))
     cpus = start_ray(settings)
     from tirtune.workers.errors import WorkerError
     from tirtune.workers.gpu_runner import GpuRunner

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.db import repo
 from tirtune.settings import Settings
-from tirtune.space.hopper import HOPPER
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.runtime import Workers, make_workers
 
@@ -56,7 +55,7 @@ class JobService:
         try:
             if self._workers is None:
                 self._workers = make_workers(self.settings)
-            loop = JobLoop(self.sessions, self.settings.database_url, HOPPER, self._workers.builder,
+            loop = JobLoop(self.sessions, self.settings.database_url, self._workers.space, self._workers.builder,
                            self._workers.runner, batch_size=self._workers.batch_size)
             summary = loop.run(job_id)
             state, message = "DONE", summary.message

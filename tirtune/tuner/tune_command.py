@@ -55,7 +55,7 @@ def run_tune(
         loop = JobLoop(
             sessions,
             settings.database_url,
-            HOPPER,
+            workers.space,
             workers.builder,
             workers.runner,
             batch_size=workers.batch_size,
@@ -123,7 +123,9 @@ def summarize(
         "cuda": best.cuda if best else None,
         "tvm": best.tvm_version if best else None,
         "torch": best.torch_version if best else None,
-        "template_version": HOPPER.template_version,
+        # What was measured (a replay of recorded data keeps its recording's version).
+        "template_version": best.template_version if best else (rows[0].template_version if rows
+                                                                else HOPPER.template_version),
         "trials": sum(1 for r in rows if r.outcome != "INVALID"),
         "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
         "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),

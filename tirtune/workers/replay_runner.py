@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.space.config import Config
+from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.problem import Problem
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
@@ -68,6 +69,10 @@ class ReplayRunner:
             raise WorkerError("the replay runner found no recorded measurements")
         first = next(iter(self._records.values()))
         self._stack = Stack(**first["stack"])
+        versions = {key[0] for key in self._records}
+        # The template version a replay stands for: the current one if it was recorded, else the
+        # newest recorded (version strings of one template sort by their number).
+        self.template_version = TEMPLATE_VERSION if TEMPLATE_VERSION in versions else max(versions)
         self.calls = 0  # how many candidates were "measured": tests assert reuse with it
         self.remeasured = 0  # candidates re-measured (not counted in `calls`)
 

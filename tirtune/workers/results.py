@@ -36,7 +36,8 @@ class Candidate:
     def build_key(self) -> str:
         """Content hash of what determines the generated kernel (the build cache key)."""
         text = json.dumps(
-            {"t": self.template_version, "c": self.config.to_json(), "p": self.problem.to_json()},
+            # The canonical form: knobs at their hopper-gemm/1 defaults do not change the key.
+            {"t": self.template_version, "c": json.loads(self.config.canonical()), "p": self.problem.to_json()},
             sort_keys=True,
         )
         return hashlib.sha256(text.encode()).hexdigest()[:24]

@@ -16,8 +16,18 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D:
   released, a classic multistage prefetch pipeline.
 * Consumer warpgroup c owns rows [c*rows, (c+1)*rows) of the tile (rows = blk_m/consumers, 64
   or 128, i.e. one or two m64 wgmma per k16 step, each with its own accumulator array).
-* Epilogue: the fp32 fragment goes straight from registers to global memory, converted to the
-  output dtype and guarded on M and N.
+* Epilogue "register": the fp32 fragment goes straight from registers to global memory,
+  converted to the output dtype and guarded on M and N. Epilogue "tma": each consumer warpgroup
+  packs its fragment to 16-bit pairs and writes it with stmatrix into a shared-memory staging
+  tile (64x64 boxes, 128B-swizzled), fences the async proxy, and one thread TMA-stores the boxes
+  (TMA clips the out-of-bounds part of a box, so tails stay correct); before the next tile
+  overwrites the staging tile, that thread waits for the stores to have read it
+  (cp.async.bulk.wait_group.read).
+* persistent: grid = min(tiles, SMS) CTAs; CTA b computes tiles b, b+grid, ... The ring's stage
+  and phase come from a per-CTA running k-tile count (it*k_tiles + kt), so they carry across
+  tiles, and the consumers also release the last stage of each tile. raster_group maps the
+  linear tile index to (tile_m, tile_n): groups of raster_group tile rows, column-major inside a
+  group (1 = row-major), so concurrently running CTAs share A and B tiles in L2.
 
 Tails: the loop runs ceil(K/blk_k) tiles; TMA zero-fills the out-of-bounds part of a box (and
 still counts the whole box in its transaction bytes), so partial tiles along M, N and K add
@@ -57,6 +67,8 @@ DESC_SWIZZLE_128B = 3
 # register count at entry"), so it is only emitted with two consumers.
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
+SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap
+STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 _AB_NAME = {"float16": "f16", "bfloat16": "bf16"}
 # Epilogue helper: two adjacent fp32 accumulators -> one 4-byte store of two 16-bit values. The
 # fragment holds column pairs (2*(lane%4), +1), so pairing halves the store instructions.
@@ -64,6 +76,21 @@ _STORE2 = {
     "float16": ("tirtune_store_f16x2", "half", "__floats2half2_rn", "half2"),
     "bfloat16": ("tirtune_store_bf16x2", "nv_bfloat16", "__floats2bfloat162_rn", "nv_bfloat162"),
 }
+
+
+# Epilogue helper for stmatrix: two fp32 accumulators -> one 32-bit word of two 16-bit values.
+_PACK2 = {
+    "float16": ("tirtune_pack_f16x2", "__floats2half2_rn", "half2"),
+    "bfloat16": ("tirtune_pack_bf16x2", "__floats2bfloat162_rn", "nv_bfloat162"),
+}
+
+
+def _pack2_source(dtype: str) -> tuple[str, str]:
+    name, convert, pair = _PACK2[dtype]
+    source = (f"__forceinline__ __device__ unsigned int {name}(float lo, float hi) {{\n"
+              f"  {pair} v = {convert}(lo, hi);\n"
+              f"  return *reinterpret_cast<unsigned int*>(&v);\n}}\n")
+    return name, source
 
 
 def _store2_source(dtype: str) -> tuple[str, str]:
@@ -87,6 +114,9 @@ class KernelPlan:
     stages: int
     consumers: int
     warp_specialized: bool
+    persistent: bool = False
+    raster_group: int = 1
+    epilogue: str = "register"
 
     @property
     def rows(self) -> int:
@@ -105,6 +135,26 @@ class KernelPlan:
     @property
     def grid(self) -> tuple[int, int]:
         return (-(-self.m // self.blk_m), -(-self.n // self.blk_n))
+
+    @property
+    def tiles(self) -> int:
+        gm, gn = self.grid
+        return gm * gn
+
+    @property
+    def ctas(self) -> int:
+        """CTAs launched: one per tile, or at most one per SM when persistent."""
+        return min(self.tiles, SMS) if self.persistent else self.tiles
+
+    @property
+    def tiles_per_cta(self) -> int:
+        """Iterations of the persistent loop (the last may be idle on some CTAs)."""
+        return -(-self.tiles // self.ctas)
+
+    @property
+    def store_boxes(self) -> tuple[int, int]:
+        """64x64 boxes of the TMA-store staging tile along M and N."""
+        return (self.blk_m // STORE_BOX, self.blk_n // STORE_BOX)
 
     @property
     def warpgroups(self) -> int:
@@ -146,6 +196,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype,
         blk_m=config.blk_m, blk_n=config.blk_n, blk_k=config.blk_k, stages=config.stages,
         consumers=config.consumers, warp_specialized=config.warp_specialized,
+        persistent=config.persistent, raster_group=config.raster_group, epilogue=config.epilogue,
     )
 
 
@@ -175,20 +226,41 @@ def _trace(p: KernelPlan) -> Any:
     TX_BYTES = p.stage_bytes
     # Prefetch depth of the non-specialized pipeline: tiles loaded before the first MMA.
     PRE = min(S - 1, KT)
+    PERSIST, G, TILES, GRID, ITERS = p.persistent, p.raster_group, p.tiles, p.ctas, p.tiles_per_cta
+    TMA_EPI = p.epilogue == "tma"
+    BOX_M, BOX_N = p.store_boxes
     a_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BM, BK))
     b_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BN, BK))
+    d_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (BOX_M * BOX_N, STORE_BOX, STORE_BOX))
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
     PAIRED = N % 2 == 0
     store2_name, store2_source = _store2_source(DT)
+    pack2_name, pack2_source = _pack2_source(DT)
     wgmma = T.ptx[p.wgmma_name]
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
+    stmatrix = T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]
+    bulk_commit = T.ptx["cp.async.bulk.commit_group"]
+    bulk_wait_read = T.ptx["cp.async.bulk.wait_group.read"]
+
+    def tile_origin(cta: Any, it: Any) -> tuple[Any, Any]:
+        # Linear tile index -> (m0, n0): groups of G tile rows, column-major inside a group; the
+        # last group may have fewer rows.
+        tile = cta + it * GRID
+        group = tile // (G * GN)
+        rows_in_group = T.min(GM - group * G, G)
+        tm = group * G + (tile % (G * GN)) % rows_in_group
+        tn = (tile % (G * GN)) // rows_in_group
+        return tm * BM, tn * BN
 
     # fmt: off
     @T.prim_func
     def main(A: T.Buffer((M, K), DT), B: T.Buffer((N, K), DT), D: T.Buffer((M, N), DT)):
         T.device_entry()
-        bx, by = T.cta_id([GM, GN])
+        if PERSIST:
+            bx = T.cta_id([GRID])
+        else:
+            bx, by = T.cta_id([GM, GN])
         wg = T.warpgroup_id([NWG])
         warp = T.warp_id_in_wg([4])
         lane = T.lane_id([32])
@@ -200,33 +272,38 @@ def _trace(p: KernelPlan) -> Any:
         pool.move_base_to(1024)
         As = pool.alloc((S, BM, BK), DT, layout=a_layout)
         Bs = pool.alloc((S, BN, BK), DT, layout=b_layout)
+        if TMA_EPI:
+            Ds = pool.alloc((BOX_M * BOX_N, STORE_BOX, STORE_BOX), DT, layout=d_layout)
         pool.commit()
         full.init(1)
         empty.init(C)
         T.ptx.fence.mbarrier_init.release.cluster()
         T.cuda.cta_sync()
 
-        m0 = T.meta_var(bx * BM)
-        n0 = T.meta_var(by * BN)
+        if not PERSIST:
+            m0 = T.meta_var(bx * BM)
+            n0 = T.meta_var(by * BN)
 
         @T.inline
-        def load_atom(j, kk):
-            Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, j * BK + kk:j * BK + kk + ATOM_K],
+        def load_atom(j, kt, kk, m0, n0):
+            Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
                           dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
-            Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, j * BK + kk:j * BK + kk + ATOM_K],
+            Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
                           dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
 
         @T.inline
-        def load_tile(j):
-            # Wait until every consumer released what stage j%S held (tile j-S). The parity
-            # starts at 1, which a fresh barrier reports as complete: the first S loads pass.
+        def load_tile(j, kt, m0, n0):
+            # j counts k-tiles loaded by this CTA (stage j%S, use j//S); kt is the k-tile of the
+            # output tile at (m0, n0). Wait until every consumer released what stage j%S held
+            # (load j-S). The parity starts at 1, which a fresh barrier reports as complete: the
+            # first S loads pass.
             empty.wait(j % S, ((j // S) & 1) ^ 1)
             full.arrive(j % S, TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            load_atom(j, 0)
+            load_atom(j, kt, 0, m0, n0)
             if BK == 2 * ATOM_K:
-                load_atom(j, ATOM_K)
+                load_atom(j, kt, ATOM_K, m0, n0)
 
         @T.inline
         def mma_block(acc, desc_a, desc_b, s, row):
@@ -242,7 +319,7 @@ def _trace(p: KernelPlan) -> Any:
                 wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
 
         @T.inline
-        def store_block(acc, row0):
+        def store_block(acc, row0, n0):
             # wgmma m64nN f32 fragment: register r of a thread holds row
             # 16*warp + lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1).
             if PAIRED:
@@ -262,19 +339,61 @@ def _trace(p: KernelPlan) -> Any:
                             D[row, col] = T.cast(acc[r], DT)
 
         @T.inline
-        def consume(c):
-            acc0 = T.alloc_local((NACC,), "float32")
-            if MB == 2:  # a 128-row consumer: a second m64 block with its own accumulators
-                acc1 = T.alloc_local((NACC,), "float32")
-            desc_a = T.alloc_local((1,), "uint64")
-            desc_b = T.alloc_local((1,), "uint64")
+        def stage_block(acc, box_row):
+            # stmatrix m8n8.x4 writes four 8x8 matrices of 16-bit values: rows 0-7 / 8-15 of the
+            # warp's 16 rows times columns 16p..16p+7 / 16p+8..16p+15. In the fragment those are
+            # the register pairs (8p, 8p+1), (8p+2, 8p+3), (8p+4, 8p+5), (8p+6, 8p+7); lane l
+            # gives the address of row l%8 of matrix l//8.
+            for p16 in T.unroll(NACC // 8):
+                srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+                scol = T.meta_var(16 * (p16 % 4) + 8 * (lane // 16))
+                stmatrix(Ds.ptr_to([box_row * BOX_N + p16 // 4, srow, scol]),
+                         T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
+                                          source_code=pack2_source, return_type="uint32"),
+                         T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
+                                          source_code=pack2_source, return_type="uint32"),
+                         T.cuda.func_call(pack2_name, acc[8 * p16 + 4], acc[8 * p16 + 5],
+                                          source_code=pack2_source, return_type="uint32"),
+                         T.cuda.func_call(pack2_name, acc[8 * p16 + 6], acc[8 * p16 + 7],
+                                          source_code=pack2_source, return_type="uint32"))
+
+        @T.inline
+        def tma_epilogue(c, acc0, acc1, m0, n0):
+            # The staging rows of consumer c: boxes (c*MB + mb, *). Its previous tile's stores must
+            # have read them before they are overwritten.
+            if warp == 0:
+                if lane == 0:
+                    bulk_wait_read(0)
+            T.cuda.warpgroup_sync(1 + c)
+            stage_block(acc0, c * MB)
+            if MB == 2:
+                stage_block(acc1, c * MB + 1)
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.warpgroup_sync(1 + c)
+            if warp == 0:
+                if lane == 0:
+                    for mb in T.unroll(MB):
+                        for nb in T.unroll(BOX_N):
+                            r0 = T.meta_var(m0 + c * ROWS + mb * STORE_BOX)
+                            c0 = T.meta_var(n0 + nb * STORE_BOX)
+                            # With one consumer its box index is a constant: tma_auto must prove
+                            # the staging box 128 B aligned, which it cannot through wg * size
+                            # for every box size.
+                            box = T.meta_var((c * MB + mb) * BOX_N + nb if C > 1 else mb * BOX_N + nb)
+                            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[box, :, :],
+                                          dispatch="tma_auto")
+                    bulk_commit()
+
+        @T.inline
+        def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
+            # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
             for i in T.unroll(NACC):
                 acc0[i] = T.float32(0)
                 if MB == 2:
                     acc1[i] = T.float32(0)
             for kt in range(KT):
-                s = T.meta_var(kt % S)
-                full.wait(s, (kt // S) & 1)
+                s = T.meta_var((j0 + kt) % S)
+                full.wait(s, ((j0 + kt) // S) & 1)
                 T.ptx.wgmma.fence.sync.aligned()
                 mma_block(acc0, desc_a, desc_b, s, c * ROWS)
                 if MB == 2:
@@ -286,17 +405,52 @@ def _trace(p: KernelPlan) -> Any:
                 if kt > 0:
                     if warp == 0:
                         if lane == 0:
-                            empty.arrive((kt - 1) % S)
+                            empty.arrive((j0 + kt - 1) % S)
                 if not WS:
                     if c == 0:
                         if warp == 0:
                             if lane == 0:
                                 if kt + S - 1 < KT:
-                                    load_tile(kt + S - 1)
+                                    load_tile(kt + S - 1, kt + S - 1, m0, n0)
             T.ptx.wgmma.wait_group.sync.aligned(0)
-            store_block(acc0, m0 + c * ROWS)
-            if MB == 2:
-                store_block(acc1, m0 + c * ROWS + WGMMA_M)
+            if PERSIST:
+                # The next tile's loads reuse this tile's last stage too.
+                if warp == 0:
+                    if lane == 0:
+                        empty.arrive((j0 + KT - 1) % S)
+
+        @T.inline
+        def epilogue(c, acc0, acc1, m0, n0):
+            if TMA_EPI:
+                tma_epilogue(c, acc0, acc1, m0, n0)
+            else:
+                store_block(acc0, m0 + c * ROWS, n0)
+                if MB == 2:
+                    store_block(acc1, m0 + c * ROWS + WGMMA_M, n0)
+
+        @T.inline
+        def consume(c):
+            acc0 = T.alloc_local((NACC,), "float32")
+            if MB == 2:  # a 128-row consumer: a second m64 block with its own accumulators
+                acc1 = T.alloc_local((NACC,), "float32")
+            else:
+                acc1 = T.meta_var(acc0)  # never read: the macros use it under MB == 2 only
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            if PERSIST:
+                for it in range(ITERS):
+                    if bx + it * GRID < TILES:
+                        tm0, tn0 = T.meta_var(tile_origin(bx, it))
+                        mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
+                        epilogue(c, acc0, acc1, tm0, tn0)
+            else:
+                mainloop(c, acc0, acc1, desc_a, desc_b, 0, m0, n0)
+                epilogue(c, acc0, acc1, m0, n0)
+            if TMA_EPI:
+                # Shared memory must stay valid until the last stores have read it.
+                if warp == 0:
+                    if lane == 0:
+                        bulk_wait_read(0)
 
         if WS:
             if wg == C:
@@ -304,8 +458,15 @@ def _trace(p: KernelPlan) -> Any:
                     set_regs_dec(PRODUCER_REGS)
                 if warp == 0:
                     if lane == 0:
-                        for j in range(KT):
-                            load_tile(j)
+                        if PERSIST:
+                            for it in range(ITERS):
+                                if bx + it * GRID < TILES:
+                                    pm0, pn0 = T.meta_var(tile_origin(bx, it))
+                                    for kt in range(KT):
+                                        load_tile(it * KT + kt, kt, pm0, pn0)
+                        else:
+                            for j in range(KT):
+                                load_tile(j, j, m0, n0)
             else:
                 if REBALANCE:
                     set_regs_inc(CONSUMER_REGS)
@@ -315,7 +476,7 @@ def _trace(p: KernelPlan) -> Any:
                 if warp == 0:
                     if lane == 0:
                         for j in T.unroll(PRE):
-                            load_tile(j)
+                            load_tile(j, j, m0, n0)
             consume(wg)
     # fmt: on
     return main
