@@ -133,3 +133,23 @@ def test_a_time_budget_stops_the_job_early(db_url: str) -> None:
     _, rows = tune(db_url, SlowReplay([DATA]), 100, time_budget_s=1.0)
     assert 0 < len(trials_of(rows)) < 100
     assert time.monotonic() - began < 30
+
+
+def test_start_points_are_seeded_only_into_spaces_that_hold_them() -> None:
+    from tirtune.space import HOPPER
+    from tirtune.tuner.job import START_WITH
+    from tirtune.tuner.optuna_proposer import _in_space
+
+    v2_best, *v1_points = START_WITH
+    assert _in_space(v2_best, HOPPER) and HOPPER.is_valid(v2_best, P)
+    assert not _in_space(v2_best, HOPPER_V1), "never cut down to a different v1 config"
+    assert all(_in_space(c, HOPPER_V1) and _in_space(c, HOPPER) for c in v1_points)
+
+
+def test_a_study_of_the_current_space_starts_from_the_best_known_point(tmp_path: Path) -> None:
+    from tirtune.space import HOPPER
+    from tirtune.tuner.job import START_WITH
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER, start_with=START_WITH)
+    assert [p.config for p in proposer.ask(3)] == list(START_WITH)

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # Where the search starts: the hand-tuned shape of TIRX_HOPPER.md and the seed's V7 analogue.
 START_WITH = (
+    # The best hopper-gemm/2 point measured by hand (docs/perf-notes.md): 0.985x cuBLAS.
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=3, consumers=2, warp_specialized=True, persistent=True,
+           raster_group=8, epilogue="tma"),
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
     Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
 )
