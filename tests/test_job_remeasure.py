@@ -35,6 +35,9 @@ class FixedProposer:
     def tell(self, feedback: Sequence[Feedback]) -> None:
         self.told += feedback
 
+    def abandon(self) -> None:
+        pass
+
 
 class ReversedRemeasure(ReplayRunner):
     """Re-measurement reverses the trials' ranking: the slowest top trial turns out fastest."""

@@ -169,9 +169,7 @@ class _Run:
                     pending = self._next_batch(pool, in_flight=0)
         finally:
             pool.shutdown(wait=True)
-            abandon = getattr(self.proposer, "abandon", None)
-            if abandon is not None:
-                abandon()
+            self.proposer.abandon()
         self._remeasure_top()
         return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured)
 
@@ -205,7 +203,7 @@ class _Run:
         )
 
     def _top_trials(self) -> list[MeasurementRecord]:
-        if self.o.remeasure_top < 2 or not hasattr(self.o.runner, "remeasure"):
+        if self.o.remeasure_top < 2:
             return []
         with self.o._tx() as s:
             rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)

@@ -34,3 +34,7 @@ class Proposer(Protocol):
 
     def tell(self, feedback: Sequence[Feedback]) -> None:
         ...
+
+    def abandon(self) -> None:
+        """Close the trials asked but never told (the job stopped early): none stays open."""
+        ...
