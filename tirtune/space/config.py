@@ -24,6 +24,9 @@ class Config:
     (along M) visited together by consecutive tile indices (1 = row-major), persistent only.
     epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
     shared-memory staging tile, then a TMA store).
+    cluster: CTAs per thread-block cluster (1 = no cluster); cluster_dim: the axis ("m" or "n")
+    along which the cluster's CTAs lie. Which architectures and values are valid is the space's
+    business (its knob ranges and rules), not the Config's.
 
     Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
     default, so a hopper-gemm/1 config keeps its digest (its stored identity).
@@ -38,6 +41,8 @@ class Config:
     persistent: bool = False
     raster_group: int = 1
     epilogue: str = "register"
+    cluster: int = 1
+    cluster_dim: str = "m"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -87,8 +92,17 @@ class Config:
             text += f" g{self.raster_group}"
         if self.epilogue != "register":
             text += f" {self.epilogue}"
+        if self.cluster != 1:
+            text += f" cl{self.cluster}{self.cluster_dim}"
         return text
 
 
-# Knobs added by hopper-gemm/2 and their defaults (the hopper-gemm/1 behaviour).
-V2_KNOBS: dict[str, Any] = {"persistent": False, "raster_group": 1, "epilogue": "register"}
+# Knobs added after hopper-gemm/1 and their defaults (the hopper-gemm/1 behaviour): left out of
+# `canonical` at these values, so older configs keep their digests.
+V2_KNOBS: dict[str, Any] = {
+    "persistent": False,
+    "raster_group": 1,
+    "epilogue": "register",
+    "cluster": 1,
+    "cluster_dim": "m",
+}
