@@ -1,8 +1,10 @@
-"""The compile pipeline as plain functions: TIRx -> CUDA source -> sm_90a shared library -> SASS.
+"""The compile pipeline as plain functions: TIRx -> CUDA source -> sm_90a (or sm_100a) binary -> SASS.
 
 `lower_to_cuda` runs the TIRx pipeline and exports one standalone CUDA C++ file (the kernel plus
 a tvm-ffi host wrapper that encodes the TMA tensor maps and launches). `nvcc_shared_library`
-turns it into a `.so` that needs only `libtvm_ffi.so` and `libcuda.so.1` at run time.
+turns it into a `.so` that needs only `libtvm_ffi.so` and `libcuda.so.1` at run time;
+`nvcc_cubin` compiles the kernel alone (no host wrapper: a third of the time) for static checks.
+Every step takes the target `arch` ("sm_90a" by default, "sm_100a" for the Blackwell branch).
 
 No GPU is needed anywhere here. Linking needs a `libcuda.so`; CUDA images with a driver stub
 provide one, and elsewhere a tiny stub with soname `libcuda.so.1` is built once into the cache
@@ -40,7 +42,9 @@ __all__ = [
     "cuobjdump_path",
     "libcuda_link_dir",
     "lower_to_cuda",
+    "gencode",
     "nvcc_command",
+    "nvcc_cubin",
     "nvcc_path",
     "nvcc_shared_library",
     "ptxas_resources",
@@ -52,6 +56,15 @@ logger = logging.getLogger(__name__)
 
 ARCH = "sm_90a"
 GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
+ARCHS = ("sm_90a", "sm_100a")
+
+
+def gencode(arch: str = ARCH) -> str:
+    """nvcc's -gencode flag for one architecture-specific target ("sm_100a" -> compute_100a/sm_100a)."""
+    if arch not in ARCHS:
+        raise ToolchainError(f"unknown target arch {arch!r}; known: {', '.join(ARCHS)}")
+    return f"-gencode=arch=compute_{arch[3:]},code={arch}"
+
 # Unused-function and unused-variable remarks from the generated helpers drown real diagnostics.
 _QUIET = ("-diag-suppress=174,177,550",)
 # Driver API symbols the exported host wrapper may call. The stub only has to satisfy the link
@@ -103,10 +116,11 @@ def _exception_chain(exc: BaseException) -> str:
 _TRACE_LOCK = threading.Lock()
 
 
-def lower_to_cuda(config: Config, problem: Problem, template: Any = None) -> str:
+def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: str = ARCH) -> str:
     """Standalone CUDA C++ (kernel + tvm-ffi host wrapper) for one (config, problem).
 
     `template` is a `build(config, problem) -> PrimFunc` callable; the Hopper GEMM by default.
+    TVM does not check that the kernel suits `arch` (a tcgen05 kernel lowers for sm_90a): ptxas does.
     """
     try:
         import tvm
@@ -115,7 +129,7 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None) -> str
             from tirtune.space.templates import build as template
         with _TRACE_LOCK:
             func = template(config, problem)
-            target = tvm.target.Target({"kind": "cuda", "arch": ARCH}, host="cuda_host")
+            target = tvm.target.Target({"kind": "cuda", "arch": arch}, host="cuda_host")
             executable = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
             return str(tvm.backend.cuda.export_cuda_host(executable.mod))
     except Exception as exc:  # TVM raises many unrelated types; all mean "this kernel failed"
@@ -171,9 +185,10 @@ def _build_libcuda_stub(stub: Path, cc: str) -> None:
     logger.info("built libcuda link stub %s", stub)
 
 
-def nvcc_command(cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: bool = True) -> list[str]:
+def nvcc_command(cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: bool = True,
+                 arch: str = ARCH) -> list[str]:
     includes, ffi_lib = _tvm_ffi_dirs()
-    cmd = [nvcc_path(), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", GENCODE, *_QUIET]
+    cmd = [nvcc_path(), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", gencode(arch), *_QUIET]
     if verbose_ptxas:
         cmd += ["-Xptxas", "-v"]
     cmd += [f"-I{d}" for d in includes]
@@ -183,7 +198,7 @@ def nvcc_command(cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: b
 
 
 def nvcc_shared_library(cu_path: Path | str, so_path: Path | str, timeout_s: float | None = None,
-                        cache_dir: Path | str | None = None) -> str:
+                        cache_dir: Path | str | None = None, arch: str = ARCH) -> str:
     """Compile `cu_path` into `so_path`; returns nvcc's output (ptxas -v resource lines included).
 
     Raises NvccError with the output tail on failure, subprocess.TimeoutExpired on timeout.
@@ -193,7 +208,24 @@ def nvcc_shared_library(cu_path: Path | str, so_path: Path | str, timeout_s: flo
         from tirtune.settings import get_settings
 
         cache_dir = get_settings().cache_dir
-    cmd = nvcc_command(cu_path, so_path, Path(cache_dir))
+    cmd = nvcc_command(cu_path, so_path, Path(cache_dir), arch=arch)
+    return _run_nvcc(cmd, timeout_s)
+
+
+def nvcc_cubin(cu_path: Path | str, cubin_path: Path | str, arch: str = ARCH,
+               timeout_s: float | None = None) -> str:
+    """Compile only the device code of `cu_path` into a cubin (`nvcc -cubin`, ptxas -v output returned).
+
+    The host wrapper is parsed but not compiled to machine code, which saves most of the time; the
+    result can be read by `sass` but not loaded by tvm-ffi.
+    """
+    includes, _ = _tvm_ffi_dirs()
+    cmd = [nvcc_path(), "-std=c++17", "-O3", "-cubin", gencode(arch), *_QUIET, "-Xptxas", "-v",
+           *[f"-I{d}" for d in includes], str(cu_path), "-o", str(cubin_path)]
+    return _run_nvcc(cmd, timeout_s)
+
+
+def _run_nvcc(cmd: list[str], timeout_s: float | None) -> str:
     logger.debug("running %s", " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     output = (proc.stdout or "") + (proc.stderr or "")

@@ -1,0 +1,120 @@
+"""The Blackwell (sm_100a) search space of the GEMM template.
+
+Compile-checked, not yet run on a B200: every kernel of this space lowers and passes ptxas for
+sm_100a (see bench/results/blackwell-gate.md), but none has been verified or timed on a Blackwell
+GPU. `STATUS` says so wherever results for this space are shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tirtune.space.blackwell_rules import BLACKWELL_CONFIG_RULES, BLACKWELL_PROBLEM_RULES
+from tirtune.space.config import Config
+from tirtune.space.problem import Problem
+from tirtune.space.space import SearchSpace
+
+__all__ = ["ARCH", "BLACKWELL", "JOURNEY", "STATUS", "TEMPLATE_VERSION", "JourneyStep"]
+
+# Bump whenever the generated kernel for a given config can change (part of every measurement's
+# identity, as on Hopper).
+TEMPLATE_VERSION = "blackwell-gemm/1"
+ARCH = "sm_100a"
+STATUS = "compile-checked, not yet run on a B200"
+
+BLACKWELL = SearchSpace(
+    arch=ARCH,
+    template_version=TEMPLATE_VERSION,
+    knobs={
+        "blk_m": (128, 256),
+        "blk_n": (64, 128, 192, 256),
+        "blk_k": (64, 128),
+        "stages": (1, 2, 3, 4, 5, 6, 8),
+        "consumers": (1, 2),
+        "warp_specialized": (False, True),
+        "persistent": (False, True),
+        "raster_group": (1, 8),
+        "epilogue": ("register", "tma"),
+        "cluster": (1, 2),
+    },
+    problem_rules=BLACKWELL_PROBLEM_RULES,
+    config_rules=BLACKWELL_CONFIG_RULES,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JourneyStep:
+    """One step of the seed's B200 journey (shared/seeds/000_*.txt) as a point of this space."""
+
+    config: Config
+    problem: Problem
+    seed_tflops: float | None  # what the seed measured on its B200 (4096^3 fp16), None if not comparable
+    note: str
+
+
+def _step(problem: str, tflops: float | None, note: str, **knobs: object) -> JourneyStep:
+    base: dict[str, object] = {
+        "blk_m": 128,
+        "blk_n": 128,
+        "blk_k": 64,
+        "stages": 1,
+        "consumers": 1,
+        "warp_specialized": False,
+    }
+    return JourneyStep(Config(**{**base, **knobs}), Problem.parse(problem), tflops, note)  # type: ignore[arg-type]
+
+
+# The nine steps. V1-V3 copy A and B with all threads in the seed; this branch always loads through
+# TMA (no knob selects thread copies), so V3 is the same kernel as V4 and V1/V2 are its one-tile
+# and one-row-of-tiles problems.
+JOURNEY: dict[str, JourneyStep] = {
+    "v1": _step("128x128x64", None, "one 128x128x64 tile, one MMA, TMEM -> registers -> global (TMA loads here)"),
+    "v2": _step("128x128x1024", None, "one tile, a K loop of 16 MMAs into the same TMEM accumulator"),
+    "v3": _step("4096x4096x4096", 266.9, "1024 CTAs, one 128x128 tile each (seed: thread copies; here TMA = V4)"),
+    "v4": _step("4096x4096x4096", 274.7, "TMA loads, one stage: async movement, no overlap yet"),
+    "v5": _step("4096x4096x4096", 521.3, "two stages: TMA fills one while tcgen05 reads the other", stages=2),
+    "v6": _step(
+        "4096x4096x4096",
+        611.1,
+        "persistent: 148 CTAs loop over tiles (grouped raster)",
+        stages=2,
+        persistent=True,
+        raster_group=8,
+    ),
+    "v7": _step(
+        "4096x4096x4096",
+        599.9,
+        "warp-specialized: TMA warp, MMA warp, writeback warpgroup, four barriers, TMA-store epilogue",
+        stages=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+    ),
+    "v8": _step(
+        "4096x4096x4096",
+        1153.8,
+        "2-CTA cluster, cta_group::2: 256x256 per pair (128x256 per CTA)",
+        blk_n=256,
+        stages=4,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+        cluster=2,
+    ),
+    "v9": _step(
+        "4096x4096x4096",
+        1263.9,
+        "two consumers share each B stage: 512x256 per pair",
+        blk_m=256,
+        blk_n=256,
+        stages=4,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+        cluster=2,
+    ),
+}
