@@ -4,14 +4,18 @@ child) without needing a GPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.workers.replay_runner import from_record
+from tirtune.workers.results import BuildResult, Candidate, Outcome
 
-__all__ = ["dying_child", "gpu_less_child", "misbehaving_child"]
+__all__ = ["dying_child", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile"]
 
 
 def misbehaving_child(conn: Any) -> None:
@@ -47,3 +51,61 @@ def gpu_less_child(conn: Any) -> None:
 
 def dying_child(conn: Any) -> None:
     os._exit(4)  # dies before announcing itself (a broken driver, a missing library)
+
+
+def replay_compile(candidate: Candidate, cache_dir: str, timeout_s: float, template: str) -> BuildResult:
+    """A builder task's compiler without nvcc: the "module" is the candidate as JSON, published in
+    the cache like a real build (the cluster tests check that these bytes reach the runner)."""
+    final = Path(cache_dir) / candidate.build_key()
+    final.mkdir(parents=True, exist_ok=True)
+    module = {
+        "template_version": candidate.template_version,
+        "problem": candidate.problem.to_json(),
+        "config": candidate.config.to_json(),
+        "built_on_pid": os.getpid(),
+    }
+    (final / "kernel.so").write_text(json.dumps(module))
+    (final / "build.json").write_text("{}")
+    return BuildResult(candidate, Outcome.OK, artifact=str(final / "kernel.so"), seconds=0.01)
+
+
+def replay_child(conn: Any) -> None:
+    """A measuring child that reads the staged module (as `replay_compile` wrote it) and answers
+    with the measurement recorded for it on a real GPU (TIRTUNE_REPLAY names the .jsonl), after
+    TIRTUNE_REPLAY_DELAY_S seconds, as the GPU would take."""
+    records: dict[Any, dict[str, Any]] = {}
+    for line in Path(os.environ["TIRTUNE_REPLAY"]).read_text().splitlines():
+        if line.strip():
+            key, data = from_record(json.loads(line))
+            records[key] = data
+    stack = next(iter(records.values()))["stack"]
+    delay = float(os.environ.get("TIRTUNE_REPLAY_DELAY_S", "0"))
+    conn.send({"ready": True, "info": {**stack, "pid": os.getpid()}})
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        artifacts = request.artifacts if isinstance(request, RemeasureRequest) else (request.artifact,)
+        replies = []
+        for artifact in artifacts:
+            time.sleep(delay)
+            try:
+                key, _ = from_record({**json.loads(Path(artifact).read_text()), "outcome": "OK"})
+            except (OSError, ValueError) as exc:  # the module did not reach this node
+                replies.append(MeasureReply("LAUNCH_ERROR", f"cannot load module: {exc}"))
+                continue
+            data = records.get(key)
+            if data is None:
+                replies.append(MeasureReply("LAUNCH_ERROR", "not recorded"))
+                continue
+            replies.append(
+                MeasureReply(
+                    data["outcome"],
+                    data.get("message", ""),
+                    times_ms=(data["time_ms"],),
+                    cublas_times_ms=(data["cublas_ms"],),
+                    rel_error=data.get("rel_error"),
+                )
+            )
+        conn.send(RemeasureReply(tuple(replies)) if isinstance(request, RemeasureRequest) else replies[0])

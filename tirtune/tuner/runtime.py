@@ -33,8 +33,13 @@ def start_ray(settings: Settings) -> int:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=settings.ray_address, num_cpus=None if settings.ray_address else settings.ray_num_cpus,
-                 include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(
+            address=settings.ray_address,
+            num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
@@ -54,9 +59,17 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
     from tirtune.workers.tirx_builder import TirxBuilder
 
     try:
-        runner = GpuRunner(num_gpus=1, run_timeout_s=settings.run_timeout_s)
+        runner = GpuRunner(
+            num_gpus=settings.gpus or None, run_timeout_s=settings.run_timeout_s, gpu_model=settings.gpu_model
+        )
     except WorkerError as exc:
-        raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
-                         "use --replay bench/data to tune against recorded measurements") from exc
+        raise TunerError(
+            f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
+            "use --replay bench/data to tune against recorded measurements"
+        ) from exc
     builder = TirxBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s)
-    return Workers(builder, runner, batch_size=settings.builds_in_flight or cpus)
+    log.info(
+        "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
+    )
+    # Enough candidates per batch that every GPU has work while the next batch builds.
+    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(cpus, 4 * runner.num_gpus))

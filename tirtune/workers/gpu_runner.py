@@ -1,5 +1,12 @@
 """GPU runner: one Ray actor per GPU (num_gpus=1), each measuring through a supervised child.
 
+With several GPUs (on one host or across the nodes of a Ray cluster) the runner holds one actor
+per GPU and hands each the next candidate as soon as it is free, so every GPU stays busy and two
+candidates never share a GPU. Results of GPUs of one model are pooled (they share a Stack, so
+one measurement identity); GPUs of other models get no actor in this runner: their figures are
+not comparable and are kept apart (another runner, another study, by `gpu_model`). Builds cross
+as bytes (`BuildResult.payload`); each actor stages them on its own node's disk.
+
 The actor is a thin shell: the real work happens in `ChildSupervisor`'s child process, so a
 candidate that hangs or poisons its CUDA context costs a child, never the actor. Each actor has
 one candidate in flight at a time, so if the actor itself dies only that candidate is lost: it
@@ -10,13 +17,18 @@ fault (WorkerError), not a result.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import secrets
 import statistics
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import metadata
+from pathlib import Path
 from typing import Any, cast
 
 from tirtune.workers.errors import WorkerError
@@ -24,7 +36,7 @@ from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply
 from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 
-__all__ = ["GpuRunner", "reply_to_result", "tvm_version"]
+__all__ = ["ActorUsage", "GpuRunner", "pool_by_model", "reply_to_result", "tvm_version"]
 
 REVIVE_TIMEOUT_S = 300.0  # a restarted actor starts a child that warms the card: allow minutes
 
@@ -75,10 +87,28 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ActorUsage:
+    """How one GPU runner actor spent a runner's life: where it ran and how long it measured."""
+
+    label: str  # node id prefix and GPU index, e.g. "3f9a12:gpu0"
+    node_id: str
+    gpu_ids: tuple[str, ...]
+    candidates: int
+    busy_s: float  # from handing it a candidate to having the result, summed
+
+
 class _GpuActor:
     """Lives in a Ray worker that owns one GPU (Ray sets CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, run_timeout_s: float, child_target: Callable[[Any], None] | None = None) -> None:
+        import ray
+
+        context = ray.get_runtime_context()
+        self.node_id = context.get_node_id()
+        self.gpu_ids = tuple(str(g) for g in ray.get_gpu_ids())
+        self.label = f"{self.node_id[:6]}:gpu{','.join(self.gpu_ids) or '?'}"
+        self.staging = Path(tempfile.mkdtemp(prefix="tirtune-runner-"))
         kwargs = {} if child_target is None else {"target": child_target}
         self.supervisor = ChildSupervisor(run_timeout_s=run_timeout_s, **kwargs)
         info = self.supervisor.start()
@@ -95,78 +125,151 @@ class _GpuActor:
         return self._stack
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
+    def where(self) -> tuple[str, str, tuple[str, ...]]:
+        """(label, node id, GPU ids) of this actor."""
+        return self.label, self.node_id, self.gpu_ids
+
+    def _local(self, build: BuildResult) -> str:
+        """A path on this node holding the build's module: its shipped bytes staged here (by
+        content hash, written atomically), else the builder's path (a shared filesystem)."""
+        if build.payload is None:
+            return build.artifact or ""
+        digest = hashlib.sha256(build.payload).hexdigest()[:32]
+        path = self.staging / f"{digest}.so"
+        if not path.exists():
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            partial.write_bytes(build.payload)
+            partial.rename(path)
+        return str(path)
+
+    def _tagged(self, result: RunResult) -> RunResult:
+        return replace(result, extra={**result.extra, "runner": self.label})
+
     def run_one(self, build: BuildResult) -> RunResult:
-        if not build.ok or build.artifact is None:
+        if not build.ok or (build.artifact is None and build.payload is None):
             return RunResult.failed(build.candidate, build.outcome, build.message)
         p = build.candidate.problem
         seed = secrets.randbits(31)  # fresh inputs for every check
-        reply = cast(
-            MeasureReply, self.supervisor.measure(MeasureRequest(build.artifact, p.m, p.n, p.k, p.dtype, seed))
-        )
-        return reply_to_result(build, reply, self._stack, self.torch_version, seed)
+        request = MeasureRequest(self._local(build), p.m, p.n, p.k, p.dtype, seed)
+        reply = cast(MeasureReply, self.supervisor.measure(request))
+        return self._tagged(reply_to_result(build, reply, self._stack, self.torch_version, seed))
 
     def remeasure(self, builds: Sequence[BuildResult], rounds: int) -> list[RunResult]:
         """Verify and time `builds` interleaved in one child (all OK builds of one problem)."""
         p = builds[0].candidate.problem
         seed = secrets.randbits(31)
-        request = RemeasureRequest(tuple(b.artifact or "" for b in builds), p.m, p.n, p.k, p.dtype, seed, rounds)
+        artifacts = tuple(self._local(b) for b in builds)
+        request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds)
         reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
         replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds)
         results = [
             reply_to_result(b, r, self._stack, self.torch_version, seed) for b, r in zip(builds, replies, strict=True)
         ]
-        return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds}) for r in results]
+        return [self._tagged(replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds})) for r in results]
 
 
 class GpuRunner:
-    """Runner handle over one Ray actor per GPU; the caller has done `ray.init`."""
+    """Runner handle over one Ray actor per GPU; the caller has done `ray.init`.
+
+    `num_gpus` actors (None or 0: one per GPU the cluster has now) are placed by Ray wherever
+    the GPUs are, on this host or on other nodes of the cluster. When the GPUs are of several
+    models, only those of `gpu_model` (default: the model most of them are) keep an actor.
+    """
 
     def __init__(
-        self, num_gpus: int = 1, run_timeout_s: float = 60.0, *, child_target: Callable[[Any], None] | None = None
+        self,
+        num_gpus: int | None = None,
+        run_timeout_s: float = 60.0,
+        *,
+        gpu_model: str | None = None,
+        child_target: Callable[[Any], None] | None = None,
+        start_timeout_s: float = REVIVE_TIMEOUT_S,
     ) -> None:
         """`child_target` replaces the measuring child's entry point (tests only)."""
         import ray
 
         if not ray.is_initialized():
             raise WorkerError("GpuRunner needs ray.init() first")
-        if ray.cluster_resources().get("GPU", 0) < num_gpus:
-            raise WorkerError(f"Ray sees {ray.cluster_resources().get('GPU', 0):g} GPU(s); {num_gpus} needed")
-        actor = ray.remote(num_gpus=1, max_restarts=3, max_task_retries=0)(_GpuActor)
+        available = int(ray.cluster_resources().get("GPU", 0))
+        wanted = num_gpus or available
+        if wanted < 1 or available < wanted:
+            raise WorkerError(f"Ray sees {available} GPU(s); {max(wanted, 1)} needed")
+        # num_cpus=0: the actor waits on its GPU; a node may give all its CPUs to builders.
+        actor = ray.remote(num_gpus=1, num_cpus=0, max_restarts=3, max_task_retries=0)(_GpuActor)
         self._ray = ray
-        self._actors = [actor.remote(run_timeout_s, child_target) for _ in range(num_gpus)]
-        self._stack: Stack | None = None
+        actors = [actor.remote(run_timeout_s, child_target) for _ in range(wanted)]
+        try:
+            stacks = ray.get([a.stack.remote() for a in actors], timeout=start_timeout_s)
+        except ray.exceptions.GetTimeoutError as exc:
+            for a in actors:
+                ray.kill(a)
+            raise WorkerError(
+                f"{wanted} GPU runner actor(s) could not start within {start_timeout_s:g}s "
+                "(GPUs held by another runner?)"
+            ) from exc
+        try:
+            self.gpu_model, kept = pool_by_model(stacks, gpu_model)
+        except WorkerError:
+            for a in actors:
+                ray.kill(a)
+            raise
+        self._actors = [actors[i] for i in kept]
+        for i, a in enumerate(actors):
+            if i not in kept:
+                ray.kill(a)  # another model: its figures would not compare with these
+        if len(kept) < len(actors):
+            log.warning("GPUs of several models in the cluster: measuring on the %d %s only", len(kept), self.gpu_model)
+        self._stack = stacks[kept[0]]
+        self._where = {
+            id(a): w for a, w in zip(self._actors, ray.get([a.where.remote() for a in self._actors]), strict=True)
+        }
+        self._busy = dict.fromkeys(map(id, self._actors), 0.0)
+        self._count = dict.fromkeys(map(id, self._actors), 0)
         self.actor_deaths = 0
 
+    def close(self) -> None:
+        """Give the GPUs back (the actors end; the runner is unusable afterwards)."""
+        for a in self._actors:
+            self._ray.kill(a)
+        self._actors = []
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self._actors)
+
     def stack(self) -> Stack:
-        if self._stack is None:
-            stacks = self._ray.get([a.stack.remote() for a in self._actors])
-            names = {s.gpu_name for s in stacks}
-            if len(names) > 1:
-                raise WorkerError(f"GPUs of different models cannot share one runner: {sorted(names)}")
-            self._stack = stacks[0]
         return self._stack
 
     def actor_pids(self) -> list[int]:
         """The process of each actor (diagnostics; a restart shows as a new pid)."""
         return list(self._ray.get([a.pid.remote() for a in self._actors]))
 
+    def usage(self) -> list[ActorUsage]:
+        """Per actor: where it runs, how many candidates it measured and for how long."""
+        usage = []
+        for a in self._actors:
+            label, node_id, gpu_ids = self._where[id(a)]
+            usage.append(ActorUsage(label, node_id, tuple(gpu_ids), self._count[id(a)], self._busy[id(a)]))
+        return usage
+
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
-        """One candidate in flight per actor (an actor's death loses one), in input order."""
+        """Each candidate goes to the next free actor (one in flight per actor, so two never
+        share a GPU and an actor's death loses one); results come back in input order."""
         results: list[RunResult | None] = [None] * len(batch)
         queue = list(range(len(batch)))
         idle = list(self._actors)
-        pending: dict[Any, tuple[int, Any]] = {}
+        pending: dict[Any, tuple[int, Any, float]] = {}
         while queue or pending:
             while queue and idle:
                 i, actor = queue.pop(0), idle.pop(0)
-                pending[actor.run_one.remote(batch[i])] = (i, actor)
+                pending[actor.run_one.remote(batch[i])] = (i, actor, time.monotonic())
             done, _ = self._ray.wait(list(pending), num_returns=1)
-            i, actor = pending.pop(done[0])
+            i, actor, started = pending.pop(done[0])
             results[i] = self._collect(done[0], actor, [batch[i]])[0]
+            self._busy[id(actor)] += time.monotonic() - started
+            self._count[id(actor)] += 1
             idle.append(actor)
         return [r for r in results if r is not None]
 
@@ -192,6 +295,7 @@ class GpuRunner:
             self.actor_deaths += 1
             log.warning("GPU runner actor died measuring %s: %s", [b.candidate.config.label() for b in builds], exc)
             self._revive(actor)
+            self._where[id(actor)] = self._ray.get(actor.where.remote())  # a restart may move it
             message = f"GPU runner actor died while measuring this candidate (restarted): {_first_line(exc)}"
             return [RunResult.failed(b.candidate, Outcome.LAUNCH_ERROR, message) for b in builds]
 
@@ -210,6 +314,16 @@ class GpuRunner:
                 time.sleep(0.5)
             except (errors.RayActorError, errors.GetTimeoutError) as exc:  # restarts used up, or stuck
                 raise WorkerError(f"the GPU runner actor did not come back after dying: {_first_line(exc)}") from exc
+
+
+def pool_by_model(stacks: Sequence[Stack], gpu_model: str | None = None) -> tuple[str, list[int]]:
+    """(model, indices of `stacks` on that model): `gpu_model`, or the model most GPUs are (ties
+    by name). Only same-model GPUs share a runner: their results pool under one Stack."""
+    models = Counter(s.gpu_name for s in stacks)
+    model = gpu_model or min(models, key=lambda name: (-models[name], name))
+    if model not in models:
+        raise WorkerError(f"no GPU of model {model!r} in the cluster; found {dict(models)}")
+    return model, [i for i, s in enumerate(stacks) if s.gpu_name == model]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -62,8 +62,13 @@ class Stack:
         return [self.gpu_name, self.driver, self.cuda, self.tvm]
 
     def to_json(self) -> dict[str, str]:
-        return {"gpu_name": self.gpu_name, "driver": self.driver, "cuda": self.cuda,
-                "tvm": self.tvm, "compute_capability": self.compute_capability}
+        return {
+            "gpu_name": self.gpu_name,
+            "driver": self.driver,
+            "cuda": self.cuda,
+            "tvm": self.tvm,
+            "compute_capability": self.compute_capability,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +80,26 @@ class Provenance:
     power_w: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.stack.to_json(), "template_version": self.template_version, "torch": self.torch,
-                "sm_clock_mhz": self.sm_clock_mhz, "power_w": self.power_w}
+        return {
+            **self.stack.to_json(),
+            "template_version": self.template_version,
+            "torch": self.torch,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_w": self.power_w,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class BuildResult:
     candidate: Candidate
     outcome: Outcome
-    artifact: str | None = None  # path of the loadable module when outcome is OK
+    artifact: str | None = None  # path of the loadable module on the builder's node when outcome is OK
     message: str = ""
     seconds: float = 0.0
     cached: bool = False
+    # The module's bytes: what crosses from a builder node to a runner node (they need not share
+    # a filesystem); a runner stages them locally. None for builds that have no module.
+    payload: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

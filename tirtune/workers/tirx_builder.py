@@ -11,6 +11,11 @@ timeout) may be transient (a loaded machine, a killed worker) and is cheap to re
 
 Each Ray task compiles in a child process (`python -m tirtune.workers.compile_one`) in its own
 process group, so a timeout kills nvcc and ptxas too. The caller owns `ray.init`.
+
+A successful build comes back with the module's bytes (`BuildResult.payload`): in a Ray cluster
+the builder task may run on another host than the GPU runner, and the bytes, not the path, are
+what crosses (the runner stages them on its own disk). The cache is per node; a shared
+filesystem is not needed, only saves rebuilding on another node.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,7 @@ from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NV
 from tirtune.workers.results import BuildResult, Candidate, Outcome
 from tirtune.workers.toolchain import tail
 
-__all__ = ["BUILD_MARK", "TirxBuilder", "compile_candidate"]
+__all__ = ["BUILD_MARK", "Compiler", "TirxBuilder", "compile_and_ship", "compile_candidate", "shipped"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +58,34 @@ def _cache_key(candidate: Candidate, template: str) -> str:
     return key
 
 
+# compile_candidate's signature: (candidate, cache_dir, timeout_s, template) -> BuildResult.
+Compiler = Callable[[Candidate, str, float, str], BuildResult]
+
+
+def shipped(result: BuildResult) -> BuildResult:
+    """`result` carrying its module's bytes, so it can be measured on a host that cannot see
+    this one's disk."""
+    if not result.ok or result.artifact is None or result.payload is not None:
+        return result
+    try:
+        return replace(result, payload=Path(result.artifact).read_bytes())
+    except OSError as exc:  # evicted under us: a failed build the caller may retry, not a crash
+        return BuildResult(
+            result.candidate, Outcome.COMPILE_ERROR, message=f"built module unreadable on the builder's node: {exc}"
+        )
+
+
+def compile_and_ship(
+    candidate: Candidate,
+    cache_dir: str,
+    timeout_s: float,
+    template: str = DEFAULT_TEMPLATE,
+    compiler: Compiler | None = None,
+) -> BuildResult:
+    """What a builder task runs: build (or find) the candidate, then attach the module's bytes."""
+    return shipped((compiler or compile_candidate)(candidate, cache_dir, timeout_s, template))
+
+
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(_SOURCE_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
@@ -61,15 +95,15 @@ def _child_env() -> dict[str, str]:
 
 def _cached(candidate: Candidate, final: Path, seconds: float = 0.0) -> BuildResult | None:
     if (final / BUILD_MARK).exists() and (final / ARTIFACT).exists():
-        return BuildResult(candidate, Outcome.OK, artifact=str(final / ARTIFACT), seconds=seconds,
-                           cached=True)
+        return BuildResult(candidate, Outcome.OK, artifact=str(final / ARTIFACT), seconds=seconds, cached=True)
     return None
 
 
 def _run_child(cmd: list[str], timeout_s: float) -> tuple[int | None, str]:
     """Run `cmd` in a new process group; (None, output) if it ran past `timeout_s` and was killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_child_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_child_env(), start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, output
@@ -80,8 +114,9 @@ def _run_child(cmd: list[str], timeout_s: float) -> tuple[int | None, str]:
         return None, output or ""
 
 
-def compile_candidate(candidate: Candidate, cache_dir: str, timeout_s: float,
-                      template: str = DEFAULT_TEMPLATE) -> BuildResult:
+def compile_candidate(
+    candidate: Candidate, cache_dir: str, timeout_s: float, template: str = DEFAULT_TEMPLATE
+) -> BuildResult:
     """Build one candidate into the cache (or find it there). Runs inside a Ray task or anywhere."""
     cache = Path(cache_dir)
     final = cache / _cache_key(candidate, template)
@@ -92,20 +127,32 @@ def compile_candidate(candidate: Candidate, cache_dir: str, timeout_s: float,
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache))
     try:
-        cmd = [sys.executable, "-m", "tirtune.workers.compile_one",
-               "--config", json.dumps(candidate.config.to_json()),
-               "--problem", json.dumps(candidate.problem.to_json()),
-               "--out", str(work), "--cache-dir", str(cache), "--template", template]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tirtune.workers.compile_one",
+            "--config",
+            json.dumps(candidate.config.to_json()),
+            "--problem",
+            json.dumps(candidate.problem.to_json()),
+            "--out",
+            str(work),
+            "--cache-dir",
+            str(cache),
+            "--template",
+            template,
+        ]
         code, output = _run_child(cmd, timeout_s)
         seconds = time.perf_counter() - started
         if code is None:
-            return BuildResult(candidate, Outcome.TIMEOUT, message=f"compile timed out after {timeout_s:g}s",
-                               seconds=seconds)
+            return BuildResult(
+                candidate, Outcome.TIMEOUT, message=f"compile timed out after {timeout_s:g}s", seconds=seconds
+            )
         if code != 0 or not (work / BUILD_MARK).exists():
-            stage = {EXIT_LOWERING: "lowering", EXIT_NVCC: "nvcc"}.get(
-                code, f"compiler process (exit {code})")
-            return BuildResult(candidate, Outcome.COMPILE_ERROR, message=f"{stage} failed:\n{tail(output)}",
-                               seconds=seconds)
+            stage = {EXIT_LOWERING: "lowering", EXIT_NVCC: "nvcc"}.get(code, f"compiler process (exit {code})")
+            return BuildResult(
+                candidate, Outcome.COMPILE_ERROR, message=f"{stage} failed:\n{tail(output)}", seconds=seconds
+            )
         return _publish(candidate, work, final, seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -131,11 +178,19 @@ class TirxBuilder:
 
     `template` ("package.module:function") selects the template; tests point it at something
     broken to exercise the failure paths. `max_in_flight` bounds the tasks submitted at once
-    (default: settings.builds_in_flight, or the CPUs Ray reports).
+    (default: settings.builds_in_flight, or the CPUs Ray reports). `compiler` replaces
+    `compile_candidate` inside the tasks (tests of the cluster path use a stand-in that needs
+    no nvcc; it runs in the Ray workers, so it must be importable there).
     """
 
-    def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
-                 max_in_flight: int | None = None, template: str = DEFAULT_TEMPLATE) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | str | None = None,
+        timeout_s: float | None = None,
+        max_in_flight: int | None = None,
+        template: str = DEFAULT_TEMPLATE,
+        compiler: Compiler | None = None,
+    ) -> None:
         from tirtune.settings import get_settings
 
         settings = get_settings()
@@ -143,21 +198,24 @@ class TirxBuilder:
         self.timeout_s = float(timeout_s if timeout_s is not None else settings.build_timeout_s)
         self.max_in_flight = max_in_flight or settings.builds_in_flight or None
         self.template = template
+        self.compiler = compiler
 
     def build(self, batch: Sequence[Candidate]) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(batch)
         misses: list[int] = []
         for i, candidate in enumerate(batch):
-            results[i] = _cached(candidate, self.cache_dir / _cache_key(candidate, self.template))
-            if results[i] is None:
+            hit = _cached(candidate, self.cache_dir / _cache_key(candidate, self.template))
+            hit = None if hit is None else shipped(hit)
+            if hit is not None and hit.ok:
+                results[i] = hit
+            else:
                 misses.append(i)
         if misses:
             self._compile(batch, misses, results)
         logger.info("built %d candidates (%d from cache)", len(batch), len(batch) - len(misses))
         return [r for r in results if r is not None]
 
-    def _compile(self, batch: Sequence[Candidate], misses: list[int],
-                 results: list[BuildResult | None]) -> None:
+    def _compile(self, batch: Sequence[Candidate], misses: list[int], results: list[BuildResult | None]) -> None:
         import ray
 
         task = _remote_compile().options(runtime_env=_runtime_env())
@@ -167,7 +225,7 @@ class TirxBuilder:
         while queue or pending:
             while queue and len(pending) < limit:
                 i = queue.pop(0)
-                ref = task.remote(batch[i], str(self.cache_dir), self.timeout_s, self.template)
+                ref = task.remote(batch[i], str(self.cache_dir), self.timeout_s, self.template, self.compiler)
                 pending[ref] = i
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -185,8 +243,7 @@ class TirxBuilder:
             # A dead worker or a task error is the infrastructure's fault, but the candidate
             # still gets a result; the message says it was not the kernel.
             logger.warning("build task for %s failed: %s", candidate.config.label(), exc)
-            return BuildResult(candidate, Outcome.COMPILE_ERROR,
-                               message=f"build task failed: {tail(str(exc))}")
+            return BuildResult(candidate, Outcome.COMPILE_ERROR, message=f"build task failed: {tail(str(exc))}")
 
 
 _REMOTE: Any = None
@@ -199,7 +256,7 @@ def _remote_compile() -> Any:
         import ray
 
         # max_retries=0: a compile that crashed its worker would most likely crash it again.
-        _REMOTE = ray.remote(num_cpus=1, max_retries=0)(compile_candidate)
+        _REMOTE = ray.remote(num_cpus=1, max_retries=0)(compile_and_ship)
     return _REMOTE
 
 
