@@ -2,7 +2,8 @@
 # Steps of one lease on the H200 device machine (no internet there; wheels are carried in .wh/).
 #   bash bench/gpu_session.sh unpack N        # one call per wheel part, back to back
 #   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
-#   bash bench/gpu_session.sh record SHAPE DTYPE
+#   bash bench/gpu_session.sh record LIMIT SHAPE:DTYPE...   # a seeded sample of LIMIT valid configs per problem
+#   bash bench/gpu_session.sh scaling SHAPE DTYPE TRIALS GPUS...   # same study on 1, 2 ... GPUs: $OUT/scaling.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 # Everything worth keeping is written under $OUT (the device tool brings it back).
@@ -25,9 +26,16 @@ case "$1" in
     cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
     exit $rc ;;
   record)
-    python3 bench/record_space.py "$2" --dtype "$3" --out "$OUT" 2>"$OUT/record-$2-$3.log"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
+    python3 bench/record_space.py "${@:3}" --limit "$2" --out "$OUT" >"$OUT/record.log" 2>&1
     rc=$?
-    tail -n 20 "$OUT/record-$2-$3.log"
+    tail -n 12 "$OUT/record.log"
+    exit $rc ;;
+  scaling)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
+    python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" 2>"$OUT/scaling.log"
+    rc=$?
+    tail -n 30 "$OUT/scaling.log"
     exit $rc ;;
   faults)
     python3 bench/fault_study.py --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"

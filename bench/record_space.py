@@ -1,10 +1,15 @@
-"""Measure every valid config of the Hopper space for one problem on this GPU.
+"""Measure valid configs of the Hopper space for one or more problems on this host's GPUs.
 
 The output (one JSON line per config, format in bench/data/README.md) feeds the replay runner,
 so the tuner can be tested and studied without a GPU. Uses the service's own path: TIRx builds
-as Ray CPU tasks, measurements by the GPU runner actor (verify, then time against cuBLAS).
+as Ray CPU tasks, measurements by the GPU runner (one actor per GPU; verify, then time against
+cuBLAS). The builds of the next chunk overlap the measurement of the current one.
 
-    python bench/record_space.py 4096x4096x4096 --dtype float16 --out bench/data
+    python bench/record_space.py 4096x4096x4096:float16 8192x8192x1024:float16 --limit 300 --out bench/data
+
+Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
+hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
+configs (seeded, so a rerun measures the same sample), spread over the whole space.
 """
 
 from __future__ import annotations
@@ -14,41 +19,82 @@ import json
 import random
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import to_record
-from tirtune.workers.results import Candidate
+from tirtune.workers.results import BuildResult, Candidate
+
+
+def _problems(specs: list[str], default_dtype: str) -> list[Problem]:
+    out = []
+    for spec in specs:
+        shape, _, dtype = spec.partition(":")
+        out.append(Problem.parse(shape, dtype or default_dtype))
+    return out
+
+
+def _chunks(problems: list[Problem], limit: int, size: int) -> Iterator[tuple[Problem, list[Candidate]]]:
+    for problem in problems:
+        configs = HOPPER.valid_configs(problem)
+        if limit:
+            configs = sorted(random.Random(0).sample(configs, min(limit, len(configs))))
+        cands = [Candidate(c, problem, HOPPER.template_version) for c in configs]
+        for start in range(0, len(cands), size):
+            yield problem, cands[start : start + size]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shape")
-    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("problems", nargs="+", help="SHAPE or SHAPE:DTYPE, e.g. 4096x14336x4096:bfloat16")
+    ap.add_argument("--dtype", default="float16", help="dtype of problems given without one")
     ap.add_argument("--out", default="bench/data")
-    ap.add_argument("--limit", type=int, default=0, help="measure a random sample of this many configs")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--limit", type=int, default=0, help="measure a random sample of this many configs per problem")
+    ap.add_argument("--batch", type=int, default=0, help="candidates per chunk (default: the workers' batch size)")
     args = ap.parse_args()
-    problem = Problem.parse(args.shape, args.dtype)
-    configs = HOPPER.valid_configs(problem)
-    if args.limit:
-        configs = random.Random(0).sample(configs, min(args.limit, len(configs)))
+    problems = _problems(args.problems, args.dtype)
     workers = make_workers(get_settings())
-    out = Path(args.out) / f"hopper-{problem.shape}-{problem.dtype}.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    began, counts = time.monotonic(), Counter[str]()
-    with out.open("w") as f:
-        for start in range(0, len(configs), args.batch):
-            chunk = [Candidate(c, problem, HOPPER.template_version) for c in configs[start:start + args.batch]]
-            builds = workers.builder.build(chunk)
+    size = args.batch or workers.batch_size
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[Problem, IO[str]] = {}
+    counts: dict[Problem, Counter[str]] = {p: Counter() for p in problems}
+    began = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=1)
+    chunks = _chunks(problems, args.limit, size)
+
+    def submit() -> tuple[Problem, Future[list[BuildResult]]] | None:
+        nxt = next(chunks, None)
+        return None if nxt is None else (nxt[0], pool.submit(workers.builder.build, nxt[1]))
+
+    try:
+        pending = submit()
+        while pending is not None:
+            problem, future = pending
+            builds = future.result()
+            pending = submit()  # builds of the next chunk overlap these measurements
+            if problem not in files:
+                name = f"{HOPPER.template_version.replace('/', '-')}-{problem.shape}-{problem.dtype}.jsonl"
+                files[problem] = (out_dir / name).open("w")
+            f = files[problem]
             for result in workers.runner.run(builds):
                 f.write(json.dumps(to_record(result)) + "\n")
-                counts[result.outcome.value] += 1
+                counts[problem][result.outcome.value] += 1
             f.flush()
-            print(f"{start + len(chunk)}/{len(configs)} {dict(counts)} {time.monotonic() - began:.0f}s", flush=True)
-    print(f"wrote {out}: {dict(counts)} in {time.monotonic() - began:.0f}s")
+            done = {f"{p.shape}:{p.dtype}": dict(c) for p, c in counts.items() if c}
+            print(f"{time.monotonic() - began:.0f}s {done}", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for f in files.values():
+            f.close()
+    for p, c in counts.items():
+        print(f"{p.shape} {p.dtype}: {dict(c)}")
+    print(f"done in {time.monotonic() - began:.0f}s")
 
 
 if __name__ == "__main__":
