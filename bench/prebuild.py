@@ -1,10 +1,13 @@
 """Build the template-verification set on this (CPU) machine: .so files plus manifest.json.
 
-    python bench/prebuild.py [--set v1|v2] [--out .build/verify] [--jobs 2] [--timeout 600]
+    python bench/prebuild.py [--set v1|v2|v3|v3-perf|journey] [--out .build/verify] [--jobs 2] [--timeout 600]
 
 The v1 set covers every knob value of hopper-gemm/1 and the tail problems; the v2 set covers
 the knobs hopper-gemm/2 added (persistent, raster_group, epilogue) around the best 4096^3 shape,
-with same-run register-epilogue baselines and tails. each entry is built
+with same-run register-epilogue baselines and tails; the v3 set covers the hopper-gemm/3 code
+paths (ping-pong consumers, the chunked TMA store, the setmaxnreg split, clusters with multicast,
+the thread loader, persistent CTAs without a producer) on tails and the candidates for the best
+4096^3 / bf16 / 8192^3 points; `journey` is bench/journey.py's V1..V9. Each entry is built
 through the same cached path the tuner uses (`compile_candidate`), then copied under a readable
 name into --out with a manifest that bench/verify_template.py reads on the GPU host.
 """
@@ -30,8 +33,7 @@ logger = logging.getLogger("prebuild")
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws,
-                  **v2)  # type: ignore[arg-type]
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
 
 
 SQUARE = Problem(4096, 4096, 4096, "float16")
@@ -46,25 +48,25 @@ TAIL_BF16 = Problem(1000, 1000, 1000, "bfloat16")
 
 # (config, problem): every knob value appears at least once; tails hit the M, N and K guards.
 SET: list[tuple[Config, Problem]] = [
-    (_c(64, 64, 64, 2, 1, False), TAIL),          # the simplest kernel
+    (_c(64, 64, 64, 2, 1, False), TAIL),  # the simplest kernel
     (_c(64, 64, 64, 2, 1, False), TINY),
     (_c(64, 128, 64, 3, 1, False), SQUARE),
-    (_c(128, 128, 64, 4, 2, True), SQUARE),       # the classic 2-consumer warp-specialized tile
+    (_c(128, 128, 64, 4, 2, True), SQUARE),  # the classic 2-consumer warp-specialized tile
     (_c(128, 128, 64, 4, 2, True), TAIL),
-    (_c(128, 256, 64, 4, 2, True), SQUARE),       # 64x256 per consumer: 128 accumulators
+    (_c(128, 256, 64, 4, 2, True), SQUARE),  # 64x256 per consumer: 128 accumulators
     (_c(128, 256, 64, 3, 2, True), BF16),
-    (_c(128, 128, 128, 3, 1, False), SQUARE),     # blk_k 128, 128 rows on one consumer (2 x m64)
+    (_c(128, 128, 128, 3, 1, False), SQUARE),  # blk_k 128, 128 rows on one consumer (2 x m64)
     (_c(128, 128, 128, 3, 1, False), ODD_K),
-    (_c(128, 128, 64, 5, 1, True), SQUARE),       # 1 consumer + producer, 2 x m64 accumulators
-    (_c(256, 128, 64, 3, 2, True), SQUARE),       # blk_m 256: 128 rows per consumer
+    (_c(128, 128, 64, 5, 1, True), SQUARE),  # 1 consumer + producer, 2 x m64 accumulators
+    (_c(256, 128, 64, 3, 2, True), SQUARE),  # blk_m 256: 128 rows per consumer
     (_c(256, 128, 64, 3, 2, True), TAIL),
-    (_c(128, 192, 64, 4, 2, False), SQUARE),      # blk_n 192, 2 consumers without a producer
+    (_c(128, 192, 64, 4, 2, False), SQUARE),  # blk_n 192, 2 consumers without a producer
     (_c(128, 192, 64, 4, 2, False), ODD_K),
-    (_c(64, 256, 128, 2, 1, True), SMALL),        # blk_k 128 + ws
-    (_c(64, 128, 64, 6, 1, True), SQUARE),        # 6 stages
-    (_c(64, 64, 128, 6, 1, False), TAIL),         # 6 stages, blk_k 128, no producer
-    (_c(128, 64, 64, 5, 2, False), BF16),         # 2 x 64-row consumers without a producer
-    (_c(256, 64, 128, 2, 2, False), TINY),        # whole tile larger than the problem
+    (_c(64, 256, 128, 2, 1, True), SMALL),  # blk_k 128 + ws
+    (_c(64, 128, 64, 6, 1, True), SQUARE),  # 6 stages
+    (_c(64, 64, 128, 6, 1, False), TAIL),  # 6 stages, blk_k 128, no producer
+    (_c(128, 64, 64, 5, 2, False), BF16),  # 2 x 64-row consumers without a producer
+    (_c(256, 64, 128, 2, 2, False), TINY),  # whole tile larger than the problem
     (_c(64, 192, 128, 3, 1, True), TAIL),
     (_c(128, 128, 64, 3, 2, True), ODD_N),
     (_c(64, 64, 64, 2, 1, False), ODD_N),
@@ -74,36 +76,104 @@ SET: list[tuple[Config, Problem]] = [
 P, G8, TMA = {"persistent": True}, {"persistent": True, "raster_group": 8}, {"epilogue": "tma"}
 # hopper-gemm/2: persistent CTAs, grouped rasterization and the stmatrix + TMA-store epilogue.
 SET_V2: list[tuple[Config, Problem]] = [
-    (_c(128, 256, 64, 4, 2, True), SQUARE),               # the v1 best: same-run baseline
-    (_c(128, 256, 64, 4, 2, True, **P), SQUARE),          # persistent, row-major tiles
-    (_c(128, 256, 64, 4, 2, True, **G8), SQUARE),         # persistent, groups of 8 tile rows
-    (_c(128, 256, 64, 3, 2, True, **TMA), SQUARE),        # TMA store, one tile per CTA
+    (_c(128, 256, 64, 4, 2, True), SQUARE),  # the v1 best: same-run baseline
+    (_c(128, 256, 64, 4, 2, True, **P), SQUARE),  # persistent, row-major tiles
+    (_c(128, 256, 64, 4, 2, True, **G8), SQUARE),  # persistent, groups of 8 tile rows
+    (_c(128, 256, 64, 3, 2, True, **TMA), SQUARE),  # TMA store, one tile per CTA
     (_c(128, 256, 64, 3, 2, True, **P, **TMA), SQUARE),
     (_c(128, 256, 64, 3, 2, True, **G8, **TMA), SQUARE),  # the predicted best
     (_c(128, 256, 64, 3, 2, True, **G8, **TMA), BF16),
     (_c(256, 128, 64, 3, 2, True, **G8, **TMA), SQUARE),  # 128 rows per consumer: 2 m64 blocks staged
     (_c(128, 128, 64, 4, 2, True, **G8, **TMA), SQUARE),
-    (_c(64, 64, 64, 4, 1, True, **G8, **TMA), TAIL),      # 256 tiles: 2 loop iterations, tails on M, N, K
+    (_c(64, 64, 64, 4, 1, True, **G8, **TMA), TAIL),  # 256 tiles: 2 loop iterations, tails on M, N, K
     (_c(128, 128, 64, 4, 2, True, **G8, **TMA), TAIL_N8),  # 7 tile rows: one partial raster group
-    (_c(128, 128, 64, 3, 2, True, **G8), ODD_N),          # persistent + register stores, odd N
-    (_c(64, 256, 128, 2, 1, True, **P, **TMA), SMALL),    # blk_k 128, a single tile
-    (_c(128, 128, 64, 4, 1, False, **TMA), TAIL_BF16),    # no producer, 2 m64 blocks, bf16 packing
+    (_c(128, 128, 64, 3, 2, True, **G8), ODD_N),  # persistent + register stores, odd N
+    (_c(64, 256, 128, 2, 1, True, **P, **TMA), SMALL),  # blk_k 128, a single tile
+    (_c(128, 128, 64, 4, 1, False, **TMA), TAIL_BF16),  # no producer, 2 m64 blocks, bf16 packing
 ]
-SETS = {"v1": SET, "v2": SET_V2}
+BIG = Problem(8192, 8192, 8192, "float16")
+TAIL_CL = Problem(1000, 1024, 200, "float16")  # 8 tile rows of 128 (pairs), a tail along M and K
+SHORT_M = Problem(50, 1000, 136, "bfloat16")  # M <= 64: one partial tile row
+PP, CH, R240 = {"schedule": "pingpong"}, {"epilogue": "tma_chunked"}, {"reg_split": "240/24"}
+CL2M, CL2N = {"cluster": 2}, {"cluster": 2, "cluster_dim": "n"}
+# hopper-gemm/3: every new code path on a tail or small problem (correctness), then the
+# performance candidates at 4096^3 with the hopper-gemm/2 best as the same-run baseline.
+SET_V3_TAILS: list[tuple[Config, Problem]] = [
+    (_c(64, 128, 64, 4, 2, True, **G8, **PP, **TMA), TAIL),  # ping-pong, 64-row tiles, tails
+    (_c(128, 128, 64, 4, 2, True, **G8, **PP, **CH), TAIL_N8),  # ping-pong, 2 m64 blocks, chunked
+    (_c(64, 192, 64, 4, 2, True, **P, **PP), ODD_N),  # ping-pong, register stores, odd N
+    (_c(64, 192, 64, 4, 1, True, **G8, **CH), TAIL_BF16),  # chunked, 1 consumer, 3 boxes (odd)
+    (_c(128, 128, 64, 4, 2, True, **G8, **CH, **R240), TAIL),  # chunked + 240/24
+    (_c(128, 128, 64, 4, 2, True, **G8, **CH, **CL2M), TAIL_CL),  # cluster 2 along M, B multicast
+    (_c(128, 128, 64, 4, 2, True, **G8, **TMA, **CL2N), TAIL_CL),  # cluster 2 along N, A multicast
+    (_c(128, 64, 64, 4, 2, True, **G8, cluster=4), TAIL_CL),  # cluster 4 along M, register stores
+    (_c(64, 128, 64, 4, 2, True, **G8, **PP, **CH, cluster=4, cluster_dim="n"), TAIL_CL),  # ping-pong + cl4n
+    (_c(128, 128, 64, 3, 2, False, **G8, **TMA), TAIL_N8),  # persistent without a producer
+    (_c(128, 128, 64, 1, 2, False), TAIL),  # one stage, TMA
+    (_c(128, 128, 64, 1, 2, False, loader="threads"), ODD_N),  # thread loader, odd N, tails
+    (_c(64, 64, 128, 1, 1, False, loader="threads", **TMA), SHORT_M),  # thread loader + TMA store, M<=64
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **CH), SHORT_M),  # ... and M<=64 for the new paths
+]
+SET_V3_PERF: list[tuple[Config, Problem]] = [
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), SQUARE),  # hopper-gemm/2 best: baseline
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA, **R240), SQUARE),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE),  # 4 stages fit with chunks
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **R240), SQUARE),
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA), SQUARE),  # ping-pong 64x256 per consumer
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **CH), SQUARE),
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP), SQUARE),  # ping-pong, register stores
+    (_c(128, 128, 64, 5, 2, True, **G8, **PP, **CH), SQUARE),  # ping-pong 128x128 per consumer
+    (_c(128, 128, 64, 4, 2, True, **G8, **PP, **TMA), SQUARE),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **CL2M), SQUARE),  # cluster pairs sharing B
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **CL2N), SQUARE),  # cluster pairs sharing A
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **CH, **CL2M), SQUARE),
+    (_c(128, 128, 64, 5, 2, True, **G8, **PP, **CH, **CL2N), SQUARE),
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA), BF16),
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), BIG),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BIG),
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA), BIG),
+]
+
+
+def _journey() -> list[tuple[str, Config, Problem]]:
+    from journey import JOURNEY  # bench/journey.py, beside this file
+
+    return [(step.name, step.config, step.problem) for step in JOURNEY]
+
+
+SETS = {
+    "v1": lambda: SET,
+    "v2": lambda: SET_V2,
+    "v3": lambda: SET_V3_TAILS + SET_V3_PERF,
+    "v3-tails": lambda: SET_V3_TAILS,
+    "v3-perf": lambda: SET_V3_PERF,
+    "journey": _journey,
+}
 
 
 def _slug(config: Config, problem: Problem) -> str:
     ws = "ws" if config.warp_specialized else "mono"
-    extra = "".join(["_persist" if config.persistent else "",
-                     f"_g{config.raster_group}" if config.raster_group != 1 else "",
-                     f"_{config.epilogue}" if config.epilogue != "register" else ""])
-    return (f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}{extra}"
-            f"__{problem.shape}_{problem.dtype}")
+    extra = "".join(
+        [
+            "_persist" if config.persistent else "",
+            f"_g{config.raster_group}" if config.raster_group != 1 else "",
+            f"_{config.epilogue}" if config.epilogue != "register" else "",
+            f"_{config.schedule}" if config.schedule != "cooperative" else "",
+            f"_r{config.reg_split.replace('/', '-')}" if config.reg_split != "232/40" else "",
+            f"_cl{config.cluster}{config.cluster_dim}" if config.cluster != 1 else "",
+            f"_{config.loader}" if config.loader != "tma" else "",
+        ]
+    )
+    return (
+        f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}{extra}"
+        f"__{problem.shape}_{problem.dtype}"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", choices=sorted(SETS), default="v1")
     parser.add_argument("--out", type=Path, default=Path(".build/verify"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".build/cache"))
@@ -112,23 +182,25 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    chosen = SETS[args.set]
-    for config, problem in chosen:
+    chosen = [e if len(e) == 3 else (None, *e) for e in SETS[args.set]()]
+    for _, config, problem in chosen:
         HOPPER.check_problem(problem)
         bad = HOPPER.violations(config, problem)
         if bad:
             raise SystemExit(f"{config.label()} {problem}: {'; '.join(map(str, bad))}")
-    candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in chosen]
+    names = {(c, p): n for n, c, p in chosen if n}
+    candidates = [Candidate(c, p, TEMPLATE_VERSION) for _, c, p in chosen]
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout),
-                                candidates))
+        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout), candidates))
 
     args.out.mkdir(parents=True, exist_ok=True)
     entries, total = [], 0
     for result in results:
         cand = result.candidate
         name = _slug(cand.config, cand.problem)
+        if (cand.config, cand.problem) in names:
+            name = f"{names[cand.config, cand.problem]}__{name}"
         if result.outcome is not Outcome.OK or result.artifact is None:
             logger.error("FAILED %s: %s %s", name, result.outcome.value, result.message)
             continue
@@ -136,17 +208,32 @@ def main() -> int:
         record = json.loads((Path(result.artifact).parent / "build.json").read_text())
         size = (args.out / f"{name}.so").stat().st_size
         total += size
-        entries.append({"name": name, "label": cand.config.label(), "config": cand.config.to_json(),
-                        "problem": cand.problem.to_json(), "so": f"{name}.so", "so_bytes": size,
-                        "template_version": cand.template_version, "build_key": cand.build_key(),
-                        "ptxas": record.get("ptxas"), "nvcc_s": record.get("nvcc_s"),
-                        "lower_s": record.get("lower_s")})
-        logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds,
-                    "cached" if result.cached else "built", size)
+        entries.append(
+            {
+                "name": name,
+                "label": cand.config.label(),
+                "config": cand.config.to_json(),
+                "problem": cand.problem.to_json(),
+                "so": f"{name}.so",
+                "so_bytes": size,
+                "template_version": cand.template_version,
+                "build_key": cand.build_key(),
+                "ptxas": record.get("ptxas"),
+                "nvcc_s": record.get("nvcc_s"),
+                "lower_s": record.get("lower_s"),
+            }
+        )
+        logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
     manifest = {"template_version": TEMPLATE_VERSION, "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    logger.info("%d/%d built in %.0f s, %.1f MB total -> %s", len(entries), len(chosen),
-                time.perf_counter() - started, total / 2**20, args.out / "manifest.json")
+    logger.info(
+        "%d/%d built in %.0f s, %.1f MB total -> %s",
+        len(entries),
+        len(chosen),
+        time.perf_counter() - started,
+        total / 2**20,
+        args.out / "manifest.json",
+    )
     return 0 if len(entries) == len(chosen) else 1
 
 

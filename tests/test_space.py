@@ -10,22 +10,36 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import configs, grid_configs, problems, tma_problems
 
-from tirtune.space import HOPPER, HOPPER_V1, TEMPLATE_VERSION, Config, Problem, SpaceError, rules, space_for
+from tirtune.space import (
+    HOPPER,
+    HOPPER_V1,
+    HOPPER_V2,
+    TEMPLATE_VERSION,
+    Config,
+    Problem,
+    SpaceError,
+    rules,
+    space_for,
+)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("4096x4096x4096", (4096, 4096, 4096)),
-    (" 1x2X3 ", (1, 2, 3)),
-    ("8192x1024x64", (8192, 1024, 64)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("4096x4096x4096", (4096, 4096, 4096)),
+        (" 1x2X3 ", (1, 2, 3)),
+        ("8192x1024x64", (8192, 1024, 64)),
+    ],
+)
 def test_parse_shapes(text: str, expected: tuple[int, int, int]) -> None:
     p = Problem.parse(text)
     assert (p.m, p.n, p.k) == expected
     assert p.dtype == "float16"
 
 
-@pytest.mark.parametrize("text", ["", "4096", "4096x4096", "0x1x1", "-1x2x3", "axbxc", "1x2x3x4", "1.5x2x3",
-                                  "4096x4096x99999999"])
+@pytest.mark.parametrize(
+    "text", ["", "4096", "4096x4096", "0x1x1", "-1x2x3", "axbxc", "1x2x3x4", "1.5x2x3", "4096x4096x99999999"]
+)
 def test_parse_rejects_bad_shapes_with_a_reason(text: str) -> None:
     with pytest.raises(SpaceError) as err:
         Problem.parse(text)
@@ -76,7 +90,17 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
     out of the canonical form at their defaults, so its digest (stored identity) is unchanged."""
     old = {"blk_m": 128, "blk_n": 256, "blk_k": 64, "stages": 4, "consumers": 2, "warp_specialized": True}
     c = Config.from_json(old)
-    assert c.to_json() == {**old, "persistent": False, "raster_group": 1, "epilogue": "register"}
+    assert c.to_json() == {
+        **old,
+        "persistent": False,
+        "raster_group": 1,
+        "epilogue": "register",
+        "cluster": 1,
+        "cluster_dim": "m",
+        "schedule": "cooperative",
+        "reg_split": "232/40",
+        "loader": "tma",
+    }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
     assert c.digest() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -86,14 +110,120 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
 
 
 def test_spaces_by_template_version() -> None:
-    assert space_for(TEMPLATE_VERSION) is HOPPER and TEMPLATE_VERSION == "hopper-gemm/2"
-    assert space_for("hopper-gemm/1") is HOPPER_V1
+    assert space_for(TEMPLATE_VERSION) is HOPPER and TEMPLATE_VERSION == "hopper-gemm/3"
+    assert space_for("hopper-gemm/1") is HOPPER_V1 and space_for("hopper-gemm/2") is HOPPER_V2
     assert set(HOPPER_V1.knobs) == {"blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"}
+    assert set(HOPPER_V2.knobs) == set(HOPPER_V1.knobs) | {"persistent", "raster_group", "epilogue"}
     p = Problem(4096, 4096, 4096)
-    assert len(HOPPER_V1.valid_configs(p)) == 156  # the recorded sweep in bench/data
-    assert set(HOPPER_V1.valid_configs(p)) < set(HOPPER.valid_configs(p))
+    v1, v2 = set(HOPPER_V1.valid_configs(p)), set(HOPPER_V2.valid_configs(p))
+    assert len(v1) == 156 and len(v2) == 596  # the recorded hopper-gemm/1 sweep, the hopper-gemm/2 tune
+    v3 = set(HOPPER.valid_configs(p))
+    assert v1 < v2 < v3 and len(v3) == 9564
     with pytest.raises(SpaceError, match="unknown template version"):
         space_for("hopper-gemm/0")
+
+
+def test_older_spaces_refuse_the_knobs_they_do_not_have() -> None:
+    p = Problem(4096, 4096, 4096)
+    pingpong = Config(64, 256, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma", schedule="pingpong")
+    assert HOPPER.is_valid(pingpong, p)
+    assert [v.rule for v in HOPPER_V2.violations(pingpong, p)] == ["knobs_of_this_space"]
+    assert not HOPPER_V2.is_valid(pingpong, p)
+    assert [v.rule for v in HOPPER_V1.violations(Config(persistent=True), p)] == ["knobs_of_this_space"]
+    # hopper-gemm/2 needed a producer for persistent CTAs; hopper-gemm/3 restarts the ring per tile.
+    mono = Config(128, 128, 64, 3, 2, False, persistent=True)
+    assert [v.rule for v in HOPPER_V2.violations(mono, p)] == ["persistent_needs_producer"]
+    assert HOPPER.is_valid(mono, p)
+
+
+def test_new_knobs_at_their_defaults_keep_hopper_gemm_2_digests() -> None:
+    old = {
+        "blk_m": 128,
+        "blk_n": 256,
+        "blk_k": 64,
+        "stages": 3,
+        "consumers": 2,
+        "warp_specialized": True,
+        "persistent": True,
+        "raster_group": 8,
+        "epilogue": "tma",
+    }
+    c = Config.from_json(old)
+    canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    assert c.digest() == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    assert Config.from_json({**old, "schedule": "pingpong"}).digest() != c.digest()
+    assert (
+        Config(schedule="pingpong", reg_split="240/24", loader="threads", cluster=2)
+        .label()
+        .endswith("cl2m pingpong r240/24 threads-load")
+    )
+
+
+SQUARE = Problem(4096, 4096, 4096)
+
+
+def _rules(config: Config, problem: Problem = SQUARE) -> list[str]:
+    return [v.rule for v in HOPPER.violations(config, problem)]
+
+
+P8 = {"persistent": True, "raster_group": 8}
+
+
+def test_rules_of_the_schedule_and_register_knobs() -> None:
+    assert _rules(Config(64, 256, 64, 4, 2, True, **P8, epilogue="tma", schedule="pingpong")) == []
+    assert _rules(Config(64, 256, 64, 4, 2, True, epilogue="tma", schedule="pingpong")) == ["schedule_supported"]
+    assert _rules(Config(64, 256, 64, 4, 1, True, **P8, schedule="pingpong")) == ["schedule_supported"]
+    assert _rules(Config(128, 128, 64, 4, 2, True, **P8, schedule="zigzag")) == ["schedule_supported"]
+    # Ping-pong consumers own whole tiles: 256 rows is more than one warpgroup's wgmma tiles, and
+    # 128x256 would be 256 accumulators a thread.
+    assert _rules(Config(256, 64, 64, 3, 2, True, **P8, schedule="pingpong")) == ["consumers_split_m"]
+    assert _rules(Config(128, 256, 64, 3, 2, True, **P8, schedule="pingpong")) == ["accumulator_fits_registers"]
+    assert _rules(Config(128, 256, 64, 4, 2, True, reg_split="240/24")) == []
+    assert _rules(Config(128, 128, 64, 4, 1, True, reg_split="240/24")) == ["reg_split_valid"]
+    assert _rules(Config(128, 256, 64, 4, 2, True, reg_split="256/0")) == ["reg_split_valid"]
+
+
+def test_rules_of_the_epilogue_staging() -> None:
+    # Whole-tile staging (64 KiB) leaves room for 3 stages of 128x256x64, 64x64 chunks for 4.
+    assert _rules(Config(128, 256, 64, 4, 2, True, **P8, epilogue="tma")) == ["smem_fits"]
+    assert _rules(Config(128, 256, 64, 4, 2, True, **P8, epilogue="tma_chunked")) == []
+    assert _rules(Config(128, 256, 64, 5, 2, True, **P8, epilogue="tma_chunked")) == ["smem_fits"]
+    # Ping-pong stages two whole tiles (2 x 32 KiB): 4 stages of 64x256x64 fit beside them, 5 do not.
+    assert _rules(Config(64, 256, 64, 4, 2, True, **P8, epilogue="tma", schedule="pingpong")) == []
+    assert _rules(Config(64, 256, 64, 5, 2, True, **P8, epilogue="tma", schedule="pingpong")) == ["smem_fits"]
+    assert rules.staging_bytes(Config(64, 256, 64, 4, 2, True, epilogue="tma", schedule="pingpong")) == 65536
+    assert rules.staging_bytes(Config(128, 256, 64, 4, 2, True, epilogue="tma_chunked")) == 32768
+    assert _rules(Config(128, 96, 64, 3, 2, True, epilogue="tma_chunked")) == ["store_box_divides_tile"]
+    assert _rules(Config(128, 96, 64, 3, 2, True)) == []
+    assert _rules(Config(128, 128, 64, 3, 2, True, epilogue="tma_chunked"), Problem(777, 333, 136)) == [
+        "tma_store_row_stride_aligned"
+    ]
+
+
+def test_rules_of_clusters() -> None:
+    ok = Config(128, 256, 64, 4, 2, True, **P8, epilogue="tma_chunked", cluster=2)
+    assert _rules(ok) == [] and _rules(Config(**{**ok.to_json(), "cluster_dim": "n"})) == []
+    assert _rules(Config(128, 128, 64, 4, 2, True, cluster=2)) == ["cluster_supported"]  # not persistent
+    assert _rules(Config(128, 128, 64, 4, 2, False, persistent=True, cluster=2)) == ["cluster_supported"]
+    assert _rules(Config(128, 128, 64, 4, 2, True, **P8, cluster=3)) == ["cluster_supported"]
+    assert _rules(Config(128, 128, 64, 4, 2, True, **P8, cluster=2, cluster_dim="k")) == ["cluster_supported"]
+    # 1100 rows are 9 tiles of 128: no pairs; along N (4096/128 = 32 tiles) they pair up.
+    odd_m = Problem(1100, 4096, 4096)
+    assert _rules(Config(128, 128, 64, 4, 2, True, **P8, cluster=2), odd_m) == ["cluster_divides_grid"]
+    assert _rules(Config(128, 128, 64, 4, 2, True, **P8, cluster=2, cluster_dim="n"), odd_m) == []
+    # A 4-CTA cluster along M splits B's 48 rows into slices of 12: not whole 8-row swizzle atoms.
+    assert _rules(Config(128, 48, 64, 4, 2, True, **P8, cluster=4)) == ["multicast_slice_aligned"]
+    assert _rules(Config(128, 64, 64, 4, 2, True, **P8, cluster=4)) == []
+
+
+def test_rules_of_the_thread_loader() -> None:
+    assert _rules(Config(128, 128, 64, 1, 1, False, loader="threads")) == []
+    assert _rules(Config(128, 128, 64, 2, 1, False, loader="threads")) == ["loader_supported"]
+    assert _rules(Config(128, 128, 64, 2, 2, True, loader="threads")) == ["loader_supported"]
+    assert _rules(Config(128, 128, 64, 1, 1, False, loader="cp.async")) == ["loader_supported"]
+    # One stage with the copy engine is the journey's V4: load, wait, multiply.
+    assert _rules(Config(128, 128, 64, 1, 1, False)) == []
+    assert _rules(Config(128, 128, 64, 1, 2, True)) == ["pipeline_depth_in_range"]
 
 
 def test_rules_of_the_persistent_and_tma_store_knobs() -> None:
@@ -105,8 +235,9 @@ def test_rules_of_the_persistent_and_tma_store_knobs() -> None:
     assert HOPPER.is_valid(Config(128, 256, 64, 4, 2, True, persistent=True), p)
     assert [v.rule for v in HOPPER.violations(tma, Problem(777, 333, 136))] == ["tma_store_row_stride_aligned"]
     assert HOPPER.is_valid(Config(128, 128, 64, 3, 2, True, persistent=True), Problem(777, 333, 136))
-    assert [v.rule for v in HOPPER.violations(Config(128, 128, 64, 4, 2, False, persistent=True), p)] == \
-        ["persistent_needs_producer"]
+    assert [v.rule for v in HOPPER_V2.violations(Config(128, 128, 64, 4, 2, False, persistent=True), p)] == [
+        "persistent_needs_producer"
+    ]
     assert [v.rule for v in HOPPER.violations(Config(raster_group=8), p)] == ["raster_group_valid"]
     assert [v.rule for v in HOPPER.violations(Config(epilogue="smem"), p)] == ["epilogue_supported"]
 
@@ -135,7 +266,7 @@ def test_valid_configs_respect_the_hardware_budgets(config: Config) -> None:
     problem = Problem(4096, 4096, 4096)
     if HOPPER.is_valid(config, problem):
         assert rules.smem_bytes(config) <= rules.SMEM_LIMIT_BYTES
-        rows = config.blk_m // config.consumers
+        rows = rules.consumer_rows(config)
         assert rows in (64, 128)
         assert rows * config.blk_n // 128 <= rules.MAX_ACCUMULATOR_REGS
 
@@ -145,8 +276,10 @@ def test_known_points() -> None:
     assert HOPPER.is_valid(Config(128, 256, 64, 4, 2, True), p)
     big = Config(128, 256, 128, 6, 2, True)
     assert [v.rule for v in HOPPER.violations(big, p)] == ["smem_fits"]
-    assert [v.rule for v in HOPPER.violations(Config(256, 256, 64, 2, 1, True), p)] == \
-        ["consumers_split_m", "accumulator_fits_registers"]
+    assert [v.rule for v in HOPPER.violations(Config(256, 256, 64, 2, 1, True), p)] == [
+        "consumers_split_m",
+        "accumulator_fits_registers",
+    ]
 
 
 @given(st.text(max_size=30))

@@ -19,8 +19,7 @@ from tirtune.workers import toolchain
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws,
-                  **v2)  # type: ignore[arg-type]
+    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
 
 
 # Between them: ws and not, 1 and 2 consumers, 64- and 128-row consumers (1 and 2 m64 blocks),
@@ -32,8 +31,44 @@ CASES = {
     "ws-c1-n192-k128-tiny": (_c(64, 192, 128, 3, 1, True), Problem(100, 200, 64, "bfloat16")),
     "ws-m256-c2": (_c(256, 128, 64, 3, 2, True), Problem(1000, 1000, 1000, "float16")),
     # hopper-gemm/2: persistent, grouped rasterization, stmatrix + TMA-store epilogue.
-    "persist-g8-tma-n256": (_c(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma"),
-                            Problem(4096, 4096, 4096, "float16")),
+    "persist-g8-tma-n256": (
+        _c(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma"),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    # hopper-gemm/3: ping-pong consumers, chunked TMA stores, the 240/24 split, clusters with
+    # multicast along M and N, persistent CTAs without a producer, the thread loader.
+    "pingpong-chunked-r240": (
+        _c(
+            64,
+            256,
+            64,
+            4,
+            2,
+            True,
+            persistent=True,
+            raster_group=8,
+            epilogue="tma_chunked",
+            schedule="pingpong",
+            reg_split="240/24",
+        ),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    "pingpong-2mblk-tma-tail": (
+        _c(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong"),
+        Problem(777, 336, 136, "bfloat16"),
+    ),
+    "cluster2m-chunked": (
+        _c(128, 256, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", cluster=2),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    "cluster4n-tail": (
+        _c(128, 64, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n"),
+        Problem(1000, 1024, 200, "float16"),
+    ),
+    "mono-persist-threads": (
+        _c(128, 128, 64, 1, 2, False, persistent=True, raster_group=8, loader="threads"),
+        Problem(200, 100, 72, "bfloat16"),
+    ),
 }
 
 
@@ -57,17 +92,37 @@ def test_plan_derives_the_launch_shape() -> None:
     small = plan(_c(128, 128, 64, 3, 2, True, persistent=True), Problem(1000, 1000, 1000))
     assert (small.tiles, small.ctas, small.tiles_per_cta) == (64, 64, 1)
     assert plan(_c(256, 128, 64, 3, 2, True, epilogue="tma"), Problem(4096, 4096, 4096)).store_boxes == (4, 2)
+    pingpong = plan(
+        _c(64, 256, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong"), Problem(4096, 4096, 4096)
+    )
+    assert (pingpong.rows, pingpong.row_base, pingpong.releasers, pingpong.store_boxes) == (64, 0, 1, (2, 4))
+    assert (pingpong.tiles, pingpong.tiles_per_cta) == (1024, 8)
+    pair = plan(
+        _c(128, 256, 64, 4, 2, True, persistent=True, epilogue="tma_chunked", cluster=2), Problem(4096, 4096, 4096)
+    )
+    assert (pair.ctas, pair.clusters, pair.cluster_grid, pair.tiles_per_cta) == (132, 66, (16, 16), 4)
+    assert (pair.releasers, pair.multicast_rows, pair.staging_boxes) == (4, 128, 4)
+    quad = plan(_c(128, 128, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n"), Problem(1000, 1024, 200))
+    assert (quad.ctas, quad.cluster_grid, quad.multicast_rows) == (64, (8, 2), 32)
+    split = plan(_c(128, 256, 64, 4, 2, True, reg_split="240/24"), Problem(4096, 4096, 4096))
+    assert (split.consumer_regs, split.producer_regs) == (240, 24)
 
 
-@pytest.mark.parametrize("config, problem", [
-    (_c(128, 256, 64, 4, 2, True, epilogue="tma"), Problem(4096, 4096, 4096)),   # staging tile: smem
-    (_c(128, 128, 64, 3, 2, True, epilogue="tma"), Problem(1000, 1001, 64)),     # TMA store: N*2 % 16
-    (_c(128, 128, 64, 3, 2, False, persistent=True), Problem(4096, 4096, 4096)),  # no producer
-    (_c(128, 256, 64, 4, 1, False), Problem(4096, 4096, 4096)),  # 256 accumulators a thread
-    (_c(64, 64, 64, 4, 2, True), Problem(4096, 4096, 4096)),     # 32 rows per consumer
-    (_c(256, 256, 128, 4, 2, True), Problem(4096, 4096, 4096)),  # shared memory
-    (_c(64, 64, 64, 2, 1, False), Problem(64, 64, 12)),          # K*2 B not a multiple of 16
-])
+@pytest.mark.parametrize(
+    "config, problem",
+    [
+        (_c(128, 256, 64, 4, 2, True, epilogue="tma"), Problem(4096, 4096, 4096)),  # staging tile: smem
+        (_c(128, 128, 64, 3, 2, True, epilogue="tma"), Problem(1000, 1001, 64)),  # TMA store: N*2 % 16
+        (_c(128, 256, 64, 5, 2, True, epilogue="tma_chunked"), Problem(4096, 4096, 4096)),  # 5 stages + chunks
+        (_c(128, 128, 64, 4, 2, True, persistent=True, cluster=2), Problem(1100, 4096, 4096)),  # 9 tile rows
+        (_c(128, 128, 64, 4, 2, True, schedule="pingpong"), Problem(4096, 4096, 4096)),  # not persistent
+        (_c(128, 128, 64, 2, 1, False, loader="threads"), Problem(4096, 4096, 4096)),  # threads need 1 stage
+        (_c(128, 256, 64, 4, 1, False), Problem(4096, 4096, 4096)),  # 256 accumulators a thread
+        (_c(64, 64, 64, 4, 2, True), Problem(4096, 4096, 4096)),  # 32 rows per consumer
+        (_c(256, 256, 128, 4, 2, True), Problem(4096, 4096, 4096)),  # shared memory
+        (_c(64, 64, 64, 2, 1, False), Problem(64, 64, 12)),  # K*2 B not a multiple of 16
+    ],
+)
 def test_invalid_pairs_are_refused_with_the_rule(config: Config, problem: Problem) -> None:
     with pytest.raises(SpaceError, match="cannot build"):
         build(config, problem)
@@ -79,10 +134,17 @@ def test_lowers_to_cuda(name: str) -> None:
     source = toolchain.lower_to_cuda(config, problem)
     p = plan(config, problem)
     assert f"__launch_bounds__({p.threads})" in source
-    assert "cuTensorMapEncodeTiled" in source
+    # The kernel takes tensor maps for the operands TMA moves.
+    assert ("CUtensorMap A_tensormap" in source) == (config.loader == "tma")
+    assert ("CUtensorMap D_tensormap" in source) == (config.epilogue != "register")
     assert source.count("wgmma_fence") >= 1
     assert ("setmaxnreg" in source) == p.rebalances_registers
-    assert ("stmatrix" in source) == (config.epilogue == "tma")
+    if p.rebalances_registers:
+        assert f"setmaxnreg.inc.sync.aligned.u32 {p.consumer_regs};" in source
+        assert f"setmaxnreg.dec.sync.aligned.u32 {p.producer_regs};" in source
+    assert ("stmatrix" in source) == (config.epilogue != "register")
+    assert ("multicast::cluster" in source) == (config.cluster > 1)
+    assert ("clusterDim" in source) == (config.cluster > 1)
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -107,8 +169,7 @@ def _compile(name: str, root: Path) -> Built:
     out.mkdir()
     source = toolchain.lower_to_cuda(config, problem)
     (out / "kernel.cu").write_text(source)
-    output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", timeout_s=600,
-                                           cache_dir=root)
+    output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", timeout_s=600, cache_dir=root)
     return Built(config, problem, source, output, toolchain.sass(out / "kernel.so"))
 
 
@@ -134,7 +195,13 @@ def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: s
     assert len(hgmma) >= (b.config.blk_k // 16) * p.m_blocks, b.sass[:2000]
     if elem == "BF16":
         assert all(".BF16" in h for h in hgmma)
-    assert _count(b.sass, "UTMALDG") >= 2 * (b.config.blk_k // 64)
+    loads = re.findall(r"\bUTMALDG\.2D(\.MULTICAST)?\b", b.sass)
+    if b.config.loader == "threads":
+        assert not loads and _count(b.sass, "LDG") > 0 and _count(b.sass, "STS") > 0
+    else:
+        assert len(loads) >= 2 * (b.config.blk_k // 64)
+    # A cluster multicasts the operand its CTAs share (one load of the pair is local).
+    assert any(loads) == (b.config.cluster > 1)
     assert _count(b.sass, "STL") == 0 and _count(b.sass, "LDL") == 0
     resources = toolchain.ptxas_resources(b.nvcc_output)
     assert resources is not None and not resources.spills, b.nvcc_output[-2000:]
@@ -145,8 +212,16 @@ def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: s
 
 
 @pytest.mark.nvcc
-def test_sass_of_the_tma_store_epilogue(built: dict[str, Built]) -> None:
-    sass = built["persist-g8-tma-n256"].sass
+@pytest.mark.parametrize(
+    "name", ["persist-g8-tma-n256", "pingpong-chunked-r240", "pingpong-2mblk-tma-tail", "cluster2m-chunked"]
+)
+def test_sass_of_the_tma_store_epilogues(built: dict[str, Built], name: str) -> None:
+    sass = built[name].sass
     assert _count(sass, "STSM") >= 1 and _count(sass, "UTMASTG") >= 1
     assert _count(sass, "STG") == 0  # no register stores left: everything leaves through TMA
-    assert _count(built["ws-c2-n256"].sass, "UTMASTG") == 0
+
+
+@pytest.mark.nvcc
+def test_sass_of_the_register_epilogue(built: dict[str, Built]) -> None:
+    for name in ("ws-c2-n256", "cluster4n-tail", "mono-persist-threads"):
+        assert _count(built[name].sass, "UTMASTG") == 0 and _count(built[name].sass, "STG") > 0

@@ -24,9 +24,16 @@ class Config:
     (along M) visited together by consecutive tile indices (1 = row-major), persistent only.
     epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
     shared-memory staging tile, then a TMA store).
+    epilogue "tma_chunked": the same, staged one 64x64 box at a time through two small buffers
+    per consumer, so one box's stmatrix overlaps the previous box's TMA store.
     cluster: CTAs per thread-block cluster (1 = no cluster); cluster_dim: the axis ("m" or "n")
     along which the cluster's CTAs lie. Which architectures and values are valid is the space's
     business (its knob ranges and rules), not the Config's.
+    schedule: the consumers' warp roles: "cooperative" (they split blk_m of one tile) or "pingpong"
+    (each computes whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps the other's
+    MMAs). reg_split: "consumer/producer" registers a thread after setmaxnreg. loader: "tma" (the
+    copy engine fills the ring) or "threads" (every consumer thread copies 16-byte chunks into the
+    swizzled stage; one stage, no producer: the seed journey's first steps).
 
     Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
     default, so a hopper-gemm/1 config keeps its digest (its stored identity).
@@ -43,6 +50,9 @@ class Config:
     epilogue: str = "register"
     cluster: int = 1
     cluster_dim: str = "m"
+    schedule: str = "cooperative"
+    reg_split: str = "232/40"
+    loader: str = "tma"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -94,6 +104,12 @@ class Config:
             text += f" {self.epilogue}"
         if self.cluster != 1:
             text += f" cl{self.cluster}{self.cluster_dim}"
+        if self.schedule != "cooperative":
+            text += f" {self.schedule}"
+        if self.reg_split != "232/40":
+            text += f" r{self.reg_split}"
+        if self.loader != "tma":
+            text += f" {self.loader}-load"
         return text
 
 
@@ -105,4 +121,7 @@ V2_KNOBS: dict[str, Any] = {
     "epilogue": "register",
     "cluster": 1,
     "cluster_dim": "m",
+    "schedule": "cooperative",
+    "reg_split": "232/40",
+    "loader": "tma",
 }

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from tirtune.space.errors import SpaceError
-from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
+from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, V2_CONFIG_RULES
 from tirtune.space.space import SearchSpace
 
-__all__ = ["HOPPER", "HOPPER_V1", "SPACES", "TEMPLATE_VERSION", "space_for"]
+__all__ = ["HOPPER", "HOPPER_V1", "HOPPER_V2", "SPACES", "TEMPLATE_VERSION", "space_for"]
 
 # Bump whenever the generated kernel for a given config can change: it is part of every
 # measurement's identity, so old measurements become stale rather than wrong.
-TEMPLATE_VERSION = "hopper-gemm/2"
+TEMPLATE_VERSION = "hopper-gemm/3"
 
 _V1_KNOBS = {
     "blk_m": (64, 128, 256),
@@ -21,17 +21,40 @@ _V1_KNOBS = {
     "warp_specialized": (False, True),
 }
 
+_V2_KNOBS = {
+    **_V1_KNOBS,
+    "persistent": (False, True),
+    "raster_group": (1, 8),
+    "epilogue": ("register", "tma"),
+}
+
+# hopper-gemm/3: ping-pong consumers, the chunked TMA-store epilogue, the setmaxnreg split and
+# 2/4-CTA clusters with TMA multicast along M or N. At their defaults the new knobs generate the
+# hopper-gemm/2 kernel (the template version still changes: it names the code that generated it).
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs={
-        **_V1_KNOBS,
-        "persistent": (False, True),
-        "raster_group": (1, 8),
-        "epilogue": ("register", "tma"),
+        **_V2_KNOBS,
+        "stages": (1, 2, 3, 4, 5, 6),
+        "epilogue": ("register", "tma", "tma_chunked"),
+        "schedule": ("cooperative", "pingpong"),
+        "reg_split": ("232/40", "240/24"),
+        "cluster": (1, 2, 4),
+        "cluster_dim": ("m", "n"),
+        "loader": ("tma", "threads"),
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
+)
+
+# hopper-gemm/2: persistent CTAs, grouped rasterization, the whole-tile TMA-store epilogue.
+HOPPER_V2 = SearchSpace(
+    arch="sm_90a",
+    template_version="hopper-gemm/2",
+    knobs=_V2_KNOBS,
+    problem_rules=PROBLEM_RULES,
+    config_rules=V2_CONFIG_RULES,
 )
 
 # hopper-gemm/1: one CTA per tile and the register epilogue (the new knobs at their defaults,
@@ -42,10 +65,10 @@ HOPPER_V1 = SearchSpace(
     template_version="hopper-gemm/1",
     knobs=_V1_KNOBS,
     problem_rules=PROBLEM_RULES,
-    config_rules=CONFIG_RULES,
+    config_rules=V2_CONFIG_RULES,
 )
 
-SPACES = {space.template_version: space for space in (HOPPER, HOPPER_V1)}
+SPACES = {space.template_version: space for space in (HOPPER, HOPPER_V2, HOPPER_V1)}
 
 
 def space_for(template_version: str) -> SearchSpace:

@@ -14,6 +14,7 @@ from tirtune.space.problem import Problem
 
 __all__ = [
     "CONFIG_RULES",
+    "V2_CONFIG_RULES",
     "PROBLEM_RULES",
     "SMEM_LIMIT_BYTES",
     "ConfigRule",
@@ -21,13 +22,21 @@ __all__ = [
     "Violation",
     "accumulator_fits_registers",
     "blk_k_matches_swizzle",
+    "cluster_divides_grid",
+    "cluster_supported",
+    "consumer_rows",
     "consumers_split_m",
     "epilogue_supported",
+    "loader_supported",
+    "multicast_slice_aligned",
     "persistent_needs_producer",
     "pipeline_depth_in_range",
     "smem_bytes",
     "smem_fits",
     "raster_group_valid",
+    "reg_split_valid",
+    "schedule_supported",
+    "store_box_divides_tile",
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
     "wgmma_n_supported",
@@ -44,7 +53,16 @@ SMEM_OVERHEAD_BYTES = 2_048
 # after setmaxnreg) is addressing, descriptors and loop state.
 MAX_ACCUMULATOR_REGS = 128
 SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
-EPILOGUES = ("register", "tma")
+EPILOGUES = ("register", "tma", "tma_chunked")
+TMA_EPILOGUES = ("tma", "tma_chunked")
+SCHEDULES = ("cooperative", "pingpong")
+# setmaxnreg budgets "consumer/producer": with 3 warpgroups of 128 threads the register file
+# (65536) allows 2 x consumer + producer <= 512, each a multiple of 8 in 24..256.
+REG_SPLITS = ("232/40", "240/24")
+CLUSTER_SIZES = (1, 2, 4)
+CLUSTER_DIMS = ("m", "n")
+LOADERS = ("tma", "threads")
+STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +85,23 @@ def tma_row_stride_aligned(problem: Problem) -> str | None:
     return None
 
 
+def consumer_rows(config: Config) -> int:
+    """Rows of the output tile one consumer warpgroup owns: cooperative consumers split blk_m,
+    ping-pong consumers each compute a whole tile."""
+    if config.schedule == "pingpong":
+        return config.blk_m
+    return config.blk_m // max(config.consumers, 1)
+
+
 def staging_bytes(config: Config) -> int:
-    """The TMA-store epilogue stages the whole blk_m x blk_n output tile (2-byte elements)."""
-    return config.blk_m * config.blk_n * 2 if config.epilogue == "tma" else 0
+    """Shared memory of the TMA-store epilogue (2-byte elements): "tma" stages each consumer's
+    whole output rows (the tile, or two tiles with ping-pong consumers); "tma_chunked" two 64x64
+    boxes per consumer."""
+    if config.epilogue == "tma":
+        return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 2
+    if config.epilogue == "tma_chunked":
+        return max(config.consumers, 1) * 2 * STORE_BOX * STORE_BOX * 2
+    return 0
 
 
 def smem_bytes(config: Config) -> int:
@@ -81,17 +113,19 @@ def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
         tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
-        staging = f" + a {config.blk_m}x{config.blk_n} output staging tile" if staging_bytes(config) else ""
-        return (f"{config.stages} stages of {tiles}{staging} need {need} B of shared memory "
-                f"> {SMEM_LIMIT_BYTES} B")
+        staging = f" + {staging_bytes(config)} B of {config.epilogue} output staging" if staging_bytes(config) else ""
+        return f"{config.stages} stages of {tiles}{staging} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
     return None
 
 
 def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
-    """A persistent CTA loads the next tile's stages while consuming this one's."""
+    """hopper-gemm/1 and /2: a persistent CTA loads the next tile's stages while consuming this
+    one's, which only the producer did there."""
     if config.persistent and not config.warp_specialized:
-        return ("a persistent kernel needs warp_specialized: only a producer warpgroup runs the loads "
-                "ahead across tile boundaries (the prefetching consumer thread stays within one tile)")
+        return (
+            "a persistent kernel needs warp_specialized: only a producer warpgroup runs the loads "
+            "ahead across tile boundaries (the prefetching consumer thread stays within one tile)"
+        )
     return None
 
 
@@ -99,8 +133,7 @@ def raster_group_valid(config: Config, problem: Problem) -> str | None:
     if config.raster_group < 1:
         return f"raster_group={config.raster_group}: needs at least 1 tile row per group"
     if config.raster_group != 1 and not config.persistent:
-        return (f"raster_group={config.raster_group} needs persistent: the one-tile-per-CTA grid "
-                "is always row-major")
+        return f"raster_group={config.raster_group} needs persistent: the one-tile-per-CTA grid is always row-major"
     return None
 
 
@@ -110,26 +143,117 @@ def epilogue_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
+    """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of 64."""
+    if config.epilogue in TMA_EPILOGUES and (config.blk_n % STORE_BOX or consumer_rows(config) % STORE_BOX):
+        return (
+            f"epilogue={config.epilogue} stores {STORE_BOX}x{STORE_BOX} boxes; blk_n={config.blk_n} and "
+            f"{consumer_rows(config)} rows per consumer must be multiples of {STORE_BOX}"
+        )
+    return None
+
+
+def schedule_supported(config: Config, problem: Problem) -> str | None:
+    """Ping-pong consumers take turns on the tiles of a persistent CTA, fed by one producer."""
+    if config.schedule not in SCHEDULES:
+        return f"schedule={config.schedule!r}: known schedules are {', '.join(SCHEDULES)}"
+    if config.schedule == "pingpong" and not (config.persistent and config.warp_specialized and config.consumers == 2):
+        return (
+            "schedule=pingpong needs persistent, warp_specialized and consumers=2: two consumer "
+            "warpgroups alternate over the tiles of a persistent CTA while a producer fills the ring"
+        )
+    return None
+
+
+def reg_split_valid(config: Config, problem: Problem) -> str | None:
+    """setmaxnreg runs with a producer and two consumers only (3 warpgroups); elsewhere the knob
+    would name a kernel identical to the default's."""
+    if config.reg_split not in REG_SPLITS:
+        return f"reg_split={config.reg_split!r}: known splits (consumer/producer) are {', '.join(REG_SPLITS)}"
+    rebalances = config.warp_specialized and config.consumers == 2
+    if config.reg_split != REG_SPLITS[0] and not rebalances:
+        return (
+            f"reg_split={config.reg_split} needs warp_specialized with 2 consumers: only then does the "
+            "kernel move registers with setmaxnreg"
+        )
+    return None
+
+
+def cluster_supported(config: Config, problem: Problem) -> str | None:
+    if config.cluster not in CLUSTER_SIZES:
+        return f"cluster={config.cluster}: clusters of {', '.join(map(str, CLUSTER_SIZES))} CTAs are supported"
+    if config.cluster_dim not in CLUSTER_DIMS:
+        return f"cluster_dim={config.cluster_dim!r}: a cluster lies along 'm' or 'n'"
+    if config.cluster > 1 and not (config.persistent and config.warp_specialized):
+        return (
+            f"cluster={config.cluster} needs persistent (with its producer): the clustered CTAs walk the "
+            "same sequence of cluster tiles so their multicast stages stay in step"
+        )
+    return None
+
+
+def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
+    """The CTAs of a cluster compute adjacent tiles along cluster_dim: that tile count must divide."""
+    if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
+        return None  # no cluster, or one cluster_supported refuses
+    along_m = config.cluster_dim == "m"
+    tiles = -(-problem.m // config.blk_m) if along_m else -(-problem.n // config.blk_n)
+    if tiles % config.cluster:
+        return (
+            f"{tiles} tiles along {config.cluster_dim.upper()} do not split into clusters of "
+            f"{config.cluster} (blk_{config.cluster_dim}={config.blk_m if along_m else config.blk_n})"
+        )
+    return None
+
+
+def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
+    """Each CTA of a cluster loads 1/cluster of the shared operand's rows and multicasts it; a slice
+    must start on a 128B-swizzle atom (8 rows)."""
+    if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
+        return None  # no cluster, or one cluster_supported refuses
+    shared = config.blk_n if config.cluster_dim == "m" else config.blk_m
+    if shared % (8 * config.cluster):
+        return (
+            f"the shared {'B' if config.cluster_dim == 'm' else 'A'} tile has {shared} rows: slices of "
+            f"{shared}/{config.cluster} rows are not whole 8-row swizzle atoms"
+        )
+    return None
+
+
+def loader_supported(config: Config, problem: Problem) -> str | None:
+    """The thread loader is the synchronous teaching path: copy, sync, multiply, one stage."""
+    if config.loader not in LOADERS:
+        return f"loader={config.loader!r}: known loaders are {', '.join(LOADERS)}"
+    if config.loader == "threads" and (config.stages != 1 or config.warp_specialized or config.cluster != 1):
+        return (
+            "loader=threads needs stages=1, no producer warpgroup and no cluster: the consumer threads "
+            "copy each k-tile themselves and wait for it (there is no ring to run ahead in)"
+        )
+    return None
+
+
 def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
     """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
     stride = problem.n * problem.element_bytes
-    if config.epilogue == "tma" and stride % 16:
-        return (f"N={problem.n} gives D a row stride of {stride} B; a TMA store needs a multiple of 16 B, "
-                f"so N must be a multiple of {16 // problem.element_bytes} (the register epilogue takes any N)")
+    if config.epilogue in TMA_EPILOGUES and stride % 16:
+        return (
+            f"N={problem.n} gives D a row stride of {stride} B; a TMA store needs a multiple of 16 B, "
+            f"so N must be a multiple of {16 // problem.element_bytes} (the register epilogue takes any N)"
+        )
     return None
 
 
 def consumers_split_m(config: Config, problem: Problem) -> str | None:
-    if config.consumers < 1 or config.blk_m % config.consumers:
+    if config.consumers < 1 or (config.schedule != "pingpong" and config.blk_m % config.consumers):
         return f"blk_m={config.blk_m} does not split evenly over {config.consumers} consumer warpgroups"
-    rows = config.blk_m // config.consumers
+    rows = consumer_rows(config)
     if rows not in (64, 128):
         return f"each consumer would own {rows} rows; wgmma m64 tiles allow 64 or 128"
     return None
 
 
 def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
-    rows = config.blk_m // max(config.consumers, 1)
+    rows = consumer_rows(config)
     regs = rows * config.blk_n // 128
     if regs > MAX_ACCUMULATOR_REGS:
         return f"a consumer thread would hold {regs} fp32 accumulators; at most {MAX_ACCUMULATOR_REGS} fit in registers"
@@ -157,7 +281,8 @@ def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
 
 
 PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned,)
-CONFIG_RULES: tuple[ConfigRule, ...] = (
+# hopper-gemm/1 and /2 (their spaces replay recorded data): a persistent CTA needed a producer.
+V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
     wgmma_n_supported,
     blk_k_matches_swizzle,
     consumers_split_m,
@@ -168,4 +293,24 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     raster_group_valid,
     epilogue_supported,
     tma_store_row_stride_aligned,
+)
+# hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
+# no longer need a producer.
+CONFIG_RULES: tuple[ConfigRule, ...] = (
+    wgmma_n_supported,
+    blk_k_matches_swizzle,
+    consumers_split_m,
+    accumulator_fits_registers,
+    pipeline_depth_in_range,
+    smem_fits,
+    raster_group_valid,
+    epilogue_supported,
+    tma_store_row_stride_aligned,
+    store_box_divides_tile,
+    schedule_supported,
+    reg_split_valid,
+    cluster_supported,
+    cluster_divides_grid,
+    multicast_slice_aligned,
+    loader_supported,
 )

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tirtune.space.config import Config
+from tirtune.space.config import V2_KNOBS, Config
 from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
 from tirtune.space.rules import ConfigRule, ProblemRule, Violation
@@ -37,10 +37,28 @@ class SearchSpace:
     def violations(self, config: Config, problem: Problem) -> list[Violation]:
         found = self.problem_violations(problem)
         found += [_named(rule, rule(config, problem)) for rule in self.config_rules]
+        found.append(self._knobs_of_this_space(config))
         return [v for v in found if v is not None]
 
+    def _knobs_of_this_space(self, config: Config) -> Violation | None:
+        """A knob this space does not have must sit at its default: an older template version
+        has no code path for the other values."""
+        foreign = [
+            f"{name}={getattr(config, name)!r}"
+            for name, default in V2_KNOBS.items()
+            if name not in self.knobs and getattr(config, name) != default
+        ]
+        if foreign:
+            return Violation(
+                "knobs_of_this_space", f"{self.template_version} has no knob {', '.join(foreign)} (only the default)"
+            )
+        return None
+
     def is_valid(self, config: Config, problem: Problem) -> bool:
-        return not self.violations(config, problem)
+        # Short-circuits on the first broken rule: enumerating the grid checks every point.
+        if self.problem_violations(problem) or self._knobs_of_this_space(config):
+            return False
+        return not any(rule(config, problem) for rule in self.config_rules)
 
     def configs(self) -> Iterator[Config]:
         """Every point of the knob grid, valid or not."""

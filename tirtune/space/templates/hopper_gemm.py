@@ -68,6 +68,10 @@ DESC_SWIZZLE_128B = 3
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap
+# CTAs that can run at once in clusters of 1, 2, 4: a cluster must fit inside one GPC, and the
+# GH100's GPCs hold 16 or 18 usable SMs, so 4-CTA clusters leave 2 SMs idle in some (32 clusters).
+# A persistent grid larger than this would run its last clusters as a second wave.
+CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 _AB_NAME = {"float16": "f16", "bfloat16": "bf16"}
 # Epilogue helper: two adjacent fp32 accumulators -> one 4-byte store of two 16-bit values. The
@@ -87,17 +91,31 @@ _PACK2 = {
 
 def _pack2_source(dtype: str) -> tuple[str, str]:
     name, convert, pair = _PACK2[dtype]
-    source = (f"__forceinline__ __device__ unsigned int {name}(float lo, float hi) {{\n"
-              f"  {pair} v = {convert}(lo, hi);\n"
-              f"  return *reinterpret_cast<unsigned int*>(&v);\n}}\n")
+    source = (
+        f"__forceinline__ __device__ unsigned int {name}(float lo, float hi) {{\n"
+        f"  {pair} v = {convert}(lo, hi);\n"
+        f"  return *reinterpret_cast<unsigned int*>(&v);\n}}\n"
+    )
     return name, source
 
 
 def _store2_source(dtype: str) -> tuple[str, str]:
     name, elem, convert, pair = _STORE2[dtype]
-    source = (f"__forceinline__ __device__ void {name}({elem}* dst, float lo, float hi) {{\n"
-              f"  *reinterpret_cast<{pair}*>(dst) = {convert}(lo, hi);\n}}\n")
+    source = (
+        f"__forceinline__ __device__ void {name}({elem}* dst, float lo, float hi) {{\n"
+        f"  *reinterpret_cast<{pair}*>(dst) = {convert}(lo, hi);\n}}\n"
+    )
     return name, source
+
+
+# loader="threads": one 16-byte chunk from global to (swizzled) shared memory, or zeros.
+_COPY16 = (
+    "tirtune_copy16",
+    "__forceinline__ __device__ void tirtune_copy16(void* dst, const void* src, int in) {\n"
+    "  uint4 v = make_uint4(0u, 0u, 0u, 0u);\n"
+    "  if (in) v = *reinterpret_cast<const uint4*>(src);\n"
+    "  *reinterpret_cast<uint4*>(dst) = v;\n}\n",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +135,40 @@ class KernelPlan:
     persistent: bool = False
     raster_group: int = 1
     epilogue: str = "register"
+    schedule: str = "cooperative"
+    consumer_regs: int = CONSUMER_REGS
+    producer_regs: int = PRODUCER_REGS
+    cluster: int = 1
+    cluster_dim: str = "m"
+    loader: str = "tma"
+
+    @property
+    def pingpong(self) -> bool:
+        return self.schedule == "pingpong"
 
     @property
     def rows(self) -> int:
-        """Rows of the tile each consumer warpgroup owns (64 or 128)."""
-        return self.blk_m // self.consumers
+        """Rows of a tile each consumer warpgroup computes (64 or 128): its share of blk_m, or
+        the whole tile with ping-pong consumers."""
+        return self.blk_m if self.pingpong else self.blk_m // self.consumers
+
+    @property
+    def row_base(self) -> int:
+        """Rows between consecutive consumers' first rows inside one output tile."""
+        return 0 if self.pingpong else self.rows
+
+    @property
+    def releasers(self) -> int:
+        """Arrivals that free a stage: each consumer of the tile, in each CTA of the cluster."""
+        return (1 if self.pingpong else self.consumers) * self.cluster
+
+    @property
+    def cluster_grid(self) -> tuple[int, int]:
+        """Cluster tiles along M and N: cluster adjacent tiles along cluster_dim form one."""
+        gm, gn = self.grid
+        if self.cluster_dim == "m":
+            return (gm // self.cluster, gn)
+        return (gm, gn // self.cluster)
 
     @property
     def m_blocks(self) -> int:
@@ -143,18 +190,32 @@ class KernelPlan:
 
     @property
     def ctas(self) -> int:
-        """CTAs launched: one per tile, or at most one per SM when persistent."""
-        return min(self.tiles, SMS) if self.persistent else self.tiles
+        """CTAs launched: one per tile, or at most one per SM when persistent (whole clusters)."""
+        if not self.persistent:
+            return self.tiles
+        return min(self.tiles, CLUSTER_CTAS[self.cluster])
+
+    @property
+    def clusters(self) -> int:
+        return self.ctas // self.cluster
 
     @property
     def tiles_per_cta(self) -> int:
         """Iterations of the persistent loop (the last may be idle on some CTAs)."""
-        return -(-self.tiles // self.ctas)
+        return -(-(self.tiles // self.cluster) // self.clusters)
 
     @property
     def store_boxes(self) -> tuple[int, int]:
-        """64x64 boxes of the TMA-store staging tile along M and N."""
-        return (self.blk_m // STORE_BOX, self.blk_n // STORE_BOX)
+        """64x64 boxes of the "tma" staging tile along M (all consumers) and N."""
+        return (self.consumers * self.rows // STORE_BOX, self.blk_n // STORE_BOX)
+
+    @property
+    def staging_boxes(self) -> int:
+        """64x64 staging buffers: the whole tile(s) for "tma", two per consumer for "tma_chunked"."""
+        if self.epilogue == "tma_chunked":
+            return 2 * self.consumers
+        box_m, box_n = self.store_boxes
+        return box_m * box_n
 
     @property
     def warpgroups(self) -> int:
@@ -175,6 +236,11 @@ class KernelPlan:
         return self.warp_specialized and self.consumers == 2
 
     @property
+    def multicast_rows(self) -> int:
+        """Rows of the shared operand's tile (B along M, A along N) each CTA of a cluster loads."""
+        return (self.blk_n if self.cluster_dim == "m" else self.blk_m) // self.cluster
+
+    @property
     def stage_bytes(self) -> int:
         """Bytes TMA delivers per stage: whole boxes, out-of-bounds zeros included."""
         return (self.blk_m + self.blk_n) * self.blk_k * 2
@@ -192,11 +258,27 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
     if reasons:
         what = f"{TEMPLATE_NAME} cannot build {config.label()} for {problem}"
         raise SpaceError(f"{what}: " + "; ".join(reasons))
+    consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
     return KernelPlan(
-        m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype,
-        blk_m=config.blk_m, blk_n=config.blk_n, blk_k=config.blk_k, stages=config.stages,
-        consumers=config.consumers, warp_specialized=config.warp_specialized,
-        persistent=config.persistent, raster_group=config.raster_group, epilogue=config.epilogue,
+        m=problem.m,
+        n=problem.n,
+        k=problem.k,
+        dtype=problem.dtype,
+        blk_m=config.blk_m,
+        blk_n=config.blk_n,
+        blk_k=config.blk_k,
+        stages=config.stages,
+        consumers=config.consumers,
+        warp_specialized=config.warp_specialized,
+        persistent=config.persistent,
+        raster_group=config.raster_group,
+        epilogue=config.epilogue,
+        schedule=config.schedule,
+        consumer_regs=consumer_regs,
+        producer_regs=producer_regs,
+        cluster=config.cluster,
+        cluster_dim=config.cluster_dim,
+        loader=config.loader,
     )
 
 
@@ -220,22 +302,31 @@ def _trace(p: KernelPlan) -> Any:
 
     M, N, K, DT = p.m, p.n, p.k, p.dtype
     BM, BN, BK, S = p.blk_m, p.blk_n, p.blk_k, p.stages
-    C, ROWS, MB, KT = p.consumers, p.rows, p.m_blocks, p.k_tiles
+    C, MB, KT, ROW_BASE = p.consumers, p.m_blocks, p.k_tiles, p.row_base
     WS, NWG, NACC, REBALANCE = p.warp_specialized, p.warpgroups, p.acc_regs, p.rebalances_registers
     GM, GN = p.grid
     TX_BYTES = p.stage_bytes
     # Prefetch depth of the non-specialized pipeline: tiles loaded before the first MMA.
     PRE = min(S - 1, KT)
-    PERSIST, G, TILES, GRID, ITERS = p.persistent, p.raster_group, p.tiles, p.ctas, p.tiles_per_cta
-    TMA_EPI = p.epilogue == "tma"
+    PERSIST, G, GRID, ITERS = p.persistent, p.raster_group, p.ctas, p.tiles_per_cta
+    PINGPONG = p.pingpong
+    # Clusters: CL CTAs compute adjacent tiles along M (sharing B) or N (sharing A); the persistent
+    # loop walks cluster tiles (CGM x CGN of them, NCL clusters). Without a cluster these are the
+    # tile grid and the CTA count.
+    CL, ALONG_M, NCL, MC_ROWS = p.cluster, p.cluster_dim == "m", p.clusters, p.multicast_rows
+    CGM, CGN = p.cluster_grid
+    CTILES = CGM * CGN
+    TMA_EPI, CHUNKED = p.epilogue == "tma", p.epilogue == "tma_chunked"
+    THREADS, NTHREADS, CHUNKS_K = p.loader == "threads", p.threads, BK // 8
     BOX_M, BOX_N = p.store_boxes
     a_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BM, BK))
     b_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BN, BK))
-    d_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (BOX_M * BOX_N, STORE_BOX, STORE_BOX))
+    d_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (p.staging_boxes, STORE_BOX, STORE_BOX))
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
     PAIRED = N % 2 == 0
     store2_name, store2_source = _store2_source(DT)
     pack2_name, pack2_source = _pack2_source(DT)
+    copy16_name, copy16_source = _COPY16
     wgmma = T.ptx[p.wgmma_name]
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
@@ -243,15 +334,19 @@ def _trace(p: KernelPlan) -> Any:
     bulk_commit = T.ptx["cp.async.bulk.commit_group"]
     bulk_wait_read = T.ptx["cp.async.bulk.wait_group.read"]
 
-    def tile_origin(cta: Any, it: Any) -> tuple[Any, Any]:
-        # Linear tile index -> (m0, n0): groups of G tile rows, column-major inside a group; the
-        # last group may have fewer rows.
-        tile = cta + it * GRID
-        group = tile // (G * GN)
-        rows_in_group = T.min(GM - group * G, G)
-        tm = group * G + (tile % (G * GN)) % rows_in_group
-        tn = (tile % (G * GN)) // rows_in_group
-        return tm * BM, tn * BN
+    def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
+        # Linear (cluster) tile index -> (m0, n0): groups of G tile rows, column-major inside a
+        # group; the last group may have fewer rows. A cluster's CTAs take adjacent tiles.
+        tile = cid + it * NCL
+        group = tile // (G * CGN)
+        rows_in_group = T.min(CGM - group * G, G)
+        tm = group * G + (tile % (G * CGN)) % rows_in_group
+        tn = (tile % (G * CGN)) // rows_in_group
+        if CL == 1:
+            return tm * BM, tn * BN
+        if ALONG_M:
+            return (tm * CL + rank) * BM, tn * BN
+        return tm * BM, (tn * CL + rank) * BN
 
     # fmt: off
     @T.prim_func
@@ -259,6 +354,12 @@ def _trace(p: KernelPlan) -> Any:
         T.device_entry()
         if PERSIST:
             bx = T.cta_id([GRID])
+            if CL > 1:
+                rank, _rank_y = T.cta_id_in_cluster([CL, 1])
+                cid = T.meta_var(bx // CL)
+            else:
+                rank = T.meta_var(0)
+                cid = T.meta_var(bx)
         else:
             bx, by = T.cta_id([GM, GN])
         wg = T.warpgroup_id([NWG])
@@ -268,42 +369,123 @@ def _trace(p: KernelPlan) -> Any:
         pool = T.SMEMPool()
         full = TMABar(pool, S)
         empty = MBarrier(pool, S)
+        if PINGPONG:
+            # order[c]: consumer c finished waiting for the stages of its latest tile.
+            order = MBarrier(pool, 2)
         # 128B swizzle needs 1024 B aligned tiles; every tile size below is a multiple of 1024.
         pool.move_base_to(1024)
         As = pool.alloc((S, BM, BK), DT, layout=a_layout)
         Bs = pool.alloc((S, BN, BK), DT, layout=b_layout)
-        if TMA_EPI:
-            Ds = pool.alloc((BOX_M * BOX_N, STORE_BOX, STORE_BOX), DT, layout=d_layout)
+        if TMA_EPI or CHUNKED:
+            Ds = pool.alloc((p.staging_boxes, STORE_BOX, STORE_BOX), DT, layout=d_layout)
         pool.commit()
         full.init(1)
-        empty.init(C)
+        empty.init(p.releasers)
+        if PINGPONG:
+            order.init(1)
         T.ptx.fence.mbarrier_init.release.cluster()
-        T.cuda.cta_sync()
+        if CL > 1:
+            T.cuda.cluster_sync()  # the peers' barriers are initialized before any multicast
+        else:
+            T.cuda.cta_sync()
 
         if not PERSIST:
             m0 = T.meta_var(bx * BM)
             n0 = T.meta_var(by * BN)
 
         @T.inline
-        def load_atom(j, kt, kk, m0, n0):
+        def load_own(j, kt, kk, m0, n0):
             Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
                           dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
             Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
                           dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
 
         @T.inline
+        def load_shared_slice(j, kt, kk, m0, n0, r):
+            # This CTA's 1/CL slice of the operand the cluster shares, multicast to every CTA of the
+            # cluster (same shared-memory offset and barrier in each); its own operand, locally.
+            k0 = T.meta_var(kt * BK + kk)
+            if ALONG_M:
+                Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
+                Tx.copy_async(Bs[j % S, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
+                              B[n0 + r * MC_ROWS:n0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]), cta_mask=(1 << CL) - 1)
+            else:
+                Tx.copy_async(As[j % S, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
+                              A[m0 + r * MC_ROWS:m0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]), cta_mask=(1 << CL) - 1)
+                Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
+
+        @T.inline
+        def load_atom(j, kt, kk, m0, n0):
+            if CL == 1:
+                load_own(j, kt, kk, m0, n0)
+            else:
+                # One branch per rank keeps every shared-memory slice offset a constant.
+                for r in range(CL):
+                    if rank == r:
+                        load_shared_slice(j, kt, kk, m0, n0, r)
+
+        @T.inline
         def load_tile(j, kt, m0, n0):
             # j counts k-tiles loaded by this CTA (stage j%S, use j//S); kt is the k-tile of the
             # output tile at (m0, n0). Wait until every consumer released what stage j%S held
-            # (load j-S). The parity starts at 1, which a fresh barrier reports as complete: the
-            # first S loads pass.
+            # (load j-S; in a cluster, the consumers of every CTA the multicast writes to). The
+            # parity starts at 1, which a fresh barrier reports as complete: the first S loads pass.
             empty.wait(j % S, ((j // S) & 1) ^ 1)
+            # The whole stage lands here: this CTA's loads plus the peers' multicast slices.
             full.arrive(j % S, TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
             load_atom(j, kt, 0, m0, n0)
             if BK == 2 * ATOM_K:
                 load_atom(j, kt, ATOM_K, m0, n0)
+
+        @T.inline
+        def prologue(c, j0, m0, n0):
+            # Without a producer, thread 0 of consumer 0 loads the first PRE k-tiles of a tile.
+            if c == 0:
+                if warp == 0:
+                    if lane == 0:
+                        for j in T.unroll(PRE):
+                            load_tile(j0 + j, j, m0, n0)
+
+        @T.inline
+        def thread_load(c, kt, m0, n0):
+            # loader="threads" (one stage, no producer): thread t of the C*128 copies chunks
+            # t, t+C*128, ... of 8 elements (16 B) of the A and B tiles; a chunk past M, N or K
+            # is zero-filled (K is a multiple of 8, so a chunk is wholly in or out).
+            tid = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            for i in T.unroll(BM * CHUNKS_K // NTHREADS):
+                q = T.meta_var(i * NTHREADS + tid)
+                row = T.meta_var(q // CHUNKS_K)
+                col = T.meta_var(q % CHUNKS_K * 8)
+                T.evaluate(T.cuda.func_call(copy16_name, As.ptr_to([0, row, col]),
+                                            A.ptr_to([m0 + row, kt * BK + col]),
+                                            T.Select(m0 + row < M and kt * BK + col < K, 1, 0),
+                                            source_code=copy16_source))
+            for i in T.unroll(BN * CHUNKS_K // NTHREADS):
+                q = T.meta_var(i * NTHREADS + tid)
+                row = T.meta_var(q // CHUNKS_K)
+                col = T.meta_var(q % CHUNKS_K * 8)
+                T.evaluate(T.cuda.func_call(copy16_name, Bs.ptr_to([0, row, col]),
+                                            B.ptr_to([n0 + row, kt * BK + col]),
+                                            T.Select(n0 + row < N and kt * BK + col < K, 1, 0),
+                                            source_code=copy16_source))
+
+        @T.inline
+        def release(stage):
+            # One thread per consumer warpgroup frees a stage: in every CTA of the cluster, whose
+            # producers multicast into it.
+            if warp == 0:
+                if lane == 0:
+                    if CL == 1:
+                        empty.arrive(stage)
+                    else:
+                        for r in range(CL):
+                            empty.arrive(stage, remote=r)
 
         @T.inline
         def mma_block(acc, desc_a, desc_b, s, row):
@@ -339,23 +521,27 @@ def _trace(p: KernelPlan) -> Any:
                             D[row, col] = T.cast(acc[r], DT)
 
         @T.inline
-        def stage_block(acc, box_row):
+        def stmatrix16(acc, box, p16, scol0):
             # stmatrix m8n8.x4 writes four 8x8 matrices of 16-bit values: rows 0-7 / 8-15 of the
             # warp's 16 rows times columns 16p..16p+7 / 16p+8..16p+15. In the fragment those are
             # the register pairs (8p, 8p+1), (8p+2, 8p+3), (8p+4, 8p+5), (8p+6, 8p+7); lane l
             # gives the address of row l%8 of matrix l//8.
+            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+            scol = T.meta_var(scol0 + 8 * (lane // 16))
+            stmatrix(Ds.ptr_to([box, srow, scol]),
+                     T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 4], acc[8 * p16 + 5],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 6], acc[8 * p16 + 7],
+                                      source_code=pack2_source, return_type="uint32"))
+
+        @T.inline
+        def stage_block(acc, box_row):
             for p16 in T.unroll(NACC // 8):
-                srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
-                scol = T.meta_var(16 * (p16 % 4) + 8 * (lane // 16))
-                stmatrix(Ds.ptr_to([box_row * BOX_N + p16 // 4, srow, scol]),
-                         T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
-                                          source_code=pack2_source, return_type="uint32"),
-                         T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
-                                          source_code=pack2_source, return_type="uint32"),
-                         T.cuda.func_call(pack2_name, acc[8 * p16 + 4], acc[8 * p16 + 5],
-                                          source_code=pack2_source, return_type="uint32"),
-                         T.cuda.func_call(pack2_name, acc[8 * p16 + 6], acc[8 * p16 + 7],
-                                          source_code=pack2_source, return_type="uint32"))
+                stmatrix16(acc, box_row * BOX_N + p16 // 4, p16, 16 * (p16 % 4))
 
         @T.inline
         def tma_epilogue(c, acc0, acc1, m0, n0):
@@ -374,7 +560,7 @@ def _trace(p: KernelPlan) -> Any:
                 if lane == 0:
                     for mb in T.unroll(MB):
                         for nb in T.unroll(BOX_N):
-                            r0 = T.meta_var(m0 + c * ROWS + mb * STORE_BOX)
+                            r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
                             c0 = T.meta_var(n0 + nb * STORE_BOX)
                             # With one consumer its box index is a constant: tma_auto must prove
                             # the staging box 128 B aligned, which it cannot through wg * size
@@ -385,6 +571,40 @@ def _trace(p: KernelPlan) -> Any:
                     bulk_commit()
 
         @T.inline
+        def chunked_box(c, acc, m0, n0, mb, nb):
+            # Box i = mb*BOX_N + nb of this consumer's output goes through staging buffer i%2.
+            # Before overwriting it, at most the previous box's store may still be reading (the
+            # one in the other buffer); a tile's first box waits for all (its buffer parity may
+            # repeat the previous tile's last box).
+            i = T.meta_var(mb * BOX_N + nb)
+            buf = T.meta_var(c * 2 + i % 2 if C > 1 else i % 2)
+            if warp == 0:
+                if lane == 0:
+                    if i == 0:
+                        bulk_wait_read(0)
+                    else:
+                        bulk_wait_read(1)
+            T.cuda.warpgroup_sync(1 + c)
+            for q in T.unroll(4):
+                stmatrix16(acc, buf, nb * 4 + q, 16 * q)
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.warpgroup_sync(1 + c)
+            if warp == 0:
+                if lane == 0:
+                    r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
+                    c0 = T.meta_var(n0 + nb * STORE_BOX)
+                    Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto")
+                    bulk_commit()
+
+        @T.inline
+        def chunked_epilogue(c, acc0, acc1, m0, n0):
+            for nb in T.unroll(BOX_N):
+                chunked_box(c, acc0, m0, n0, 0, nb)
+            if MB == 2:
+                for nb in T.unroll(BOX_N):
+                    chunked_box(c, acc1, m0, n0, 1, nb)
+
+        @T.inline
         def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
             # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
             for i in T.unroll(NACC):
@@ -392,41 +612,67 @@ def _trace(p: KernelPlan) -> Any:
                 if MB == 2:
                     acc1[i] = T.float32(0)
             for kt in range(KT):
+                if THREADS:
+                    # Every consumer thread copies 16-byte chunks into the swizzled stage, then
+                    # the writes are fenced to the async proxy wgmma reads through.
+                    T.cuda.cta_sync()  # the previous k-tile's wgmma (all warpgroups) retired
+                    thread_load(c, kt, m0, n0)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.cta_sync()
+                else:
+                    if not WS:
+                        if S == 1:
+                            # No ring to run ahead in: load the tile, then wait for it.
+                            if c == 0:
+                                if warp == 0:
+                                    if lane == 0:
+                                        load_tile(j0 + kt, kt, m0, n0)
+                    full.wait((j0 + kt) % S, ((j0 + kt) // S) & 1)
                 s = T.meta_var((j0 + kt) % S)
-                full.wait(s, ((j0 + kt) // S) & 1)
                 T.ptx.wgmma.fence.sync.aligned()
-                mma_block(acc0, desc_a, desc_b, s, c * ROWS)
+                mma_block(acc0, desc_a, desc_b, s, c * ROW_BASE)
                 if MB == 2:
-                    mma_block(acc1, desc_a, desc_b, s, c * ROWS + WGMMA_M)
+                    mma_block(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
                 T.ptx.wgmma.commit_group.sync.aligned()
-                # Keep this tile's wgmma group in flight; the previous one has now retired, so
-                # its stage goes back to the loader.
-                T.ptx.wgmma.wait_group.sync.aligned(1)
-                if kt > 0:
-                    if warp == 0:
-                        if lane == 0:
-                            empty.arrive((j0 + kt - 1) % S)
+                if S == 1:
+                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                    if not THREADS:
+                        release(s)
+                else:
+                    # Keep this tile's wgmma group in flight; the previous one has now retired, so
+                    # its stage goes back to the loader.
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if kt > 0:
+                        release((j0 + kt - 1) % S)
                 if not WS:
-                    if c == 0:
-                        if warp == 0:
-                            if lane == 0:
-                                if kt + S - 1 < KT:
-                                    load_tile(kt + S - 1, kt + S - 1, m0, n0)
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            if PERSIST:
-                # The next tile's loads reuse this tile's last stage too.
+                    if S > 1:
+                        if c == 0:
+                            if warp == 0:
+                                if lane == 0:
+                                    if kt + S - 1 < KT:
+                                        load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+            if PINGPONG:
+                # Every stage of this tile has landed (this thread waited for each): the other
+                # consumer may start waiting on the ring for its next tile.
                 if warp == 0:
                     if lane == 0:
-                        empty.arrive((j0 + KT - 1) % S)
+                        order.arrive(c)
+            if S > 1:
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if PERSIST:
+                    # The next tile's loads reuse this tile's last stage too.
+                    release((j0 + KT - 1) % S)
 
         @T.inline
         def epilogue(c, acc0, acc1, m0, n0):
             if TMA_EPI:
                 tma_epilogue(c, acc0, acc1, m0, n0)
+            elif CHUNKED:
+                chunked_epilogue(c, acc0, acc1, m0, n0)
             else:
-                store_block(acc0, m0 + c * ROWS, n0)
+                store_block(acc0, m0 + c * ROW_BASE, n0)
                 if MB == 2:
-                    store_block(acc1, m0 + c * ROWS + WGMMA_M, n0)
+                    store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
 
         @T.inline
         def consume(c):
@@ -437,16 +683,31 @@ def _trace(p: KernelPlan) -> Any:
                 acc1 = T.meta_var(acc0)  # never read: the macros use it under MB == 2 only
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            if PERSIST:
+            if PINGPONG:
+                # Consumer c computes this CTA's tiles c, c+2, ...; its mainloop starts once the
+                # other consumer has all the stages of the tile before (so the two never wait on
+                # the ring out of order), and its epilogue overlaps the other's mainloop.
+                for t in range((ITERS + 1) // 2):
+                    if cid + (2 * t + c) * NCL < CTILES:
+                        tm0, tn0 = T.meta_var(tile_origin(cid, 2 * t + c, rank))
+                        if 2 * t + c > 0:
+                            order.wait(1 - c, ((2 * t + c - 1) // 2) & 1)
+                        mainloop(c, acc0, acc1, desc_a, desc_b, (2 * t + c) * KT, tm0, tn0)
+                        epilogue(c, acc0, acc1, tm0, tn0)
+            elif PERSIST:
                 for it in range(ITERS):
-                    if bx + it * GRID < TILES:
-                        tm0, tn0 = T.meta_var(tile_origin(bx, it))
+                    if cid + it * NCL < CTILES:
+                        tm0, tn0 = T.meta_var(tile_origin(cid, it, rank))
+                        if not WS:
+                            # The prefetching thread starts each tile's ring (its stages were
+                            # released by the previous tile's consumers).
+                            prologue(c, it * KT, tm0, tn0)
                         mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
                         epilogue(c, acc0, acc1, tm0, tn0)
             else:
                 mainloop(c, acc0, acc1, desc_a, desc_b, 0, m0, n0)
                 epilogue(c, acc0, acc1, m0, n0)
-            if TMA_EPI:
+            if TMA_EPI or CHUNKED:
                 # Shared memory must stay valid until the last stores have read it.
                 if warp == 0:
                     if lane == 0:
@@ -455,13 +716,13 @@ def _trace(p: KernelPlan) -> Any:
         if WS:
             if wg == C:
                 if REBALANCE:
-                    set_regs_dec(PRODUCER_REGS)
+                    set_regs_dec(p.producer_regs)
                 if warp == 0:
                     if lane == 0:
                         if PERSIST:
                             for it in range(ITERS):
-                                if bx + it * GRID < TILES:
-                                    pm0, pn0 = T.meta_var(tile_origin(bx, it))
+                                if cid + it * NCL < CTILES:
+                                    pm0, pn0 = T.meta_var(tile_origin(cid, it, rank))
                                     for kt in range(KT):
                                         load_tile(it * KT + kt, kt, pm0, pn0)
                         else:
@@ -469,14 +730,14 @@ def _trace(p: KernelPlan) -> Any:
                                 load_tile(j, j, m0, n0)
             else:
                 if REBALANCE:
-                    set_regs_inc(CONSUMER_REGS)
+                    set_regs_inc(p.consumer_regs)
                 consume(wg)
         else:
-            if wg == 0:
-                if warp == 0:
-                    if lane == 0:
-                        for j in T.unroll(PRE):
-                            load_tile(j, j, m0, n0)
+            if not PERSIST:
+                prologue(wg, 0, m0, n0)
             consume(wg)
+        if CL > 1:
+            # No CTA leaves while a peer may still multicast into it or arrive on its barriers.
+            T.cuda.cluster_sync()
     # fmt: on
     return main
