@@ -5,7 +5,7 @@
 For each GPU count: a fresh database and a fresh (cold) build cache, the same problem and the
 same Optuna seed, the service's own path (TirxBuilder on Ray CPUs, GpuRunner with that many
 actors, JobLoop with its re-measurement of the top trials). Recorded per run: wall time, trials
-per minute (over the whole job, and in steady state: from the first result to the last),
+per minute over the whole search (the first, cold build included), GPU seconds per candidate,
 each GPU's busy fraction (time it held a candidate / the job's wall time up to its last
 result), and the best config with its trial and re-measured ratios. Then the runs' winners are
 re-measured interleaved in one process, so whether they agree is judged on figures that
@@ -67,9 +67,7 @@ def _one(problem: Problem, trials: int, gpus: int, cpus: int, work: Path) -> dic
         "wall_s": round(ended - began, 1),
         "search_s": round(span, 1),
         "trials_per_min": round(60 * summary.trials / span, 2),
-        "steady_trials_per_min": round(60 * (len(stamps) - 1) / (stamps[-1] - stamps[0]), 2)
-        if len(stamps) > 1
-        else None,
+        "gpu_s_per_candidate": round(sum(u.busy_s for u in usage) / max(1, sum(u.candidates for u in usage)), 2),
         "gpu_busy": [
             {
                 "runner": u.label,
@@ -157,7 +155,7 @@ def _markdown(report: dict[str, Any]) -> str:
         f"driver {env['driver']}, CUDA {env['cuda']}, torch {env['torch']}, TVM {env['tvm']}; "
         f"{report['cpus']} CPUs for builds; cold build cache per run.",
         "",
-        "| GPUs | trials | search s | trials/min | steady trials/min | speed-up | GPU busy (each) | best | trial ratio "
+        "| GPUs | trials | search s | trials/min | GPU s/candidate | speed-up | GPU busy (each) | best | trial ratio "
         "| re-measured ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -166,7 +164,7 @@ def _markdown(report: dict[str, Any]) -> str:
         b = r["best"] or {}
         busy = ", ".join(f"{g['busy_fraction']:.2f}" for g in r["gpu_busy"])
         lines.append(
-            f"| {r['gpus']} | {r['trials']} | {r['search_s']} | {r['trials_per_min']} | {r['steady_trials_per_min']} "
+            f"| {r['gpus']} | {r['trials']} | {r['search_s']} | {r['trials_per_min']} | {r['gpu_s_per_candidate']} "
             f"| {r['trials_per_min'] / base:.2f}x | {busy} | {b.get('label', '-')} | {_f(b.get('trial_ratio'))} "
             f"| {_f(b.get('remeasured_ratio'))} |"
         )
