@@ -16,7 +16,6 @@ from tirtune.space.rules import (
     ConfigRule,
     ProblemRule,
     blk_k_matches_swizzle,
-    epilogue_supported,
     raster_group_valid,
     tma_row_stride_aligned,
     tma_store_row_stride_aligned,
@@ -31,6 +30,8 @@ __all__ = [
     "TMEM_COLUMNS",
     "cluster_is_a_cta_pair",
     "consumers_own_128_rows",
+    "epilogue_supported",
+    "hopper_knobs_at_default",
     "pipeline_depth_in_range",
     "smem_bytes",
     "smem_fits",
@@ -49,6 +50,10 @@ CONSUMER_ROWS = 128
 # Columns the epilogue moves per TMEM load and per TMA-store box (64 x 2 B = one swizzle atom).
 EPILOGUE_CHUNK = 64
 MAX_STAGES = 8
+EPILOGUES = ("register", "tma")
+# Knobs of the Hopper branch this branch has no code path for: only their defaults build here.
+# (getattr: the knobs may or may not exist in a given Config version.)
+HOPPER_ONLY_KNOBS = {"schedule": "cooperative", "reg_split": "232/40", "loader": "tma"}
 
 
 def b_rows(config: Config) -> int:
@@ -93,13 +98,11 @@ def cluster_is_a_cta_pair(config: Config, problem: Problem) -> str | None:
 
 def tcgen05_shape_supported(config: Config, problem: Problem) -> str | None:
     """tcgen05.mma kind::f16: M=128 (cta_group::1) or 256 (::2), N a multiple of 16 in 16..256 (32.. for
-    M=256); each CTA of a pair loads blk_n/2 rows of B, which must fill whole 8-row swizzle groups."""
+    M=256). With N a multiple of 16, each CTA of a pair loads blk_n/2 rows of B: whole 8-row swizzle groups."""
     m = CONSUMER_ROWS * max(config.cluster, 1)
     low = 32 if m == 256 else 16
     if config.blk_n % 16 or not low <= config.blk_n <= 256:
         return f"blk_n={config.blk_n}: tcgen05.mma M={m} needs N a multiple of 16 in {low}..256"
-    if b_rows(config) % 8:
-        return f"blk_n={config.blk_n}: each CTA of the pair would load {b_rows(config)} B rows, not a multiple of 8"
     return None
 
 
@@ -110,6 +113,24 @@ def tmem_columns_fit(config: Config, problem: Problem) -> str | None:
             f"{config.consumers} consumer(s) x blk_n={config.blk_n} fp32 accumulators need {need} "
             f"TMEM columns > {TMEM_COLUMNS}"
         )
+    return None
+
+
+def epilogue_supported(config: Config, problem: Problem) -> str | None:
+    if config.epilogue not in EPILOGUES:
+        return f"epilogue={config.epilogue!r}: the Blackwell branch has the epilogues {', '.join(EPILOGUES)}"
+    return None
+
+
+def hopper_knobs_at_default(config: Config, problem: Problem) -> str | None:
+    """Knobs only the Hopper branch implements must keep their defaults (the kernel would ignore them)."""
+    foreign = [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in HOPPER_ONLY_KNOBS.items()
+        if getattr(config, name, default) != default
+    ]
+    if foreign:
+        return f"the Blackwell branch has no code path for {', '.join(foreign)} (only the default)"
     return None
 
 
@@ -142,4 +163,5 @@ BLACKWELL_CONFIG_RULES: tuple[ConfigRule, ...] = (
     raster_group_valid,
     epilogue_supported,
     tma_store_row_stride_aligned,
+    hopper_knobs_at_default,
 )

@@ -40,6 +40,7 @@ __all__ = [
     "GateReport",
     "InstrDescriptor",
     "Launch",
+    "check_kernel",
     "gate",
     "instr_descriptors",
     "launch_dims",
@@ -53,7 +54,7 @@ MAX_REGISTERS = 255
 _DTYPE_BITS = {0: "f16", 1: "bf16"}  # kind::f16 A/B type field
 _MMA_CALL = re.compile(r"tcgen05_mma_ss_mma_cta_group__(\d)_kind__f16\(\(uint\)(\d+), [^,]*, [^,]*, \(uint\)(\d+)")
 _ALLOC = re.compile(r"tcgen05_alloc_alloc_cta_group__\d[a-z_0-9]*\([^;]*\(uint\)(\d+)\);")
-_OPCODE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)", re.M)
+_OPCODE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,17 +213,20 @@ def gate(config: Config, problem: Problem, workdir: Path | str, timeout_s: float
     try:
         ptxas = toolchain.nvcc_cubin(out / "kernel.cu", out / "kernel.cubin", arch=ARCH, timeout_s=timeout_s)
         sass = toolchain.sass(out / "kernel.cubin")
+        (out / "ptxas.log").write_text(ptxas)
+        (out / "kernel.sass").write_text(sass)
     except Exception as exc:
         report.check("ptxas", False, toolchain.tail(str(exc), 1500))
         return report
     report.check("ptxas", True)
     report.facts["nvcc_s"] = round(time.perf_counter() - started, 3)
-    _check_kernel(report, p, source, ptxas, sass)
+    check_kernel(report, p, source, ptxas, sass)
     report.fingerprint = sass_fingerprint(sass)
     return report
 
 
-def _check_kernel(report: GateReport, p: Any, source: str, ptxas: str, sass: str) -> None:
+def check_kernel(report: GateReport, p: Any, source: str, ptxas: str, sass: str) -> None:
+    """Every check after ptxas, of one compiled kernel against the plan it should implement."""
     hist = opcode_histogram(sass)
     resources = toolchain.ptxas_resources(ptxas)
     launch = launch_dims(source)
