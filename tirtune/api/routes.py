@@ -25,6 +25,7 @@ from tirtune.api.schemas import (
 )
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
 from tirtune.space import HOPPER, Problem
+from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
 from tirtune.workers.results import Outcome
 
 __all__ = ["router"]
@@ -144,6 +145,9 @@ def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None
     if found is None:
         where = f" on {gpu}" if gpu else ""
         message = f"nothing tuned for {problem.shape} {problem.dtype}{where} yet; POST /tune to start"
+        if gpu and is_blackwell_gpu_name(gpu):
+            message += (f" (the Blackwell sm_100a branch is {BRANCH_STATUS['sm_100a']}: results for a Blackwell "
+                        "GPU come only from runs on one)")
         raise ApiError(404, "not_found", message)
     if fallback == "none":
         return BestOut.of(found)

@@ -11,6 +11,7 @@ from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
+from tirtune.space.arch import BRANCH_STATUS, branch_of
 from tirtune.workers.results import Outcome
 
 __all__ = [
@@ -170,14 +171,19 @@ class BestOut(BaseModel):
     measured_at: datetime
     job_id: int | None
     fallback: FallbackOut | None = Field(None, description="only with fallback=nearest")
+    branch: str = Field(description="target arch of the template branch that built it: sm_90a or sm_100a")
+    branch_status: str = Field(description="how far that branch has been checked, e.g. "
+                                           "'compile-checked, not yet run on a B200' for sm_100a")
 
     @classmethod
     def of(cls, r: MeasurementRecord, fallback: FallbackOut | None = None) -> BestOut:
+        branch = branch_of(r.template_version)
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
             config=r.config.to_json(), config_label=r.config.label(), tflops=r.tflops,
             cublas_tflops=r.cublas_tflops, ratio=r.ratio, time_ms=r.time_ms,
             provenance=ProvenanceOut.of(r), measured_at=r.created_at, job_id=r.job_id, fallback=fallback,
+            branch=branch, branch_status=BRANCH_STATUS[branch],
         )
 
 

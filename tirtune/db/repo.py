@@ -22,6 +22,7 @@ from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
 from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
 from tirtune.space import Problem
+from tirtune.space.arch import BLACKWELL_FAMILY
 from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
 __all__ = [
@@ -277,12 +278,7 @@ def best_measurement(
     s: Session, problem: Problem, *, gpu_name: str | None = None
 ) -> MeasurementRecord | None:
     """The fastest OK, non-stale measurement of `problem` (on `gpu_name` if given); ties go to the oldest."""
-    stmt = sa.select(Measurement).where(
-        *_same_problem(Measurement, problem),
-        Measurement.outcome == Outcome.OK.value,
-        Measurement.stale.is_(False),
-        Measurement.tflops.is_not(None),
-    )
+    stmt = sa.select(Measurement).where(*_same_problem(Measurement, problem), _usable())
     if gpu_name is not None:
         stmt = stmt.where(Measurement.gpu_name == gpu_name)
     row = s.scalars(stmt.order_by(Measurement.tflops.desc(), Measurement.id).limit(1)).first()
@@ -467,9 +463,13 @@ def tuned_problems(s: Session, dtype: str, *, gpu_name: str | None = None) -> li
 
 
 def _usable() -> sa.ColumnElement[bool]:
-    """What best_measurement may serve: OK, not stale, with a throughput."""
+    """What best_measurement may serve: OK, not stale, with a throughput, and a Blackwell-branch
+    kernel only if it ran on the GPU its sm_100a code runs on (compute capability 10.0): that branch
+    is compile-checked, so a figure from anywhere else (a replay, a hand-made row) is never ranked."""
     return sa.and_(
-        Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None)
+        Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None),
+        sa.or_(~Measurement.template_version.startswith(BLACKWELL_FAMILY),
+               Measurement.compute_capability == "10.0"),
     )
 
 

@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
+    sub.add_parser("branches", help="the template's architecture branches and how far each has been checked")
+
     db = sub.add_parser("db", help="database migrations")
     db.add_argument("action", choices=["upgrade", "current"])
     return p
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return {"tune": _tune, "best": _best, "serve": _serve, "worker": _worker, "db": _db}[args.command](args)
+        commands = {"tune": _tune, "best": _best, "serve": _serve, "worker": _worker, "db": _db, "branches": _branches}
+        return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
         return 2
@@ -87,6 +90,7 @@ def _best(args: argparse.Namespace) -> int:
     from tirtune.db import repo
     from tirtune.db.session import open_database
     from tirtune.space import Problem
+    from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
 
     problem = Problem.parse(args.shape, args.dtype)
     sessions = open_database(get_settings().database_url)
@@ -94,16 +98,32 @@ def _best(args: argparse.Namespace) -> int:
         best = repo.best_measurement(s, problem, gpu_name=args.gpu)
     if best is None:
         print(f"nothing tuned for {problem} yet; run: tirtune tune {problem.shape} --dtype {problem.dtype}")  # noqa: T201
+        if args.gpu and is_blackwell_gpu_name(args.gpu):
+            print(f"the Blackwell (sm_100a) branch is {BRANCH_STATUS['sm_100a']}; "  # noqa: T201
+                  "results for a Blackwell GPU come only from runs on one")
         return 1
     print(json.dumps(_best_json(best), indent=2))  # noqa: T201
     return 0
 
 
 def _best_json(m: Any) -> dict[str, Any]:
+    from tirtune.space.arch import BRANCH_STATUS, branch_of
+
     return {"problem": m.problem.shape, "dtype": m.dtype, "config": m.config.to_json(),
             "tflops": m.tflops, "cublas_tflops": m.cublas_tflops, "ratio": m.ratio,
             "gpu": m.gpu_name, "driver": m.driver, "cuda": m.cuda, "tvm": m.tvm_version,
-            "template_version": m.template_version, "measured_at": m.created_at.isoformat()}
+            "template_version": m.template_version, "measured_at": m.created_at.isoformat(),
+            "branch": branch_of(m.template_version), "branch_status": BRANCH_STATUS[branch_of(m.template_version)]}
+
+
+def _branches(args: argparse.Namespace) -> int:
+    from tirtune.space.arch import BRANCH_STATUS
+    from tirtune.space.blackwell import BLACKWELL
+    from tirtune.space.hopper import HOPPER
+
+    for space, gpus in ((HOPPER, "compute capability 9.x (H100, H200)"), (BLACKWELL, "10.0 (B200, GB200)")):
+        print(f"{space.arch:<8} {space.template_version:<17} {gpus}: {BRANCH_STATUS[space.arch]}")  # noqa: T201
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
