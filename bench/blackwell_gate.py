@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results/blackwell-gate"))
     args = parser.parse_args(argv)
     items = sample(args.count, args.seed)
+    commit = _commit()  # the code the sample is built with (read now: the tree may move during the run)
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         reports = []
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             "template_version": TEMPLATE_VERSION,
             "status": STATUS,
             "valid_configs_4096_fp16": valid_4096,
-            "commit": _commit(),
+            "commit": commit,
             "space_points": sum(1 for _ in BLACKWELL.configs()),
         },
         "summary": summarize(reports),
@@ -188,14 +189,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _commit() -> str:
-    proc = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).resolve().parents[1],
+    """HEAD, marked "+dirty" if the Blackwell branch's own files differ from it."""
+    root = Path(__file__).resolve().parents[1]
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False, cwd=root
     )
-    return proc.stdout.strip()
+    ours = [
+        "tirtune/space/templates/blackwell_gemm.py",
+        "tirtune/space/blackwell.py",
+        "tirtune/space/blackwell_rules.py",
+        "tirtune/workers/static_gate.py",
+        "tirtune/workers/toolchain.py",
+    ]
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *ours], cwd=root, check=False).returncode != 0
+    return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
 def _cpus() -> int:

@@ -479,6 +479,9 @@ def _trace(p: BlackwellPlan) -> Any:
             if warp == 0:
                 if lane == 0:
                     bulk_wait(0)  # shared memory stays valid until the last store is done
+        # Lanes left the elected-thread loops at different times; the .aligned cluster barrier (and
+        # tcgen05.dealloc) need whole, converged warps.
+        T.cuda.warp_sync()
         if CG == 2:
             T.cuda.cluster_sync()  # neither CTA frees TMEM while the pair's MMAs may use it
         else:
