@@ -153,3 +153,30 @@ def test_ptxas_is_what_refuses_a_tcgen05_kernel_for_hopper(tmp_path: Path) -> No
 def _nvcc_release() -> str:
     out = subprocess.run([toolchain.nvcc_path(), "--version"], capture_output=True, text=True, check=False).stdout
     return next((line.strip() for line in out.splitlines() if "release" in line), out.strip())
+
+
+@pytest.mark.nvcc
+def test_compile_one_builds_the_blackwell_template_for_sm_100a(tmp_path: Path) -> None:
+    """The builder's child process takes the target from the template module (a loadable .so)."""
+    from tirtune.workers import compile_one
+
+    step = JOURNEY["v1"]
+    code = compile_one.main(
+        [
+            "--config",
+            json.dumps(step.config.to_json()),
+            "--problem",
+            json.dumps(step.problem.to_json()),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-dir",
+            str(tmp_path),
+            "--template",
+            "tirtune.space.templates.blackwell_gemm:build",
+        ]
+    )
+    assert code == 0
+    record = json.loads((tmp_path / "out" / "build.json").read_text())
+    assert record["arch"] == "sm_100a" and record["ptxas"]["spill_stores"] == 0
+    hist = static_gate.opcode_histogram(toolchain.sass(tmp_path / "out" / "kernel.so"))
+    assert hist["UTCHMMA"] > 0 and not any(op.startswith("HGMMA") for op in hist)

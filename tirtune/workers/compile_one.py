@@ -4,7 +4,7 @@ Runs in its own process (so a builder can kill a hung compile by its process gro
 into `--out`:
 
     kernel.cu    the exported CUDA source
-    kernel.so    the sm_90a shared library (only when everything succeeded)
+    kernel.so    the shared library for the template's arch (sm_90a, or the module's ARCH, e.g. sm_100a)
     build.log    lowering and nvcc output
     build.json   what was built, with timings and ptxas resources (written last)
 
@@ -52,11 +52,14 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
         build = load_template(template)
     except (ImportError, AttributeError, ValueError) as exc:
         raise toolchain.LoweringError(f"cannot load template {template!r}: {exc}") from exc
-    source = toolchain.lower_to_cuda(config, problem, build)
+    # A template module names its target (`ARCH`, e.g. sm_100a for the Blackwell branch); sm_90a otherwise.
+    arch = getattr(sys.modules.get(getattr(build, "__module__", ""), None), "ARCH", toolchain.ARCH)
+    source = toolchain.lower_to_cuda(config, problem, build, arch=arch)
     lowered = time.perf_counter()
     (out / "kernel.cu").write_text(source)
     try:
-        nvcc_output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", cache_dir=cache_dir)
+        nvcc_output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", cache_dir=cache_dir,
+                                                    arch=arch)
     except toolchain.NvccError as exc:
         log.write_text(f"lowering: {lowered - started:.2f} s\n{exc}\n")
         raise
@@ -67,6 +70,7 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
         "config": config.to_json(),
         "problem": problem.to_json(),
         "template": template,
+        "arch": arch,
         "lower_s": round(lowered - started, 3),
         "nvcc_s": round(finished - lowered, 3),
         "ptxas": resources.to_json() if resources else None,

@@ -53,11 +53,12 @@ from tirtune.space.config import Config
 from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
 
-__all__ = ["SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan"]
+__all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan"]
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "blackwell_gemm"
+ARCH = "sm_100a"  # the target compile_one builds this template for
 SMS = 148  # streaming multiprocessors of the B200: the persistent grid's cap
 WARPGROUP = 128
 ATOM_K = 64  # elements of a 2-byte dtype in one 128-byte swizzle atom row
