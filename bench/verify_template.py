@@ -1,11 +1,15 @@
 """Verify and time prebuilt template kernels on a GPU host (needs torch and tvm_ffi, not tvm).
 
-    python bench/verify_template.py .build/verify [--reps 50] [--no-isolate] [--json out.json]
+    python bench/verify_template.py .build/verify [--reps 50] [--rounds 5] [--warm-s 2] [--no-isolate]
+        [--only SUBSTR] [--json out.json]
 
 For each manifest entry (written by bench/prebuild.py): load the .so with tvm_ffi, run it on
 fresh random inputs with D poisoned with NaN, and compare against a float32 torch reference.
 Correct kernels are then timed (CUDA events, warm-up, median of --reps) against
-torch.mm(A, B.T) (cuBLAS) timed in the same process.
+torch.mm(A, B.T) (cuBLAS) timed in the same process: --rounds alternate the two (reps/rounds
+calls each per round), and the ratio reported is the median over rounds of cuBLAS time over
+kernel time, so a drift of the card's clocks during the measurement hits both sides alike.
+--warm-s runs cuBLAS GEMMs for that long first (a cold card flatters whatever is timed first).
 
 Correctness: rel_err = ||D - ref||_F / ||ref||_F with ref = A.float() @ B.float().T. With fp32
 accumulation the error is the output rounding: about 3e-4 for fp16 and 2e-3 for bf16. Passing
@@ -84,7 +88,44 @@ def time_ms(call: Any, reps: int) -> tuple[float, float, float]:
     return statistics.median(times), times[len(times) // 10], times[(9 * len(times)) // 10]
 
 
-def measure(folder: Path, entry: dict[str, Any], reps: int) -> dict[str, Any]:
+def warm(seconds: float) -> None:
+    """Keep the card busy with large GEMMs so it reaches its steady (power-limited) clocks."""
+    import torch
+
+    if seconds <= 0:
+        return
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            torch.mm(a, a)
+        torch.cuda.synchronize()
+
+
+def environment() -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version,power.limit,clocks.max.sm", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        env["driver"], env["power_limit"], env["max_sm_clock"] = (v.strip() for v in out.stdout.split(","))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return env
+
+
+def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> dict[str, Any]:
     """Verify one entry and, if correct, time it and cuBLAS; failures come back as rows."""
     import torch
     import tvm_ffi
@@ -102,8 +143,19 @@ def measure(folder: Path, entry: dict[str, Any], reps: int) -> dict[str, Any]:
         return row
     a, b, d = _inputs(entry["problem"], seed=3)
     try:
-        row["ms"], row["p10_ms"], row["p90_ms"] = time_ms(lambda: fn(a, b, d), reps)
-        row["cublas_ms"] = time_ms(lambda: torch.mm(a, b.T), reps)[0]
+        per = max(reps // max(rounds, 1), 5)
+        ours, theirs = [], []
+        for _ in range(max(rounds, 1)):
+            ours.append(time_ms(lambda: fn(a, b, d), per))
+            theirs.append(time_ms(lambda: torch.mm(a, b.T), per)[0])
+        row["ms"] = statistics.median(t[0] for t in ours)
+        row["p10_ms"], row["p90_ms"] = min(t[1] for t in ours), max(t[2] for t in ours)
+        row["cublas_ms"] = statistics.median(theirs)
+        ratios = sorted(c / t[0] for c, t in zip(theirs, ours, strict=True))
+        row["ratio"] = statistics.median(ratios)
+        row["ratio_min"], row["ratio_max"] = ratios[0], ratios[-1]
+        # The timed run must have computed the same product too.
+        row["ok"] = check(fn, entry["problem"], seed=4)["ok"]
     except Exception as exc:
         row.update({"ok": False, "error": f"timing: {type(exc).__name__}: {exc}"[:500]})
     return row
@@ -115,8 +167,20 @@ def _tflops(problem: dict[str, Any], ms: float | None) -> float | None:
     return 2.0 * problem["m"] * problem["n"] * problem["k"] / (ms * 1e-3) / 1e12
 
 
-def _isolated(folder: Path, index: int, reps: int, timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, str(folder), "--entry", str(index), "--reps", str(reps)]
+def _isolated(folder: Path, index: int, reps: int, rounds: int, warm_s: float, timeout: float) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        str(folder),
+        "--entry",
+        str(index),
+        "--reps",
+        str(reps),
+        "--rounds",
+        str(rounds),
+        "--warm-s",
+        str(warm_s),
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -129,8 +193,9 @@ def _isolated(folder: Path, index: int, reps: int, timeout: float) -> dict[str, 
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'config':<24} {'problem':<22} {'rel_err':>9} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} "
-            f"{'cuBLAS':>8} {'ratio':>6}")
+    head = (
+        f"{'config':<52} {'problem':<22} {'rel_err':>9} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         p = r["problem"]
@@ -138,9 +203,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
         tf, cb = _tflops(p, r.get("ms")), _tflops(p, r.get("cublas_ms"))
         rel = f"{r['rel_err']:.2e}" if r.get("rel_err") is not None else "-"
         ms = f"{r['ms']:.4f}" if r.get("ms") else "-"
-        ratio = f"{r['cublas_ms'] / r['ms']:.3f}" if r.get("ms") and r.get("cublas_ms") else "-"
-        lines.append(f"{r['label']:<24} {shape:<22} {rel:>9} {'yes' if r.get('ok') else 'NO':>3} {ms:>8} "
-                     f"{tf or 0:>8.1f} {cb or 0:>8.1f} {ratio:>6}")
+        ratio = f"{r['ratio']:.3f}" if r.get("ratio") else "-"
+        lines.append(
+            f"{r['label']:<52} {shape:<22} {rel:>9} {'yes' if r.get('ok') else 'NO':>3} {ms:>8} "
+            f"{tf or 0:>8.1f} {cb or 0:>8.1f} {ratio:>6}"
+        )
         if r.get("error"):
             lines.append(f"    error: {r['error']}")
         elif not r.get("ok"):
@@ -149,10 +216,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="folder with manifest.json and the .so files")
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5, help="alternations of kernel and cuBLAS timing")
+    parser.add_argument("--warm-s", type=float, default=0.0, help="seconds of cuBLAS GEMMs before timing")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel (isolated mode)")
     parser.add_argument("--no-isolate", action="store_true", help="run every kernel in this process")
     parser.add_argument("--only", default="", help="substring filter on entry names")
@@ -162,18 +230,28 @@ def main() -> int:
     entries = json.loads((args.folder / "manifest.json").read_text())["entries"]
 
     if args.entry is not None:
-        print(json.dumps(measure(args.folder, entries[args.entry], args.reps)), flush=True)  # noqa: T201
+        warm(args.warm_s)
+        print(json.dumps(measure(args.folder, entries[args.entry], args.reps, args.rounds)), flush=True)  # noqa: T201
         return 0
+    env = environment()
+    env["template_version"] = json.loads((args.folder / "manifest.json").read_text()).get("template_version")
+    print(json.dumps(env), flush=True)  # noqa: T201
+    if args.no_isolate:
+        warm(args.warm_s)
     rows = []
     for i, entry in enumerate(entries):
         if args.only and args.only not in entry["name"]:
             continue
         started = time.perf_counter()
         if args.no_isolate:
-            row = measure(args.folder, entry, args.reps)
+            row = measure(args.folder, entry, args.reps, args.rounds)
         else:
-            row = {"name": entry["name"], "label": entry["label"], "problem": entry["problem"],
-                   **_isolated(args.folder, i, args.reps, args.timeout)}
+            row = {
+                "name": entry["name"],
+                "label": entry["label"],
+                "problem": entry["problem"],
+                **_isolated(args.folder, i, args.reps, args.rounds, args.warm_s, args.timeout),
+            }
         row["wall_s"] = round(time.perf_counter() - started, 1)
         rows.append(row)
         status = "ok" if row.get("ok") else "FAIL"
@@ -181,7 +259,7 @@ def main() -> int:
         print(progress, flush=True)  # noqa: T201
     print(_table(rows))  # noqa: T201
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     return 0 if all(r.get("ok") for r in rows) else 1
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "smem_bytes",
     "smem_fits",
     "raster_group_valid",
+    "rebalances_registers",
     "reg_split_valid",
     "schedule_supported",
     "store_box_divides_tile",
@@ -59,6 +60,7 @@ SCHEDULES = ("cooperative", "pingpong")
 # setmaxnreg budgets "consumer/producer": with 3 warpgroups of 128 threads the register file
 # (65536) allows 2 x consumer + producer <= 512, each a multiple of 8 in 24..256.
 REG_SPLITS = ("232/40", "240/24")
+REBALANCE_MIN_ACCUMULATORS = 64
 CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
@@ -165,16 +167,24 @@ def schedule_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def rebalances_registers(config: Config) -> bool:
+    """setmaxnreg runs with a producer and two consumers (3 warpgroups) holding at least
+    REBALANCE_MIN_ACCUMULATORS accumulators a thread. With one consumer every thread may hold 255
+    registers already; with fewer accumulators ptxas allocates below the launch's 168 and then
+    ignores setmaxnreg ("unable to determine register count at entry")."""
+    accumulators = consumer_rows(config) * config.blk_n // 128
+    return config.warp_specialized and config.consumers == 2 and accumulators >= REBALANCE_MIN_ACCUMULATORS
+
+
 def reg_split_valid(config: Config, problem: Problem) -> str | None:
-    """setmaxnreg runs with a producer and two consumers only (3 warpgroups); elsewhere the knob
-    would name a kernel identical to the default's."""
+    """Elsewhere than where setmaxnreg runs the knob would name the default's kernel."""
     if config.reg_split not in REG_SPLITS:
         return f"reg_split={config.reg_split!r}: known splits (consumer/producer) are {', '.join(REG_SPLITS)}"
-    rebalances = config.warp_specialized and config.consumers == 2
-    if config.reg_split != REG_SPLITS[0] and not rebalances:
+    if config.reg_split != REG_SPLITS[0] and not rebalances_registers(config):
         return (
-            f"reg_split={config.reg_split} needs warp_specialized with 2 consumers: only then does the "
-            "kernel move registers with setmaxnreg"
+            f"reg_split={config.reg_split} needs warp_specialized with 2 consumers holding at least "
+            f"{REBALANCE_MIN_ACCUMULATORS} accumulators a thread: only then does the kernel move registers with "
+            "setmaxnreg"
         )
     return None
 

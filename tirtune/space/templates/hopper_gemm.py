@@ -1,33 +1,53 @@
-"""The Hopper (sm_90a) GEMM template: D = A @ B.T with TMA loads, an mbarrier ring and wgmma.
+"""The Hopper (sm_90a) GEMM template, hopper-gemm/3: D = A @ B.T with TMA, an mbarrier ring, wgmma.
 
 A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's dtype; the product
-accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D:
+accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a time:
 
 * Shared memory holds a ring of `stages` stages, each an A tile (blk_m x blk_k) and a B tile
   (blk_n x blk_k) in the 128B-swizzled K-major layout. blk_k=128 is two 64-element swizzle
   atoms side by side; the TMA copy splits into one box per atom and the k16 steps of wgmma walk
   the descriptor across both.
 * Each stage has a `full` barrier (one arrive.expect_tx by the loading thread, completed by the
-  TMA bytes) and an `empty` barrier (one arrive per consumer warpgroup once its wgmma reads of
-  the stage have retired).
+  TMA bytes) and an `empty` barrier (one arrive per consumer warpgroup of the tile, in every CTA
+  of the cluster, once its wgmma reads of the stage have retired). wgmma keeps one commit group
+  in flight (wait_group 1): k-tile kt-1's stage is released while kt's MMAs run.
 * warp_specialized: an extra producer warpgroup (registers given back with setmaxnreg.dec) has one
   thread issue every load; the consumer warpgroups only wait, multiply and release. Otherwise
   thread 0 of consumer warpgroup 0 issues the load of tile kt+stages-1 right after tile kt-1 is
-  released, a classic multistage prefetch pipeline.
-* Consumer warpgroup c owns rows [c*rows, (c+1)*rows) of the tile (rows = blk_m/consumers, 64
-  or 128, i.e. one or two m64 wgmma per k16 step, each with its own accumulator array).
+  released, a classic multistage prefetch pipeline (restarted per tile when persistent). One
+  stage without a producer loads, waits and multiplies in turn (wait_group 0).
+* loader "threads" (one stage, no producer): every consumer thread copies 16-byte chunks of the
+  A and B tiles into the swizzled stage (zeros past M, N, K), fences the async proxy and syncs
+  the CTA before the wgmma; no TMA and no barriers (the seed journey's V1-V3).
+* schedule "cooperative": consumer warpgroup c owns rows [c*rows, (c+1)*rows) of the tile (rows =
+  blk_m/consumers, 64 or 128, i.e. one or two m64 wgmma per k16 step, each with its own
+  accumulator array); the consumers share each staged B tile. "pingpong" (persistent, 2
+  consumers): each consumer computes whole blk_m x blk_n tiles, consumer c the CTA's tiles c,
+  c+2, ...; an `order` barrier pair lets a consumer start its mainloop only after the other has
+  waited for every stage of the tile before, so the ring is consumed in order and one consumer's
+  epilogue overlaps the other's MMAs.
+* reg_split "C/P": setmaxnreg.inc C for the consumers, .dec P for the producer (3 warpgroups).
 * Epilogue "register": the fp32 fragment goes straight from registers to global memory,
   converted to the output dtype and guarded on M and N. Epilogue "tma": each consumer warpgroup
   packs its fragment to 16-bit pairs and writes it with stmatrix into a shared-memory staging
   tile (64x64 boxes, 128B-swizzled), fences the async proxy, and one thread TMA-stores the boxes
   (TMA clips the out-of-bounds part of a box, so tails stay correct); before the next tile
   overwrites the staging tile, that thread waits for the stores to have read it
-  (cp.async.bulk.wait_group.read).
+  (cp.async.bulk.wait_group.read). "tma_chunked": the same one 64x64 box at a time through two
+  staging buffers per consumer: box i is written while box i-1's store is in flight
+  (wait_group.read 1; 0 before a tile's first box), so 16 KiB per consumer replace the tile.
 * persistent: grid = min(tiles, SMS) CTAs; CTA b computes tiles b, b+grid, ... The ring's stage
   and phase come from a per-CTA running k-tile count (it*k_tiles + kt), so they carry across
   tiles, and the consumers also release the last stage of each tile. raster_group maps the
   linear tile index to (tile_m, tile_n): groups of raster_group tile rows, column-major inside a
   group (1 = row-major), so concurrently running CTAs share A and B tiles in L2.
+* cluster 2 or 4 along M (or N), persistent: the cluster's CTAs compute adjacent tiles along M
+  (N) of one cluster tile and share its B (A) tile: each loads 1/cluster of the shared tile's rows
+  and multicasts it (cta_mask) into every CTA's stage at the same offset, signalling each CTA's
+  `full` barrier, which expects the whole stage; consumers release a stage in every CTA of the
+  cluster (remote mbarrier arrives), since every producer writes into it. Barriers are
+  initialised before a cluster_sync, and a final cluster_sync keeps every CTA's shared memory
+  alive until its peers are done with it. 4-CTA clusters run at most 32 at once (128 CTAs).
 
 Tails: the loop runs ceil(K/blk_k) tiles; TMA zero-fills the out-of-bounds part of a box (and
 still counts the whole box in its transaction bytes), so partial tiles along M, N and K add
@@ -43,7 +63,7 @@ from typing import Any
 from tirtune.space.config import Config
 from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
-from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
+from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REBALANCE_MIN_ACCUMULATORS
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan"]
 
@@ -64,7 +84,9 @@ DESC_SWIZZLE_128B = 3
 # launch gives 168 registers a thread (65536 / 384, rounded down to 8); 40 for the producer and
 # 232 for two consumers add up to exactly 3 x 128 x 168. With one consumer (256 threads) every
 # thread may already hold 255 registers, and ptxas ignores setmaxnreg there ("unable to determine
-# register count at entry"), so it is only emitted with two consumers.
+# register count at entry"), so it is only emitted with two consumers; likewise when they hold
+# fewer than 64 accumulators (128x64 tiles: ptxas then allocates 58 registers, not 168).
+# reg_split picks the pair (default 232/40; 240/24 also sums to 504 <= 512).
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap
@@ -232,8 +254,9 @@ class KernelPlan:
 
     @property
     def rebalances_registers(self) -> bool:
-        """setmaxnreg moves registers from the producer to the consumers (3 warpgroups only)."""
-        return self.warp_specialized and self.consumers == 2
+        """setmaxnreg moves registers from the producer to the consumers (see rules.rebalances_registers)."""
+        accumulators = self.m_blocks * self.acc_regs
+        return self.warp_specialized and self.consumers == 2 and accumulators >= REBALANCE_MIN_ACCUMULATORS
 
     @property
     def multicast_rows(self) -> int:
