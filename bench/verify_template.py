@@ -223,7 +223,7 @@ def main() -> int:
     parser.add_argument("--warm-s", type=float, default=0.0, help="seconds of cuBLAS GEMMs before timing")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel (isolated mode)")
     parser.add_argument("--no-isolate", action="store_true", help="run every kernel in this process")
-    parser.add_argument("--only", default="", help="substring filter on entry names")
+    parser.add_argument("--only", default="", help="comma-separated substrings: entries whose name has one")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--entry", type=int, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
@@ -240,7 +240,7 @@ def main() -> int:
         warm(args.warm_s)
     rows = []
     for i, entry in enumerate(entries):
-        if args.only and args.only not in entry["name"]:
+        if args.only and not any(part in entry["name"] for part in args.only.split(",")):
             continue
         started = time.perf_counter()
         if args.no_isolate:
