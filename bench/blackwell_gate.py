@@ -106,6 +106,7 @@ def _quartiles(values: list[float]) -> dict[str, float]:
 
 def to_markdown(result: dict[str, Any]) -> str:
     s, meta = result["summary"], result["meta"]
+    t = s["build_seconds"]
     lines = [
         f"# Blackwell (sm_100a) static gate: {s['gated']} random valid configs",
         "",
@@ -124,8 +125,8 @@ def to_markdown(result: dict[str, Any]) -> str:
         f"| **all checks** | **{s['passed']}/{s['gated']}** |",
         "",
         f"Registers per thread {s['registers'][0]}-{s['registers'][1]}; dynamic shared memory "
-        f"{s['dynamic_smem'][0]}-{s['dynamic_smem'][1]} B; seconds per config (lower + nvcc -cubin + checks) "
-        f"{s['build_seconds']}.",
+        f"{s['dynamic_smem'][0]}-{s['dynamic_smem'][1]} B; seconds per config (lower + nvcc -cubin + checks): "
+        f"min {t['min']}, median {t['median']}, max {t['max']}.",
         "",
         "| config | problem | regs | smem B | grid x block x cluster | MMA | result |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -149,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("bench/results/blackwell-gate"))
+    parser.add_argument("--render-only", action="store_true", help="rewrite OUT.md from OUT.json, build nothing")
     args = parser.parse_args(argv)
+    if args.render_only:
+        args.out.with_suffix(".md").write_text(to_markdown(json.loads(args.out.with_suffix(".json").read_text())))
+        return 0
     items = sample(args.count, args.seed)
     commit = _commit()  # the code the sample is built with (read now: the tree may move during the run)
     started = time.perf_counter()
