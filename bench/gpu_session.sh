@@ -33,7 +33,7 @@ case "$1" in
     exit $rc ;;
   scaling)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" 2>"$OUT/scaling.log"
+    python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
     rc=$?
     tail -n 30 "$OUT/scaling.log"
     exit $rc ;;

@@ -197,8 +197,16 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--dump-after", type=float, default=0, help="dump every thread's stack after this many seconds")
     args = ap.parse_args()
+    import faulthandler
+    import logging
+
     import ray
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.dump_after:
+        faulthandler.dump_traceback_later(args.dump_after, repeat=True)
 
     problem = Problem.parse(args.shape, args.dtype)
     ray.init(include_dashboard=False, log_to_driver=False)
