@@ -136,6 +136,17 @@ SET_V3_PERF: list[tuple[Config, Problem]] = [
     (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA), BIG),
 ]
 
+# Second-round candidates: clusters with the register and chunked epilogues, 256x128 tiles.
+SET_V3_MORE: list[tuple[Config, Problem]] = [
+    (_c(128, 256, 64, 4, 2, True, **G8, **CL2M), SQUARE),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CL2N), SQUARE),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **CL2M, **R240), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **CL2N), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **G8, **PP, **CH), SQUARE),
+    (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA, **R240), SQUARE),
+]
+
 
 def _journey() -> list[tuple[str, Config, Problem]]:
     from journey import JOURNEY  # bench/journey.py, beside this file
@@ -149,6 +160,7 @@ SETS = {
     "v3": lambda: SET_V3_TAILS + SET_V3_PERF,
     "v3-tails": lambda: SET_V3_TAILS,
     "v3-perf": lambda: SET_V3_PERF,
+    "v3-more": lambda: SET_V3_MORE,
     "journey": _journey,
 }
 

@@ -17,8 +17,9 @@ needs rel_err <= 1e-2 (REL_TOL), no NaN left in D (every element written) and
 max|D - ref| <= 5e-2 * max|ref| (MAX_TOL, which catches a few wrong elements that the Frobenius
 norm would average away). A wrong tile, a stale stage or a misplaced fragment gives O(1).
 
-By default each kernel runs in its own child process with a timeout (--timeout), so a hang or
-an illegal-address error (which poisons the CUDA context) costs only that kernel.
+By default each kernel is checked in its own child process with a timeout (--timeout; --jobs
+children at a time), so a hang or an illegal-address error (which poisons the CUDA context)
+costs only that kernel; the correct ones are then timed one after another in one more child.
 """
 
 from __future__ import annotations
@@ -125,9 +126,8 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> dict[str, Any]:
-    """Verify one entry and, if correct, time it and cuBLAS; failures come back as rows."""
-    import torch
+def verify(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """Run one entry twice on fresh inputs against the reference; failures come back as rows."""
     import tvm_ffi
 
     row: dict[str, Any] = {"name": entry["name"], "label": entry["label"], "problem": entry["problem"]}
@@ -138,11 +138,18 @@ def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> 
             row.update(check(fn, entry["problem"], seed=2))  # fresh inputs again: no stale luck
     except Exception as exc:  # a launch error, a bad module: report it, keep going
         row.update({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
-        return row
-    if not row["ok"]:
-        return row
-    a, b, d = _inputs(entry["problem"], seed=3)
+    return row
+
+
+def time_entry(folder: Path, entry: dict[str, Any], reps: int, rounds: int) -> dict[str, Any]:
+    """Time a verified entry against cuBLAS in alternating rounds, then check its output again."""
+    import torch
+    import tvm_ffi
+
+    row: dict[str, Any] = {}
     try:
+        fn = tvm_ffi.load_module(str(folder / entry["so"]))["main"]
+        a, b, d = _inputs(entry["problem"], seed=3)
         per = max(reps // max(rounds, 1), 5)
         ours, theirs = [], []
         for _ in range(max(rounds, 1)):
@@ -154,10 +161,18 @@ def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> 
         ratios = sorted(c / t[0] for c, t in zip(theirs, ours, strict=True))
         row["ratio"] = statistics.median(ratios)
         row["ratio_min"], row["ratio_max"] = ratios[0], ratios[-1]
-        # The timed run must have computed the same product too.
+        # The timed calls must have computed the same product too.
         row["ok"] = check(fn, entry["problem"], seed=4)["ok"]
     except Exception as exc:
         row.update({"ok": False, "error": f"timing: {type(exc).__name__}: {exc}"[:500]})
+    return row
+
+
+def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> dict[str, Any]:
+    """Verify one entry and, if correct, time it against cuBLAS (in this process)."""
+    row = verify(folder, entry)
+    if row["ok"]:
+        row.update(time_entry(folder, entry, reps, rounds))
     return row
 
 
@@ -167,35 +182,53 @@ def _tflops(problem: dict[str, Any], ms: float | None) -> float | None:
     return 2.0 * problem["m"] * problem["n"] * problem["k"] / (ms * 1e-3) / 1e12
 
 
-def _isolated(folder: Path, index: int, reps: int, rounds: int, warm_s: float, timeout: float) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        __file__,
-        str(folder),
-        "--entry",
-        str(index),
-        "--reps",
-        str(reps),
-        "--rounds",
-        str(rounds),
-        "--warm-s",
-        str(warm_s),
-    ]
+def _child(folder: Path, args: list[str], timeout: float) -> tuple[list[dict[str, Any]], str]:
+    """Run this script as a child; its JSON lines, and what went wrong if it did not finish."""
+    cmd = [sys.executable, __file__, str(folder), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timed out after {timeout:g}s (hang?)"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            result: dict[str, Any] = json.loads(line)
-            return result
-    return {"ok": False, "error": f"child exited {proc.returncode}: {(proc.stderr or proc.stdout)[-500:]}"}
+        out, problem = proc.stdout, "" if proc.returncode == 0 else f"child exited {proc.returncode}: "
+        problem += (proc.stderr or "")[-500:] if proc.returncode else ""
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        problem = f"timed out after {timeout:g}s (hang?)"
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")], problem
+
+
+def _isolated(folder: Path, chosen: list[int], args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """Check every entry in its own child (args.jobs at a time: a hang or an illegal address costs
+    one kernel), then time the correct ones in one child, one after another (a quiet GPU)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def check_one(i: int) -> dict[str, Any]:
+        lines, problem = _child(folder, ["--entry", str(i), "--check-only"], args.timeout)
+        return lines[-1] if lines else {"ok": False, "error": problem}
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        rows = dict(zip(chosen, pool.map(check_one, chosen), strict=True))
+    good = [i for i in chosen if rows[i].get("ok")]
+    if good:
+        timing = [
+            "--time",
+            ",".join(map(str, good)),
+            "--reps",
+            str(args.reps),
+            "--rounds",
+            str(args.rounds),
+            "--warm-s",
+            str(args.warm_s),
+        ]
+        lines, problem = _child(folder, timing, args.timeout * len(good))
+        timed = {line["index"]: line for line in lines}
+        for i in good:
+            rows[i].update(timed.get(i, {"ok": False, "error": f"not timed: {problem or 'no result'}"}))
+            rows[i].pop("index", None)
+    return rows
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = (
-        f"{'config':<52} {'problem':<22} {'rel_err':>9} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6}"
-    )
+    cols = f"{'rel_err':>9} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6} {'spread':>6}"
+    head = f"{'config':<52} {'problem':<22} {cols}"
     lines = [head, "-" * len(head)]
     for r in rows:
         p = r["problem"]
@@ -204,9 +237,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
         rel = f"{r['rel_err']:.2e}" if r.get("rel_err") is not None else "-"
         ms = f"{r['ms']:.4f}" if r.get("ms") else "-"
         ratio = f"{r['ratio']:.3f}" if r.get("ratio") else "-"
+        spread = f"{r['ratio_max'] - r['ratio_min']:.3f}" if r.get("ratio") else "-"
+        step = r["name"].split("__")[0] + " " if r["name"].startswith("V") else ""  # the journey's step
         lines.append(
-            f"{r['label']:<52} {shape:<22} {rel:>9} {'yes' if r.get('ok') else 'NO':>3} {ms:>8} "
-            f"{tf or 0:>8.1f} {cb or 0:>8.1f} {ratio:>6}"
+            f"{step + r['label']:<52} {shape:<22} {rel:>9} {'yes' if r.get('ok') else 'NO':>3} {ms:>8} "
+            f"{tf or 0:>8.1f} {cb or 0:>8.1f} {ratio:>6} {spread:>6}"
         )
         if r.get("error"):
             lines.append(f"    error: {r['error']}")
@@ -225,38 +260,45 @@ def main() -> int:
     parser.add_argument("--no-isolate", action="store_true", help="run every kernel in this process")
     parser.add_argument("--only", default="", help="comma-separated substrings: entries whose name has one")
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    parser.add_argument("--entry", type=int, help=argparse.SUPPRESS)  # child mode
+    parser.add_argument("--jobs", type=int, default=4, help="correctness checks at a time (isolated mode)")
+    parser.add_argument("--entry", type=int, help=argparse.SUPPRESS)  # child mode: one entry
+    parser.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--time", default="", help=argparse.SUPPRESS)  # child mode: time these entries
     args = parser.parse_args()
     entries = json.loads((args.folder / "manifest.json").read_text())["entries"]
 
     if args.entry is not None:
+        entry = entries[args.entry]
+        if args.check_only:
+            print(json.dumps(verify(args.folder, entry)), flush=True)  # noqa: T201
+        else:
+            warm(args.warm_s)
+            print(json.dumps(measure(args.folder, entry, args.reps, args.rounds)), flush=True)  # noqa: T201
+        return 0
+    if args.time:
         warm(args.warm_s)
-        print(json.dumps(measure(args.folder, entries[args.entry], args.reps, args.rounds)), flush=True)  # noqa: T201
+        for i in map(int, args.time.split(",")):
+            row = {"index": i, **time_entry(args.folder, entries[i], args.reps, args.rounds)}
+            print(json.dumps(row), flush=True)  # noqa: T201
         return 0
     env = environment()
     env["template_version"] = json.loads((args.folder / "manifest.json").read_text()).get("template_version")
     print(json.dumps(env), flush=True)  # noqa: T201
+    chosen = [i for i, e in enumerate(entries) if not args.only or any(p in e["name"] for p in args.only.split(","))]
+    started = time.perf_counter()
     if args.no_isolate:
         warm(args.warm_s)
-    rows = []
-    for i, entry in enumerate(entries):
-        if args.only and not any(part in entry["name"] for part in args.only.split(",")):
-            continue
-        started = time.perf_counter()
-        if args.no_isolate:
-            row = measure(args.folder, entry, args.reps, args.rounds)
-        else:
-            row = {
-                "name": entry["name"],
-                "label": entry["label"],
-                "problem": entry["problem"],
-                **_isolated(args.folder, i, args.reps, args.rounds, args.warm_s, args.timeout),
-            }
-        row["wall_s"] = round(time.perf_counter() - started, 1)
-        rows.append(row)
+        rows = [measure(args.folder, entries[i], args.reps, args.rounds) for i in chosen]
+    else:
+        by_index = _isolated(args.folder, chosen, args)
+        rows = [
+            {"name": entries[i]["name"], "label": entries[i]["label"], "problem": entries[i]["problem"], **by_index[i]}
+            for i in chosen
+        ]
+    for row in rows:
         status = "ok" if row.get("ok") else "FAIL"
-        progress = f"[{i + 1}/{len(entries)}] {entry['name']}: {status} ({row['wall_s']} s)"
-        print(progress, flush=True)  # noqa: T201
+        print(f"{row['name']}: {status}", flush=True)  # noqa: T201
+    print(f"{len(rows)} kernels in {time.perf_counter() - started:.0f} s", flush=True)  # noqa: T201
     print(_table(rows))  # noqa: T201
     if args.json:
         args.json.write_text(json.dumps({"env": env, "rows": rows}, indent=1))
