@@ -250,6 +250,27 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _markdown(env: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    keys = ("date", "gpu", "driver", "cuda_runtime", "torch", "template_version", "power_limit")
+    lines = ["Environment: " + ", ".join(f"{k} {env.get(k)}" for k in keys if env.get(k)) + ".", ""]
+    lines += [
+        "| kernel | problem | correct (rel. err) | ms | TFLOP/s | cuBLAS TFLOP/s | ratio (min-max over rounds) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        p = r["problem"]
+        step = r["name"].split("__")[0] + " " if r["name"].startswith("V") else ""
+        ok = f"yes ({r['rel_err']:.2e})" if r.get("ok") else f"NO: {r.get('error') or r.get('max_err')}"
+        tf, cb = _tflops(p, r.get("ms")), _tflops(p, r.get("cublas_ms"))
+        timing = (
+            f"{r['ms']:.4f} | {tf:.0f} | {cb:.0f} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
+            if r.get("ratio") and tf and cb
+            else "- | - | - | -"
+        )
+        lines.append(f"| {step}{r['label']} | {p['m']}x{p['n']}x{p['k']} {p['dtype']} | {ok} | {timing} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="folder with manifest.json and the .so files")
@@ -260,6 +281,7 @@ def main() -> int:
     parser.add_argument("--no-isolate", action="store_true", help="run every kernel in this process")
     parser.add_argument("--only", default="", help="comma-separated substrings: entries whose name has one")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--md", type=Path, help="also write a markdown table (with the environment) here")
     parser.add_argument("--jobs", type=int, default=4, help="correctness checks at a time (isolated mode)")
     parser.add_argument("--entry", type=int, help=argparse.SUPPRESS)  # child mode: one entry
     parser.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)
@@ -302,6 +324,8 @@ def main() -> int:
     print(_table(rows))  # noqa: T201
     if args.json:
         args.json.write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    if args.md:
+        args.md.write_text(_markdown(env, rows))
     return 0 if all(r.get("ok") for r in rows) else 1
 
 
