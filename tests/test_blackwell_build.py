@@ -53,7 +53,7 @@ def gate_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gated(gate_root: Path) -> dict[str, static_gate.GateReport]:
-    """Gate every distinct journey kernel once (V3 and V4 are the same kernel on this branch)."""
+    """Gate every distinct journey kernel once, two at a time."""
     root = gate_root
     distinct = {_key(step): (name, step) for name, step in reversed(list(JOURNEY.items()))}
 

@@ -3,6 +3,8 @@ the static gate (descriptor decoding, launch parsing, SASS fingerprints). No nvc
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,9 +39,11 @@ def _bw(**knobs: object) -> Config:
 
 def test_the_space_and_its_size_at_the_seed_problem() -> None:
     assert (BLACKWELL.arch, BLACKWELL.template_version) == ("sm_100a", TEMPLATE_VERSION)
-    assert sum(1 for _ in BLACKWELL.configs()) == 7168
+    assert sum(1 for _ in BLACKWELL.configs()) == 14336
     valid = BLACKWELL.valid_configs(P4096)
-    assert len(valid) == 876
+    assert len(valid) == 972
+    threads = [c for c in valid if c.loader == "threads"]
+    assert len(threads) == 96 and all(c.stages == 1 and not c.warp_specialized and c.cluster == 1 for c in threads)
     assert {c.cluster for c in valid} == {1, 2} and {c.consumers for c in valid} == {1, 2}
     assert all(smem_bytes(c) <= SMEM_LIMIT_BYTES and c.consumers * c.blk_n <= TMEM_COLUMNS for c in valid)
 
@@ -62,6 +66,9 @@ def test_the_space_and_its_size_at_the_seed_problem() -> None:
         (_bw(blk_m=256, consumers=2, blk_n=256, blk_k=128, stages=3), "smem_fits"),
         (_bw(raster_group=8), "raster_group_valid"),  # needs persistent
         (_bw(epilogue="stmatrix"), "epilogue_supported"),
+        (_bw(loader="threads"), "loader_supported"),  # thread copies: one stage, no producer
+        (_bw(loader="threads", warp_specialized=False, stages=2), "loader_supported"),
+        (_bw(blk_m=256, consumers=2, persistent=True, schedule="pingpong"), "hopper_knobs_at_default"),
     ],
 )
 def test_each_rule_refuses_with_its_name(config: Config, rule: str) -> None:
@@ -83,9 +90,8 @@ def test_knobs_only_hopper_implements_are_refused_off_their_default() -> None:
     from tirtune.space.blackwell_rules import hopper_knobs_at_default
 
     assert hopper_knobs_at_default(_bw(), P4096) is None
-    fake = type("Fake", (), {"loader": "threads", "schedule": "cooperative"})()
-    reason = hopper_knobs_at_default(fake, P4096)  # type: ignore[arg-type]
-    assert reason is not None and "loader='threads'" in reason
+    reason = hopper_knobs_at_default(_bw(blk_m=256, consumers=2, persistent=True, schedule="pingpong"), P4096)
+    assert reason is not None and "schedule='pingpong'" in reason
 
 
 def test_tma_needs_16_byte_rows_on_blackwell_too() -> None:
@@ -119,7 +125,9 @@ def test_journey_configs_are_valid_points_of_the_space() -> None:
     assert list(JOURNEY) == [f"v{i}" for i in range(1, 10)]
     for name, step in JOURNEY.items():
         assert BLACKWELL.is_valid(step.config, step.problem), (name, BLACKWELL.violations(step.config, step.problem))
-    assert JOURNEY["v3"].config == JOURNEY["v4"].config  # no thread-copy loader on this branch (see blackwell.py)
+    # V3 and V4 differ only in who copies A and B: all threads, then TMA.
+    assert JOURNEY["v3"].config.loader == "threads" and JOURNEY["v4"].config.loader == "tma"
+    assert dataclasses.replace(JOURNEY["v3"].config, loader="tma") == JOURNEY["v4"].config
 
 
 # --- the branch switch --------------------------------------------------------------------------------

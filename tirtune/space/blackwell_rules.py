@@ -16,6 +16,7 @@ from tirtune.space.rules import (
     ConfigRule,
     ProblemRule,
     blk_k_matches_swizzle,
+    loader_supported,
     raster_group_valid,
     tma_row_stride_aligned,
     tma_store_row_stride_aligned,
@@ -53,7 +54,7 @@ MAX_STAGES = 8
 EPILOGUES = ("register", "tma")
 # Knobs of the Hopper branch this branch has no code path for: only their defaults build here.
 # (getattr: the knobs may or may not exist in a given Config version.)
-HOPPER_ONLY_KNOBS = {"schedule": "cooperative", "reg_split": "232/40", "loader": "tma"}
+HOPPER_ONLY_KNOBS = {"schedule": "cooperative", "reg_split": "232/40"}
 
 
 def b_rows(config: Config) -> int:
@@ -163,5 +164,6 @@ BLACKWELL_CONFIG_RULES: tuple[ConfigRule, ...] = (
     raster_group_valid,
     epilogue_supported,
     tma_store_row_stride_aligned,
+    loader_supported,
     hopper_knobs_at_default,
 )

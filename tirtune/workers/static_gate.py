@@ -9,8 +9,9 @@
   shared memory within 232,448 B and within the space's estimate, the TMEM allocation 512
   columns and every MMA's accumulator inside it;
 * families: tcgen05.mma (UTCHMMA, .2CTA for a CTA pair), tcgen05.commit (UTCBAR), tcgen05.ld
-  (LDTM), TMEM allocation (UTCATOMSWS), TMA loads (UTMALDG), TMA stores (UTMASTG) exactly with
-  the TMA epilogue, global stores (STG) exactly with the register epilogue; no wgmma (HGMMA);
+  (LDTM), TMEM allocation (UTCATOMSWS), TMA loads (UTMALDG) exactly with the TMA loader and
+  global loads (LDG) exactly with the thread loader, TMA stores (UTMASTG) exactly with the TMA
+  epilogue, global stores (STG) exactly with the register epilogue; no wgmma (HGMMA);
 * mma_shape: M, N, A/B/D types and K-major operands decoded from the tcgen05 instruction
   descriptor (a constant in the generated CUDA: SASS keeps it in a register);
 * launch: grid, block and cluster dimensions from the host wrapper.
@@ -298,7 +299,9 @@ def _check_families(report: GateReport, p: Any, hist: Counter[str], source: str)
         "UTCBAR": _family(hist, "UTCBAR") > 0,
         "LDTM": _family(hist, "LDTM") > 0,
         "UTCATOMSWS": _family(hist, "UTCATOMSWS") > 0,
-        "UTMALDG": _family(hist, "UTMALDG") > 0,
+        # TMA loads exactly with the TMA loader; the thread loader's 16-byte global loads instead.
+        "UTMALDG": (_family(hist, "UTMALDG") > 0) == (p.loader == "tma"),
+        "LDG": (_family(hist, "LDG") > 0) == (p.loader == "threads"),
         "UTMASTG": (_family(hist, "UTMASTG") > 0) == tma_epi,
         "STG": (_family(hist, "STG") > 0) == (not tma_epi),
         "no HGMMA": _family(hist, "HGMMA") == 0 and "wgmma" not in source,

@@ -13,7 +13,10 @@ memory (TMEM). One CTA owns a blk_m x blk_n output tile:
 * warp_specialized: an extra warpgroup whose warp 3 issues the TMA loads and whose warp c issues
   consumer c's MMAs (one elected thread each); warpgroup c only writes back consumer c's
   accumulator. Otherwise one elected thread of warpgroup 0 loads (up to `stages` k-tiles ahead)
-  and issues the MMAs, and every warpgroup then writes back its consumer (the seed's V1-V6).
+  and issues the MMAs, and every warpgroup then writes back its consumer (the seed's V4-V6).
+* loader "threads" (one stage, no producer, no pair): every thread copies 16-byte chunks of the
+  k-tile into the swizzled stage, a CTA barrier, one elected thread multiplies, and the next copy
+  waits for those MMAs (the seed's V1-V3: synchronous, no overlap).
 * Consumer c computes rows [c*128, c*128+128) of the tile into TMEM columns [c*blk_n, (c+1)*blk_n),
   both consumers reading the same B stage (the seed's V9).
 * cluster=2: two CTAs along M form a tcgen05 CTA pair (cta_group::2, MMA M=256). Each CTA loads its
@@ -36,6 +39,9 @@ The pieces DESIGN.md decision 6 wants shared with the Hopper branch are small fu
 accumulator's home (TMEM) and the epilogue load (`tcgen05.ld`) are this branch's own.
 """
 
+# The TVMScript kernel body (prim_func, inline macros) is parsed by TVM, not typed Python: its
+# unannotated macros and T.Buffer(...) parameters are what TVMScript expects.
+# mypy: disable-error-code="no-untyped-def,untyped-decorator,valid-type"
 from __future__ import annotations
 
 import logging
@@ -87,6 +93,7 @@ class BlackwellPlan:
     raster_group: int
     epilogue: str
     cta_group: int
+    loader: str = "tma"
 
     @property
     def b_rows(self) -> int:
@@ -174,6 +181,7 @@ def plan(config: Config, problem: Problem) -> BlackwellPlan:
         raster_group=config.raster_group,
         epilogue=config.epilogue,
         cta_group=config.cluster,
+        loader=getattr(config, "loader", "tma"),
     )
 
 
@@ -222,6 +230,16 @@ def tx_bytes(p: BlackwellPlan) -> int:
     return p.stage_bytes * p.cta_group
 
 
+# loader="threads": one 16-byte chunk from global to (swizzled) shared memory, or zeros past the edges.
+_COPY16_NAME = "tirtune_bw_copy16"
+_COPY16_SOURCE = (
+    f"__forceinline__ __device__ void {_COPY16_NAME}(void* dst, const void* src, int inside) {{\n"
+    "  uint4 v = make_uint4(0u, 0u, 0u, 0u);\n"
+    "  if (inside) v = *reinterpret_cast<const uint4*>(src);\n"
+    "  *reinterpret_cast<uint4*>(dst) = v;\n}\n"
+)
+
+
 def _store8_source(dtype: str) -> tuple[str, str]:
     """Epilogue helper: eight fp32 values -> one 16-byte store of eight 16-bit values."""
     elem, convert, pair = _STORE8[dtype]
@@ -258,6 +276,10 @@ def _trace(p: BlackwellPlan) -> Any:
     TMA_EPI = p.epilogue == "tma"
     CHUNKS = BN // EPI
     PRE = min(ST, KT)  # k-tiles the single-thread pipeline loads before its first MMA
+    THREADS = p.loader == "threads"
+    NTHREADS, CK = p.threads, BK // 8  # the copying threads; 16-byte chunks per tile row
+    # Every thread copies whole rounds of chunks: C*128 rows of A, and blk_n (a multiple of 64) rows of B.
+    assert not THREADS or (C * ROWS * CK % NTHREADS == 0 and BROWS * CK % NTHREADS == 0)
     MASK = 3 if CG == 2 else None  # commits reach both CTAs of a pair
     VEC8 = N % 8 == 0  # every 8-column group of a row starts 16-byte aligned
     a_layout, b_layout, d_layout = smem_layouts(DT, (ST, C, ROWS, BK), (ST, BROWS, BK), (C, ROWS, EPI))
@@ -440,6 +462,55 @@ def _trace(p: BlackwellPlan) -> Any:
             for c in T.unroll(C):
                 acc_full.arrive(c, cta_group=1)
 
+        @T.inline
+        def thread_load(tm, tn, kt):
+            # loader="threads" (the seed's V1-V3): thread t of all C*128 copies 16-byte chunks t,
+            # t + C*128, ... of the A and B tiles into the (swizzled) single stage; chunks past
+            # M, N or K are zeros (K is a multiple of 8, so a chunk is wholly in or out).
+            tid = T.meta_var(wg * WARPGROUP + warp * 32 + lane)
+            for i in T.unroll(C * ROWS * CK // NTHREADS):
+                q = T.meta_var(i * NTHREADS + tid)
+                r = T.meta_var(q // CK)
+                col = T.meta_var(q % CK * 8)
+                T.evaluate(T.cuda.func_call(_COPY16_NAME, As.ptr_to([0, r // ROWS, r % ROWS, col]),
+                                            A.ptr_to([tm * CTM + r, kt * BK + col]),
+                                            T.Select(tm * CTM + r < M and kt * BK + col < K, 1, 0),
+                                            source_code=_COPY16_SOURCE))
+            for i in T.unroll(BROWS * CK // NTHREADS):
+                q = T.meta_var(i * NTHREADS + tid)
+                r = T.meta_var(q // CK)
+                col = T.meta_var(q % CK * 8)
+                T.evaluate(T.cuda.func_call(_COPY16_NAME, Bs.ptr_to([0, r, col]),
+                                            B.ptr_to([tn * CTN + r, kt * BK + col]),
+                                            T.Select(tn * CTN + r < N and kt * BK + col < K, 1, 0),
+                                            source_code=_COPY16_SOURCE))
+
+        @T.inline
+        def threads_tile(it, tm, tn):
+            # Synchronous: every thread copies k-tile kt once the MMAs of kt-1 have read the one
+            # stage, the copies are fenced to the async proxy tcgen05 reads through, and one
+            # elected thread multiplies; its commit frees the stage again.
+            for kt in range(KT):
+                j = T.meta_var(it * KT + kt)
+                empty.wait(0, (j & 1) ^ 1)
+                thread_load(tm, tn, kt)
+                proxy_fence()
+                T.cuda.cta_sync()
+                if wg == 0:
+                    if warp == 0:
+                        if T.cuda.elect_sync():
+                            if kt == 0:
+                                for c in T.unroll(C):
+                                    acc_empty.wait(c, (it & 1) ^ 1)
+                            fence_after()
+                            for c in T.unroll(C):
+                                mma_stage(c, j, kt)
+                            empty.arrive(0, cta_group=1)
+                            if kt == KT - 1:
+                                for c in T.unroll(C):
+                                    acc_full.arrive(c, cta_group=1)
+                        T.cuda.warp_sync()
+
         if WS:
             if wg == C:
                 if warp == PRODUCER_WARP:
@@ -468,11 +539,14 @@ def _trace(p: BlackwellPlan) -> Any:
             for it in range(ITERS):
                 if cid + it * NCL < TILES:
                     stm, stn = T.meta_var(tile_origin(T, cid + it * NCL, GM, GN, G))
-                    if wg == 0:
-                        if warp == 0:
-                            if T.cuda.elect_sync():
-                                single_thread_tile(it, stm, stn)
-                            T.cuda.warp_sync()
+                    if THREADS:
+                        threads_tile(it, stm, stn)
+                    else:
+                        if wg == 0:
+                            if warp == 0:
+                                if T.cuda.elect_sync():
+                                    single_thread_tile(it, stm, stn)
+                                T.cuda.warp_sync()
                     for c in T.unroll(C):
                         if wg == c:
                             writeback(c, it, stm, stn)
