@@ -118,7 +118,7 @@ def test_spaces_by_template_version() -> None:
     v1, v2 = set(HOPPER_V1.valid_configs(p)), set(HOPPER_V2.valid_configs(p))
     assert len(v1) == 156 and len(v2) == 596  # the recorded hopper-gemm/1 sweep, the hopper-gemm/2 tune
     v3 = set(HOPPER.valid_configs(p))
-    assert v1 < v2 < v3 and len(v3) == 8868
+    assert v1 < v2 < v3 and len(v3) == 9822
     with pytest.raises(SpaceError, match="unknown template version"):
         space_for("hopper-gemm/0")
 
@@ -185,6 +185,17 @@ def test_rules_of_the_schedule_and_register_knobs() -> None:
     assert not rules.rebalances_registers(Config(128, 64, 64, 4, 2, True))
     assert _rules(Config(128, 64, 64, 4, 2, True, reg_split="240/24")) == ["reg_split_valid"]
     assert rules.rebalances_registers(Config(128, 128, 64, 4, 2, True))
+
+
+def test_three_consumer_warpgroups_where_their_registers_fit() -> None:
+    # 4 warpgroups with the producer get 128 registers a thread: 64 accumulators fit, 96 do not.
+    assert _rules(Config(192, 128, 64, 4, 3, True, **P8, epilogue="tma_chunked")) == []
+    assert _rules(Config(192, 192, 64, 4, 3, True, **P8)) == ["registers_fit"]
+    # Without a producer (3 warpgroups, 168 registers) 64x256 per consumer fits.
+    assert _rules(Config(192, 256, 64, 3, 3, False)) == []
+    assert _rules(Config(192, 128, 64, 4, 2, True)) == ["consumers_split_m"]
+    assert rules.register_budget(Config(128, 256, 64, 4, 2, True, reg_split="240/24")) == 240
+    assert rules.register_budget(Config(192, 128, 64, 4, 3, True)) == 128
 
 
 def test_rules_of_the_epilogue_staging() -> None:

@@ -65,6 +65,10 @@ CASES = {
         _c(128, 64, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n"),
         Problem(1000, 1024, 200, "float16"),
     ),
+    "ws-c3-m192-chunked": (
+        _c(192, 128, 64, 4, 3, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
+        Problem(1000, 1000, 1000, "float16"),
+    ),
     "mono-persist-threads": (
         _c(128, 128, 64, 1, 2, False, persistent=True, raster_group=8, loader="threads"),
         Problem(200, 100, 72, "bfloat16"),

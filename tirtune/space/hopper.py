@@ -36,7 +36,9 @@ HOPPER = SearchSpace(
     template_version=TEMPLATE_VERSION,
     knobs={
         **_V2_KNOBS,
+        "blk_m": (64, 128, 192, 256),
         "stages": (1, 2, 3, 4, 5, 6),
+        "consumers": (1, 2, 3),
         "epilogue": ("register", "tma", "tma_chunked"),
         "schedule": ("cooperative", "pingpong"),
         "reg_split": ("232/40", "240/24"),

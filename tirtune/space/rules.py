@@ -34,6 +34,8 @@ __all__ = [
     "smem_bytes",
     "smem_fits",
     "raster_group_valid",
+    "register_budget",
+    "registers_fit",
     "rebalances_registers",
     "reg_split_valid",
     "schedule_supported",
@@ -61,6 +63,8 @@ SCHEDULES = ("cooperative", "pingpong")
 # (65536) allows 2 x consumer + producer <= 512, each a multiple of 8 in 24..256.
 REG_SPLITS = ("232/40", "240/24")
 REBALANCE_MIN_ACCUMULATORS = 64
+REGISTER_FILE = 65_536  # 32-bit registers of one SM, all a CTA's when it runs alone there
+REGISTER_OVERHEAD = 40  # addresses, descriptors, barrier phases, loop state of a consumer thread
 CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
@@ -270,6 +274,34 @@ def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def register_budget(config: Config) -> int:
+    """Registers a consumer thread may use: its setmaxnreg share, or the launch's even split of
+    the 64K-register file over all warpgroups (multiples of 8, at most 255)."""
+    if rebalances_registers(config):
+        try:
+            return int(config.reg_split.split("/")[0])
+        except ValueError:
+            return REGISTER_FILE // (3 * 128)
+    warpgroups = max(config.consumers, 1) + (1 if config.warp_specialized else 0)
+    return min(255, REGISTER_FILE // (warpgroups * 128) // 8 * 8)
+
+
+def registers_fit(config: Config, problem: Problem) -> str | None:
+    """The accumulators plus ~40 registers of addresses and loop state must fit a consumer thread's
+    budget: this is what limits 3 consumer warpgroups (4 with the producer: 128 registers each)."""
+    accumulators = consumer_rows(config) * config.blk_n // 128
+    budget = register_budget(config)
+    if accumulators > MAX_ACCUMULATOR_REGS:
+        return None  # accumulator_fits_registers refuses it
+    if accumulators + REGISTER_OVERHEAD > budget:
+        return (
+            f"a consumer thread holds {accumulators} accumulators + ~{REGISTER_OVERHEAD} other registers, more "
+            f"than the {budget} it gets with {config.consumers} consumer warpgroups"
+            + (" and a producer" if config.warp_specialized else "")
+        )
+    return None
+
+
 def wgmma_n_supported(config: Config, problem: Problem) -> str | None:
     if config.blk_n % 8 or not 8 <= config.blk_n <= 256:
         return f"blk_n={config.blk_n}: wgmma needs N a multiple of 8 in 8..256"
@@ -323,4 +355,5 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     cluster_divides_grid,
     multicast_slice_aligned,
     loader_supported,
+    registers_fit,
 )
