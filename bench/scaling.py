@@ -122,6 +122,36 @@ def _agreement(problem: Problem, runs: list[dict[str, Any]], work: Path) -> dict
     }
 
 
+def measure_stage(
+    problem: Problem, configs: list[Any], cache: Path, gpu_counts: list[int], repeat: int
+) -> list[dict[str, Any]]:
+    """The GPU side alone: the same prebuilt candidates (warm cache, so no build waits) measured
+    by runners of 1, 2 ... actors; candidates per minute and each GPU's busy fraction."""
+    builds = TirxBuilder(cache_dir=cache).build([Candidate(c, problem, HOPPER.template_version) for c in configs])
+    builds = [b for b in builds if b.ok] * repeat
+    rows = []
+    for g in gpu_counts:
+        runner = GpuRunner(num_gpus=g, run_timeout_s=60)
+        began = time.monotonic()
+        results = runner.run(builds)
+        span = time.monotonic() - began
+        usage = runner.usage()
+        runner.close()
+        rows.append(
+            {
+                "gpus": g,
+                "candidates": len(builds),
+                "seconds": round(span, 1),
+                "candidates_per_min": round(60 * len(builds) / span, 1),
+                "ok": sum(r.outcome.value == "OK" for r in results),
+                "busy_fraction": [round(u.busy_s / span, 3) for u in usage],
+                "per_gpu_candidates": [u.candidates for u in usage],
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def _environment() -> dict[str, Any]:
     import torch
 
@@ -197,6 +227,14 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument(
+        "--measure-only",
+        nargs=2,
+        metavar=("DB", "CACHE"),
+        help="only time the measuring stage: the configs a previous run's DB measured, built from "
+        "its CACHE, on each GPU count (add to an existing scaling.json under --out)",
+    )
+    ap.add_argument("--repeat", type=int, default=2, help="with --measure-only: each candidate this many times")
     ap.add_argument("--dump-after", type=float, default=0, help="dump every thread's stack after this many seconds")
     args = ap.parse_args()
     import faulthandler
@@ -211,6 +249,24 @@ def main() -> None:
     problem = Problem.parse(args.shape, args.dtype)
     ray.init(include_dashboard=False, log_to_driver=False)
     cpus = int(ray.cluster_resources().get("CPU", 1))
+    out = Path(args.out)
+    if args.measure_only:
+        sessions = open_database(f"sqlite:///{args.measure_only[0]}")
+        with sessions() as s:
+            rows = repo.list_measurements(s, limit=100_000)
+        configs = sorted({r.config for r in rows if r.outcome.value == "OK" and r.problem == problem})
+        stage = measure_stage(problem, configs, Path(args.measure_only[1]), args.gpus, args.repeat)
+        path = out / "scaling.json"
+        report = json.loads(path.read_text()) if path.exists() else {}
+        report["measure_stage"] = {
+            "environment": _environment(),
+            "distinct_configs": len(configs),
+            "repeat": args.repeat,
+            "runs": stage,
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        return
     work = Path(tempfile.mkdtemp(prefix="tirtune-scaling-"))
     runs = []
     for g in args.gpus:
@@ -226,7 +282,6 @@ def main() -> None:
         "runs": runs,
         "agreement": _agreement(problem, runs, work),
     }
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "scaling.md").write_text(_markdown(report))
