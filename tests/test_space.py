@@ -303,3 +303,21 @@ def test_parse_never_raises_anything_but_space_error(text: str) -> None:
         Problem.parse(text)
     except SpaceError:
         pass
+
+
+def test_the_journey_is_nine_valid_configs_of_this_space() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "journey.py"
+    spec = importlib.util.spec_from_file_location("journey", path)
+    assert spec is not None and spec.loader is not None
+    journey = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(journey)
+    steps = journey.JOURNEY
+    assert [s.name for s in steps] == [f"V{i}" for i in range(1, 10)]
+    assert all(HOPPER.is_valid(s.config, s.problem) for s in steps)
+    assert all(s.problem == SQUARE for s in steps[2:])
+    # V3 -> V4 is the loader, V4 -> V5 the second stage: each step differs from the one before.
+    assert steps[2].config.loader == "threads" and steps[3].config.loader == "tma"
+    assert len({(s.config, s.problem) for s in steps}) == 9
