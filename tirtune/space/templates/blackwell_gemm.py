@@ -30,13 +30,15 @@ memory (TMEM). One CTA owns a blk_m x blk_n output tile:
   consumer, then a TMA store that clips at the edges).
 
 TMEM: 512 columns are always allocated, so the accumulator starts at column 0 (a 0.27 pitfall:
-an allocated address loaded at run time cannot be a buffer's base); a CTA that holds TMEM keeps
-any other from sharing its SM. Tails: TMA zero-fills loads past the edges; the problem size is
-baked in at compile time.
+an allocated address loaded at run time cannot be a buffer's base); another CTA on the same SM
+waits in tcgen05.alloc until the holder frees it at exit. Tails: TMA zero-fills loads past the
+edges; the problem size is baked in at compile time.
 
-The pieces DESIGN.md decision 6 wants shared with the Hopper branch are small functions here
-(`smem_layouts`, `tile_origin`, `stage_index`, `tx_bytes`); the MMA issue (`mma_stage`), the
-accumulator's home (TMEM) and the epilogue load (`tcgen05.ld`) are this branch's own.
+The pieces DESIGN.md decision 6 wants shared with the Hopper branch are small pieces here: the
+layouts (`smem_layouts`), the tile mapping (`tile_origin`), the TMA producer (`tx_bytes` and the
+`load_stage`/`produce` macros) and the barrier ring (k-tile j uses slot j % stages with parity
+(j // stages) & 1 on every barrier); the MMA issue (`mma_stage`), the accumulator's home (TMEM)
+and the epilogue load (`tcgen05.ld`) are this branch's own.
 """
 
 # The TVMScript kernel body (prim_func, inline macros) is parsed by TVM, not typed Python: its
@@ -218,11 +220,6 @@ def tile_origin(T: Any, tile: Any, grid_m: int, grid_n: int, group: int) -> tupl
     g = tile // (group * grid_n)
     rows_in_group = T.min(grid_m - g * group, group)
     return g * group + (tile % (group * grid_n)) % rows_in_group, (tile % (group * grid_n)) // rows_in_group
-
-
-def stage_index(j: Any, stages: int) -> tuple[Any, Any]:
-    """The ring slot of the j-th k-tile this CTA loads and the parity of that slot's use."""
-    return j % stages, (j // stages) & 1
 
 
 def tx_bytes(p: BlackwellPlan) -> int:
