@@ -481,22 +481,28 @@ def _trace(p: KernelPlan) -> Any:
             # t, t+C*128, ... of 8 elements (16 B) of the A and B tiles; a chunk past M, N or K
             # is zero-filled (K is a multiple of 8, so a chunk is wholly in or out).
             tid = T.meta_var(c * WARPGROUP + warp * 32 + lane)
-            for i in T.unroll(BM * CHUNKS_K // NTHREADS):
+            copy_rows(As, A, BM, m0, M, kt, tid)
+            copy_rows(Bs, B, BN, n0, N, kt, tid)
+
+        @T.inline
+        def copy_rows(S_, G_, rows, r0, limit, kt, tid):
+            # Chunk q of rows x CHUNKS_K; when the threads do not divide the chunks evenly (three
+            # consumers), the last round is guarded.
+            for i in T.unroll(-(-rows * CHUNKS_K // NTHREADS)):
                 q = T.meta_var(i * NTHREADS + tid)
                 row = T.meta_var(q // CHUNKS_K)
                 col = T.meta_var(q % CHUNKS_K * 8)
-                T.evaluate(T.cuda.func_call(copy16_name, As.ptr_to([0, row, col]),
-                                            A.ptr_to([m0 + row, kt * BK + col]),
-                                            T.Select(m0 + row < M and kt * BK + col < K, 1, 0),
-                                            source_code=copy16_source))
-            for i in T.unroll(BN * CHUNKS_K // NTHREADS):
-                q = T.meta_var(i * NTHREADS + tid)
-                row = T.meta_var(q // CHUNKS_K)
-                col = T.meta_var(q % CHUNKS_K * 8)
-                T.evaluate(T.cuda.func_call(copy16_name, Bs.ptr_to([0, row, col]),
-                                            B.ptr_to([n0 + row, kt * BK + col]),
-                                            T.Select(n0 + row < N and kt * BK + col < K, 1, 0),
-                                            source_code=copy16_source))
+                if rows * CHUNKS_K % NTHREADS == 0 or i * NTHREADS + NTHREADS <= rows * CHUNKS_K:
+                    T.evaluate(T.cuda.func_call(copy16_name, S_.ptr_to([0, row, col]),
+                                                G_.ptr_to([r0 + row, kt * BK + col]),
+                                                T.Select(r0 + row < limit and kt * BK + col < K, 1, 0),
+                                                source_code=copy16_source))
+                else:
+                    if q < rows * CHUNKS_K:
+                        T.evaluate(T.cuda.func_call(copy16_name, S_.ptr_to([0, row, col]),
+                                                    G_.ptr_to([r0 + row, kt * BK + col]),
+                                                    T.Select(r0 + row < limit and kt * BK + col < K, 1, 0),
+                                                    source_code=copy16_source))
 
         @T.inline
         def release(stage):
