@@ -152,6 +152,22 @@ SET_V3_MORE: list[tuple[Config, Problem]] = [
 ]
 
 
+def _fuzz(count: int = 16, seed: int = 3) -> list[tuple[Config, Problem]]:
+    """Valid points drawn at random from the whole grid on small and ragged problems: the claim
+    that every combination the rules accept is correct, sampled."""
+    import random
+
+    rng = random.Random(seed)
+    problems = [TAIL, TAIL_BF16, SHORT_M, TAIL_N8, TAIL_CL, ODD_N, Problem(1024, 1024, 1024, "bfloat16")]
+    chosen: list[tuple[Config, Problem]] = []
+    while len(chosen) < count:
+        config = Config(**{name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()})
+        problem = rng.choice(problems)
+        if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
+            chosen.append((config, problem))
+    return chosen
+
+
 def _journey() -> list[tuple[str, Config, Problem]]:
     from journey import JOURNEY  # bench/journey.py, beside this file
 
@@ -165,6 +181,7 @@ SETS = {
     "v3-tails": lambda: SET_V3_TAILS,
     "v3-perf": lambda: SET_V3_PERF,
     "v3-more": lambda: SET_V3_MORE,
+    "v3-fuzz": _fuzz,
     "journey": _journey,
 }
 
