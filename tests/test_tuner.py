@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from tirtune.db import open_database, repo, transaction
 from tirtune.db.records import MeasurementRecord
-from tirtune.space import HOPPER_V1, Problem
+from tirtune.space import HOPPER_V1, Config, Problem
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.workers.results import BuildResult, Outcome, RunResult, Stack
@@ -33,14 +33,27 @@ def recorded_tflops() -> dict[str, float]:
     return {json.dumps(r["config"], sort_keys=True): P.tflops(r["time_ms"]) for r in rows if r["outcome"] == "OK"}
 
 
-def tune(db_url: str, runner: ReplayRunner, trials: int, *, time_budget_s: float | None = None,
-         progress: list[Progress] | None = None) -> tuple[int, list[MeasurementRecord]]:
+def tune(
+    db_url: str,
+    runner: ReplayRunner,
+    trials: int,
+    *,
+    time_budget_s: float | None = None,
+    progress: list[Progress] | None = None,
+) -> tuple[int, list[MeasurementRecord]]:
     sessions = open_database(db_url)
     with transaction(sessions) as s:
         job = repo.create_job(s, P, HOPPER_V1.arch, trials, time_budget_s)
         repo.claim_job(s, job.id)
-    loop = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), runner, batch_size=4,
-                   on_progress=None if progress is None else progress.append)
+    loop = JobLoop(
+        sessions,
+        db_url,
+        HOPPER_V1,
+        ReplayBuilder(),
+        runner,
+        batch_size=4,
+        on_progress=None if progress is None else progress.append,
+    )
     summary = loop.run(job.id)
     with transaction(sessions) as s:
         repo.finish_job(s, job.id, "DONE", summary.message)
@@ -107,8 +120,10 @@ class OtherDriver(ReplayRunner):
         return replace(super().stack(), driver="999.99")
 
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
-        return [r if r.provenance is None else replace(r, provenance=replace(r.provenance, stack=self.stack()))
-                for r in super().run(batch)]
+        return [
+            r if r.provenance is None else replace(r, provenance=replace(r.provenance, stack=self.stack()))
+            for r in super().run(batch)
+        ]
 
 
 def test_a_changed_toolchain_marks_old_results_stale_and_measures_again(db_url: str) -> None:
@@ -153,3 +168,40 @@ def test_a_study_of_the_current_space_starts_from_the_best_known_point(tmp_path:
 
     proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER, start_with=START_WITH)
     assert [p.config for p in proposer.ask(3)] == list(START_WITH)
+
+
+def test_the_proposer_offers_only_valid_configs_and_tells_tpe_what_it_refused(tmp_path: Path) -> None:
+    from tirtune.space import HOPPER
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    proposer = OptunaProposer(url, "s", HOPPER, seed=3, problem=P)
+    configs = [p.config for p in proposer.ask(30)]
+    assert all(HOPPER.is_valid(c, P) for c in configs)
+    assert len(set(configs)) == 30, "a repair never lands on a config already proposed"
+    assert sum(proposer.refused.values()) > 0 and set(proposer.refused) <= set(RULES)
+    refused = [t for t in proposer.study.trials if t.user_attrs.get("outcome") == "INVALID"]
+    assert len(refused) == sum(proposer.refused.values())
+    assert all(t.state is TrialState.COMPLETE and t.system_attrs["constraints:works"] == 1.0 for t in refused)
+    assert all(not HOPPER.is_valid(Config(**t.params), P) for t in refused)
+
+
+def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url: str) -> None:
+    from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
+    from tirtune.space.space import SearchSpace
+
+    tiny = SearchSpace(
+        arch="sm_90a",
+        template_version=HOPPER_V1.template_version,
+        knobs={"blk_m": (64, 128, 256), "blk_n": (128, 256), "stages": (4, 6), "consumers": (1, 2)},
+        problem_rules=PROBLEM_RULES,
+        config_rules=CONFIG_RULES,
+    )
+    valid = tiny.valid_configs(P)
+    assert 0 < len(valid) < len(tiny.knobs["blk_m"]) * 2 * 2 * 2  # some points of the product are refused
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, tiny.arch, 50)
+    summary = JobLoop(sessions, db_url, tiny, ReplayBuilder(), ReplayRunner([DATA]), batch_size=4).run(job.id)
+    assert summary.trials == len(valid)
+    assert "exhausted" in summary.message

@@ -37,8 +37,17 @@ log = logging.getLogger(__name__)
 # Where the search starts: the hand-tuned shape of TIRX_HOPPER.md and the seed's V7 analogue.
 START_WITH = (
     # The best hopper-gemm/2 point measured by hand (docs/perf-notes.md): 0.985x cuBLAS.
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=3, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=8, epilogue="tma"),
+    Config(
+        blk_m=128,
+        blk_n=256,
+        blk_k=64,
+        stages=3,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+    ),
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
     Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
 )
@@ -96,7 +105,9 @@ class JobLoop:
         self.remeasure_rounds = remeasure_rounds
 
     def _optuna(self, job: JobRecord) -> Proposer:
-        return OptunaProposer(self.storage_url, job.study_name, self.space, seed=job.id, start_with=START_WITH)
+        return OptunaProposer(
+            self.storage_url, job.study_name, self.space, seed=job.id, start_with=START_WITH, problem=job.problem
+        )
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:
@@ -236,7 +247,11 @@ class _Run:
         want = min(self.o.batch_size, self.remaining() - in_flight)
         batch: list[tuple[Proposal, Candidate]] = []
         while len(batch) < want and self.idle_asks < MAX_IDLE_ASKS:
-            for proposal in self.proposer.ask(want - len(batch)):
+            proposals = self.proposer.ask(want - len(batch))
+            if not proposals:  # the proposer has nothing new left to offer
+                self.idle_asks = MAX_IDLE_ASKS
+                break
+            for proposal in proposals:
                 candidate = Candidate(proposal.config, self.job.problem, self.o.space.template_version)
                 if self._settled_without_gpu(proposal, candidate):
                     continue

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import random
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +13,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tirtune.space.config import Config
+from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.proposer import Feedback, Proposal
 
@@ -25,12 +28,32 @@ class OptunaProposer:
 
     The study lives in `storage_url` under `study_name` and is resumed when it exists: trials a
     dead process left RUNNING are failed and their configs asked again first.
+
+    Given the `problem`, only valid configs are proposed: TPE samples the knobs' whole product,
+    where most points break a rule (85% of hopper-gemm/2 at 4096^3), and near a good point the
+    share is higher still (measured on the H200: 954 refusals for 32 valid proposals, 130 s of
+    ask/tell against the database). A refused sample is told to the study as infeasible (so TPE
+    learns the boundary) and repaired to the nearest valid config not yet proposed (fewest knobs
+    changed, ties drawn with the seed), which is asked as a trial of its own. `refused` counts
+    refusals by rule.
     """
 
     def __init__(
-        self, storage_url: str, study_name: str, space: SearchSpace, *, seed: int = 0, start_with: Sequence[Config] = ()
+        self,
+        storage_url: str,
+        study_name: str,
+        space: SearchSpace,
+        *,
+        seed: int = 0,
+        start_with: Sequence[Config] = (),
+        problem: Problem | None = None,
     ) -> None:
         self.space = space
+        self.problem = problem
+        self.refused: Counter[str] = Counter()
+        self._rng = random.Random(seed)
+        self._valid: list[Config] | None = None
+        self._proposed: set[Config] = set()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(
@@ -66,13 +89,52 @@ class OptunaProposer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for _ in range(n):
-                trial = self.study.ask()
-                knobs = {
-                    name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()
-                }
+                trial, config = self._sample()
+                if self.problem is not None:
+                    violations = self.space.violations(config, self.problem)
+                    if violations:
+                        repaired = self._refuse(trial, config, "; ".join(map(str, violations)))
+                        if repaired is None:
+                            break  # every valid config was proposed: the space is exhausted
+                        trial, config = repaired
                 self._open[trial.number] = trial
-                proposals.append(Proposal(trial.number, Config(**knobs)))
+                self._proposed.add(config)
+                proposals.append(Proposal(trial.number, config))
         return proposals
+
+    def _sample(self) -> tuple[optuna.trial.Trial, Config]:
+        trial = self.study.ask()
+        knobs = {name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()}
+        return trial, Config(**knobs)
+
+    def _refuse(self, trial: optuna.trial.Trial, config: Config, message: str) -> tuple[Any, Config] | None:
+        """Tell the refused sample as infeasible; ask its nearest unproposed valid config instead."""
+        self.refused[message.split(":")[0]] += 1
+        trial.set_user_attr("outcome", "INVALID")
+        trial.set_user_attr("message", message[:500])
+        trial.set_constraint("works", 1.0)
+        self.study.tell(trial, 0.0)
+        target = self._nearest_valid(config)
+        if target is None:
+            return None
+        self.study.enqueue_trial({name: getattr(target, name) for name in self.space.knobs})
+        fixed, config = self._sample()
+        fixed.set_user_attr("repaired_from", trial.number)
+        return fixed, config
+
+    def _nearest_valid(self, config: Config) -> Config | None:
+        assert self.problem is not None
+        if self._valid is None:
+            self._valid = self.space.valid_configs(self.problem)
+        fresh = [c for c in self._valid if c not in self._proposed]
+        if not fresh:
+            return None
+
+        def distance(c: Config) -> int:
+            return sum(getattr(c, k) != getattr(config, k) for k in self.space.knobs)
+
+        best = min(map(distance, fresh))
+        return self._rng.choice([c for c in fresh if distance(c) == best])
 
     def tell(self, feedback: Sequence[Feedback]) -> None:
         with warnings.catch_warnings():
