@@ -10,7 +10,7 @@ the swizzle atom, raster groups, epilogue names) are imported from `tirtune.spac
 
 from __future__ import annotations
 
-from tirtune.space.config import Config
+from tirtune.space.config import V2_KNOBS, Config
 from tirtune.space.problem import Problem
 from tirtune.space.rules import (
     ConfigRule,
@@ -52,9 +52,10 @@ CONSUMER_ROWS = 128
 EPILOGUE_CHUNK = 64
 MAX_STAGES = 8
 EPILOGUES = ("register", "tma")
-# Knobs of the Hopper branch this branch has no code path for: only their defaults build here.
-# (getattr: the knobs may or may not exist in a given Config version.)
-HOPPER_ONLY_KNOBS = {"schedule": "cooperative", "reg_split": "232/40"}
+# Knobs added for the Hopper branch that this branch has no code path for (schedule, reg_split,
+# and any later one): only their defaults build here, so a new knob is refused until implemented.
+IMPLEMENTED_KNOBS = {"persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader"}
+HOPPER_ONLY_KNOBS = {name: default for name, default in V2_KNOBS.items() if name not in IMPLEMENTED_KNOBS}
 
 
 def b_rows(config: Config) -> int:
