@@ -17,7 +17,16 @@ def compose() -> dict[str, Any]:
 
 
 def test_has_the_four_roles(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"postgres", "api", "ray-head", "gpu-worker"}
+    assert set(compose["services"]) == {"postgres", "api", "ray-head", "gpu-worker", "gpu-node"}
+
+
+def test_more_gpu_hosts_only_join_the_cluster(compose: dict[str, Any]) -> None:
+    node = compose["services"]["gpu-node"]
+    assert node["profiles"] == ["scale"]  # not started by a plain `up`
+    assert node["command"][:3] == ["ray", "start", "--address=ray-head:6379"] and "--num-gpus=1" in node["command"]
+    assert "tirtune" not in " ".join(node["command"]), "one job service drives every GPU of the cluster"
+    assert "volumes" not in node, "builds reach it as bytes: no shared cache volume"
+    assert node["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
 
 
 def test_every_service_has_a_healthcheck(compose: dict[str, Any]) -> None:
