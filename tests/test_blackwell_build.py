@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tvm
 
 from tirtune.space.blackwell import JOURNEY, TEMPLATE_VERSION, JourneyStep
 from tirtune.space.templates import blackwell_gemm
@@ -97,14 +98,19 @@ def test_sass_fingerprints_match_the_stored_ones(gated: dict[str, static_gate.Ga
         name: {"label": r.config.label(), "problem": str(r.problem), **(r.fingerprint or {})}
         for name, r in gated.items()
     }
-    toolchain_id = {"template_version": TEMPLATE_VERSION, "nvcc": _nvcc_release()}
+    toolchain_id = {
+        "template_version": TEMPLATE_VERSION,
+        "nvcc": _version(toolchain.nvcc_path(), "release"),
+        "cuobjdump": _version(toolchain.cuobjdump_path(), "Build"),
+        "tvm": tvm.__version__,
+    }
     if os.environ.get("TIRTUNE_UPDATE_FINGERPRINTS"):
         FINGERPRINTS.parent.mkdir(parents=True, exist_ok=True)
         FINGERPRINTS.write_text(
             json.dumps({"toolchain": toolchain_id, "kernels": current}, indent=1, sort_keys=True) + "\n"
         )
     stored = json.loads(FINGERPRINTS.read_text())
-    assert stored["toolchain"] == toolchain_id, "fingerprints were stored for another template or nvcc: refresh them"
+    assert stored["toolchain"] == toolchain_id, "fingerprints were stored with another template/nvcc/cuobjdump/TVM"
     for name, now in current.items():
         before = stored["kernels"][name]
         if now["sha256"] != before["sha256"]:
@@ -150,9 +156,9 @@ def test_ptxas_is_what_refuses_a_tcgen05_kernel_for_hopper(tmp_path: Path) -> No
         toolchain.nvcc_cubin(tmp_path / "k.cu", tmp_path / "k.cubin", arch="sm_90a", timeout_s=600)
 
 
-def _nvcc_release() -> str:
-    out = subprocess.run([toolchain.nvcc_path(), "--version"], capture_output=True, text=True, check=False).stdout
-    return next((line.strip() for line in out.splitlines() if "release" in line), out.strip())
+def _version(tool: str, marker: str) -> str:
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout
+    return next((line.strip() for line in out.splitlines() if marker in line), out.strip())
 
 
 @pytest.mark.nvcc
