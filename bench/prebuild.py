@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -212,6 +213,9 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, default=Path(".build/cache"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--strip", action="store_true", help="strip the copies (a third smaller; the device's upload is capped)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -238,6 +242,8 @@ def main() -> int:
             logger.error("FAILED %s: %s %s", name, result.outcome.value, result.message)
             continue
         shutil.copyfile(result.artifact, args.out / f"{name}.so")
+        if args.strip:  # the static symbol table only: tvm_ffi finds its entry points in the dynamic one
+            subprocess.run(["strip", "--strip-unneeded", str(args.out / f"{name}.so")], check=True)
         record = json.loads((Path(result.artifact).parent / "build.json").read_text())
         size = (args.out / f"{name}.so").stat().st_size
         total += size
