@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tirtune.settings import Settings
+from tirtune.space.errors import SpaceError
 from tirtune.space.hopper import HOPPER, space_for
 from tirtune.space.space import SearchSpace
+from tirtune.space.templates.gemm import template_for
 from tirtune.tuner.errors import TunerError
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
@@ -67,9 +69,26 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
             f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
             "use --replay bench/data to tune against recorded measurements"
         ) from exc
-    builder = TirxBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s)
+    space = _space_of(runner)
+    builder = TirxBuilder(
+        cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template_for(space.arch)
+    )
     log.info(
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
-    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(cpus, 4 * runner.num_gpus))
+    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(cpus, 4 * runner.num_gpus), space=space)
+
+
+def _space_of(runner: Runner) -> SearchSpace:
+    """The template branch for the runner's GPUs: Hopper for 9.x, Blackwell for 10.0 (whose
+    results are then its own: a branch so far only compile-checked is measured only on a B200)."""
+    from tirtune.space.arch import space_for_gpu
+
+    capability = runner.stack().compute_capability
+    if not capability:
+        return HOPPER
+    try:
+        return space_for_gpu(capability)
+    except SpaceError as exc:
+        raise TunerError(str(exc)) from exc
