@@ -83,6 +83,13 @@ def test_tune_returns_the_active_identical_job(client: TestClient) -> None:
     assert other.status_code == 202 and other.json()["problem"]["dtype"] == "bfloat16"
 
 
+def test_a_blackwell_job_is_its_own_job(client: TestClient) -> None:
+    hopper = client.post("/tune", json=BODY).json()
+    blackwell = client.post("/tune", json={**BODY, "arch": "sm_100a"})
+    assert blackwell.status_code == 202 and blackwell.json()["arch"] == "sm_100a"
+    assert blackwell.json()["id"] != hopper["id"]
+
+
 def test_tune_after_the_job_finished_queues_a_new_one(client: TestClient, db_factory: Factory) -> None:
     first = client.post("/tune", json=BODY).json()
     with transaction(db_factory) as s:
@@ -105,6 +112,7 @@ def test_tune_after_the_job_finished_queues_a_new_one(client: TestClient, db_fac
         ({**BODY, "max_trials": 10_001}, "body.max_trials"),
         ({**BODY, "time_budget_s": 0}, "body.time_budget_s"),
         ({**BODY, "max_trial": 5}, "body.max_trial"),
+        ({**BODY, "arch": "sm_80"}, "body.arch"),
         ("4096x4096x4096", "body"),
     ],
 )

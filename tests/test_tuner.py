@@ -205,3 +205,14 @@ def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url
     summary = JobLoop(sessions, db_url, tiny, ReplayBuilder(), ReplayRunner([DATA]), batch_size=4).run(job.id)
     assert summary.trials == len(valid)
     assert "exhausted" in summary.message
+
+
+def test_a_job_for_another_arch_is_refused_by_workers_of_this_one(db_url: str) -> None:
+    from tirtune.tuner.errors import TunerError
+
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, "sm_100a", 4)
+    loop = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), ReplayRunner([DATA]))
+    with pytest.raises(TunerError, match="asks for sm_100a kernels, but this worker's GPUs take sm_90a"):
+        loop.run(job.id)

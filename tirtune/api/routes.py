@@ -56,10 +56,10 @@ def tune(body: TuneRequest, request: Request, response: Response, factory: Facto
     problem = body.problem()
     HOPPER.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
     with transaction(factory) as s:
-        repo.lock_problem(s, problem, HOPPER.arch)
-        job = repo.find_active_job(s, problem, HOPPER.arch)
+        repo.lock_problem(s, problem, body.arch)
+        job = repo.find_active_job(s, problem, body.arch)
         if job is None:
-            job = repo.create_job(s, problem, HOPPER.arch, body.max_trials, body.time_budget_s)
+            job = repo.create_job(s, problem, body.arch, body.max_trials, body.time_budget_s)
         else:
             response.status_code = 200
         out = _jobs_out(s, [job])[0]

@@ -49,6 +49,11 @@ class TuneRequest(BaseModel):
     dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, bf16 accepted.")
     max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000)] = 64
     time_budget_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
+    arch: Literal["sm_90a", "sm_100a"] = Field(
+        "sm_90a",
+        description="Template branch: sm_90a (Hopper, run on an H200) or sm_100a (Blackwell B200: compile-checked, "
+        "not yet run on a B200); a job runs only on a worker whose GPUs take that arch.",
+    )
 
     @field_validator("dtype", mode="before")
     @classmethod

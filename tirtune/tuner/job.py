@@ -24,6 +24,7 @@ from tirtune.db import repo
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.space.config import Config
 from tirtune.space.space import SearchSpace
+from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer
 from tirtune.workers.builder import Builder
@@ -117,6 +118,11 @@ class JobLoop:
     def run(self, job_id: int) -> JobSummary:
         with self._tx() as s:
             job = repo.get_job(s, job_id)
+        if job.arch != self.space.arch:
+            raise TunerError(
+                f"job {job_id} asks for {job.arch} kernels, but this worker's GPUs take {self.space.arch} "
+                "(queue it with that arch, or run it where such GPUs are)"
+            )
         self.space.check_problem(job.problem)
         stack = self.runner.stack()
         with self._tx() as s:

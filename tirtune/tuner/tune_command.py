@@ -39,11 +39,12 @@ def run_tune(
     HOPPER.check_problem(problem)  # refuse before anything starts
     console = Console(stderr=True)
     sessions = open_database(settings.database_url)
+    workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
+    workers.space.check_problem(problem)
     with sessions() as s, s.begin():
-        job = repo.create_job(s, problem, HOPPER.arch, trials, time_s)
+        job = repo.create_job(s, problem, workers.space.arch, trials, time_s)
         repo.claim_job(s, job.id)
-    console.print(f"job {job.id}: tuning {problem} on {HOPPER.arch}, up to {trials} trials")
-    workers = make_workers(settings, replay=replay)
+    console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
     began = time.monotonic()
     with _bar(console) as bar:
         task = bar.add_task("tuning", total=trials, best="-")
