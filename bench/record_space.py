@@ -10,6 +10,13 @@ cuBLAS). The builds of the next chunk overlap the measurement of the current one
 Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
 configs (seeded, so a rerun measures the same sample), spread over the whole space.
+
+`--summary PREFIX` also writes PREFIX.json and PREFIX.md: per problem, the outcomes by kind, the
+largest relative error of the correct ones and the best ratio to cuBLAS; this is the correctness
+sweep (every measurement is verified against a float32 reference before it is timed):
+
+    python bench/record_space.py 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
+        --limit 100 --out /tmp/sweep --summary bench/results/sweep
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -28,7 +36,7 @@ from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import to_record
-from tirtune.workers.results import BuildResult, Candidate
+from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
 
 
 def _problems(specs: list[str], default_dtype: str) -> list[Problem]:
@@ -56,6 +64,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/data")
     ap.add_argument("--limit", type=int, default=0, help="measure a random sample of this many configs per problem")
     ap.add_argument("--batch", type=int, default=0, help="candidates per chunk (default: the workers' batch size)")
+    ap.add_argument("--summary", help="write PREFIX.json and PREFIX.md: outcomes by kind per problem")
     args = ap.parse_args()
     problems = _problems(args.problems, args.dtype)
     workers = make_workers(get_settings())
@@ -64,6 +73,7 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[Problem, IO[str]] = {}
     counts: dict[Problem, Counter[str]] = {p: Counter() for p in problems}
+    results: dict[Problem, list[RunResult]] = {p: [] for p in problems}
     began = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=1)
     chunks = _chunks(problems, args.limit, size)
@@ -85,6 +95,7 @@ def main() -> None:
             for result in workers.runner.run(builds):
                 f.write(json.dumps(to_record(result)) + "\n")
                 counts[problem][result.outcome.value] += 1
+                results[problem].append(result)
             f.flush()
             done = {f"{p.shape}:{p.dtype}": dict(c) for p, c in counts.items() if c}
             print(f"{time.monotonic() - began:.0f}s {done}", flush=True)
@@ -95,6 +106,71 @@ def main() -> None:
     for p, c in counts.items():
         print(f"{p.shape} {p.dtype}: {dict(c)}")
     print(f"done in {time.monotonic() - began:.0f}s")
+    if args.summary:
+        write_summary(Path(args.summary), results, workers.runner.stack().to_json(), time.monotonic() - began)
+
+
+def summarize(results: dict[Problem, list[RunResult]]) -> list[dict[str, object]]:
+    rows = []
+    for problem, rs in results.items():
+        ok = [r for r in rs if r.outcome is Outcome.OK]
+        errors = [r.rel_error for r in ok if r.rel_error is not None]
+        ratios = [r.ratio for r in ok if r.ratio is not None]
+        best = max(ok, key=lambda r: r.ratio or 0.0, default=None)
+        rows.append(
+            {
+                "problem": problem.shape,
+                "dtype": problem.dtype,
+                "configs": len(rs),
+                "outcomes": dict(Counter(r.outcome.value for r in rs)),
+                "wrong": sum(r.outcome is Outcome.WRONG_RESULT for r in rs),
+                "max_rel_error": max(errors, default=None),
+                "best": None
+                if best is None
+                else {
+                    "config": best.candidate.config.label(),
+                    "ratio": best.ratio,
+                    "tflops": best.tflops,
+                    "cublas_tflops": best.cublas_tflops,
+                },
+                "median_ratio": sorted(ratios)[len(ratios) // 2] if ratios else None,
+            }
+        )
+    return rows
+
+
+def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: dict[str, str], seconds: float) -> None:
+    rows = summarize(results)
+    report = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "template_version": HOPPER.template_version,
+        "stack": stack,
+        "seconds": round(seconds),
+        "configs": sum(r["configs"] for r in rows),  # type: ignore[misc]
+        "wrong": sum(r["wrong"] for r in rows),
+        "problems": rows,
+    }  # type: ignore[misc]
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"# Correctness sweep: {report['configs']} configs of {HOPPER.template_version}, {report['wrong']} wrong",
+        "",
+        f"{report['date']}; {stack.get('gpu_name')}, driver {stack.get('driver')}, CUDA {stack.get('cuda')}, "
+        f"TVM {stack.get('tvm')}; every config verified against a float32 reference (NaN-poisoned output, "
+        "guard bands, run twice) before it was timed against cuBLAS in the same process.",
+        "",
+        "| problem | dtype | configs | outcomes | wrong | max rel. error | best (ratio to cuBLAS) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        best = r["best"]
+        best_text = "-" if not best else f"{best['config']} ({best['ratio']:.3f})"  # type: ignore[index]
+        err = "-" if r["max_rel_error"] is None else f"{r['max_rel_error']:.1e}"
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))  # type: ignore[attr-defined]
+        lines.append(
+            f"| {r['problem']} | {r['dtype']} | {r['configs']} | {outcomes} | {r['wrong']} | {err} | {best_text} |"
+        )
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

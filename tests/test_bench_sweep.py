@@ -1,0 +1,50 @@
+"""The correctness sweep's summary (bench/record_space.py --summary): counts by kind, wrong results
+never hidden, the largest error of the correct ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from tirtune.space import HOPPER, Config, Problem
+from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "record_space.py"
+
+
+def _module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("record_space", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["record_space"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _result(problem: Problem, outcome: Outcome, ms: float | None = None, err: float | None = None,
+            blk_n: int = 128) -> RunResult:
+    c = Candidate(Config(blk_n=blk_n), problem, HOPPER.template_version)
+    return RunResult(c, outcome, time_ms=ms, cublas_ms=0.2 if ms else None, rel_error=err)
+
+
+def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> None:
+    record = _module()
+    big, ragged = Problem(4096, 4096, 4096), Problem(1000, 1000, 1000)
+    results = {
+        big: [_result(big, Outcome.OK, 0.25, 2e-4), _result(big, Outcome.OK, 0.2, 3e-4, blk_n=256),
+              _result(big, Outcome.COMPILE_ERROR)],
+        ragged: [_result(ragged, Outcome.OK, 0.1, 1e-4), _result(ragged, Outcome.WRONG_RESULT, err=0.5)],
+    }
+    prefix = tmp_path / "sweep"
+    record.write_summary(prefix, results, Stack("NVIDIA H200", "580", "13.0", "0.27").to_json(), 12.0)
+    report = json.loads(prefix.with_suffix(".json").read_text())
+    assert report["configs"] == 5 and report["wrong"] == 1
+    first, second = report["problems"]
+    assert first["outcomes"] == {"OK": 2, "COMPILE_ERROR": 1} and first["wrong"] == 0
+    assert first["max_rel_error"] == 3e-4  # the worst correct one
+    assert first["best"]["ratio"] == 1.0 and "128x256x64" in first["best"]["config"]
+    assert second["wrong"] == 1 and second["max_rel_error"] == 1e-4  # a wrong result is not a correct one's error
+    md = prefix.with_suffix(".md").read_text()
+    assert "5 configs" in md and "1 wrong" in md and "WRONG_RESULT 1" in md
