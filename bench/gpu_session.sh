@@ -4,6 +4,7 @@
 #   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
 #   bash bench/gpu_session.sh record LIMIT SHAPE:DTYPE...   # a seeded sample of LIMIT valid configs per problem
 #   bash bench/gpu_session.sh scaling SHAPE DTYPE TRIALS GPUS...   # same study on 1, 2 ... GPUs: $OUT/scaling.json
+#   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 # Everything worth keeping is written under $OUT (the device tool brings it back).
@@ -36,6 +37,11 @@ case "$1" in
     python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
     rc=$?
     tail -n 30 "$OUT/scaling.log"
+    exit $rc ;;
+  best)
+    python3 bench/best_vs_cublas.py "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
+    rc=$?
+    tail -n 20 "$OUT/best.log"
     exit $rc ;;
   faults)
     python3 bench/fault_study.py --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"

@@ -48,3 +48,33 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
     assert second["wrong"] == 1 and second["max_rel_error"] == 1e-4  # a wrong result is not a correct one's error
     md = prefix.with_suffix(".md").read_text()
     assert "5 configs" in md and "1 wrong" in md and "WRONG_RESULT 1" in md
+
+
+def _best_vs_cublas():  # type: ignore[no-untyped-def]
+    path = BENCH.parent / "best_vs_cublas.py"
+    spec = importlib.util.spec_from_file_location("best_vs_cublas", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["best_vs_cublas"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path: Path) -> None:
+    from stand_in_children import misbehaving_child
+
+    bvc = _best_vs_cublas()
+    problem = {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16"}
+    entries = [{"name": f"k{i}", "label": f"k{i}", "config": Config(blk_n=128 * (i + 1)).to_json(),
+                "problem": problem, "so": f"k{i}.so"} for i in range(2)]
+    passes = [bvc.one_process(tmp_path, entries, 3, 30.0, target=misbehaving_child) for _ in range(3)]
+    assert all(set(p["rows"]) == {"k0", "k1"} for p in passes)  # each kernel measured in every process
+    passes[1]["rows"]["k0"] = {**passes[1]["rows"]["k0"], "ratio": 1.5}  # one outlying process
+    passes[2]["rows"]["k1"] = {"outcome": "WRONG_RESULT", "message": "rel. error 0.5"}
+    k0, k1 = bvc.combine(entries, passes, 3)
+    for field in ("problem", "dtype", "config", "tflops", "cublas_tflops", "ratio"):
+        assert field in k0 and field in k1
+    assert k0["problem"] == "4096x4096x4096" and k0["dtype"] == "float16" and k0["interleaved"] is True
+    assert k0["ratio"] == 1.2 / 1.05 and sorted(k0["process_ratios"]) == [1.1429, 1.1429, 1.5]  # the median
+    assert k0["tflops"] > 0 and k0["cublas_tflops"] > 0
+    assert k1["outcome"] == "WRONG_RESULT" and k1["ratio"] is None  # wrong once: no figure at all

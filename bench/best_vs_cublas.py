@@ -1,0 +1,205 @@
+"""The best configs against cuBLAS: the service's own measuring child, re-measured interleaved,
+median over several fresh processes. Writes bench/results/best-vs-cublas.{json,md}.
+
+    python bench/best_vs_cublas.py .build/best --processes 3 --rounds 7 --out bench/results
+
+Input: a folder made by bench/prebuild.py (manifest.json + .so files), e.g. the tuner's winners.
+Needs torch and tvm_ffi on the GPU host, not TVM. For each process: a fresh measuring child
+(`tirtune.workers.measure.serve`, as the GPU runner uses: it warms the card with cuBLAS GEMMs
+first), then per problem one RemeasureRequest: every kernel verified against a float32 reference
+(NaN-poisoned output, guard bands, run twice), then all of them and cuBLAS timed round by round
+with the L2 flushed before every repetition. A kernel's ratio in a process is cuBLAS's median
+time over the kernel's; the reported figure is the median process's. Each record carries
+problem, dtype, config, tflops, cublas_tflops and ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tirtune.workers.measure import MeasureReply, RemeasureReply, RemeasureRequest, serve
+from tirtune.workers.supervisor import ChildSupervisor
+
+
+def _tflops(p: dict[str, Any], ms: float | None) -> float | None:
+    return None if not ms else 2.0 * p["m"] * p["n"] * p["k"] / (ms * 1e-3) / 1e12
+
+
+def one_process(
+    folder: Path, entries: list[dict[str, Any]], rounds: int, timeout_s: float, target: Callable[[Any], None] = serve
+) -> dict[str, Any]:
+    """Every entry measured interleaved (per problem) in one fresh measuring child (`target` is
+    the child's entry point: the service's own, or a stand-in in tests)."""
+    child = ChildSupervisor(run_timeout_s=timeout_s, target=target)
+    info = child.start()
+    out: dict[str, Any] = {}
+    try:
+        by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for e in entries:
+            by_problem[json.dumps(e["problem"], sort_keys=True)].append(e)
+        for group in by_problem.values():
+            p = group[0]["problem"]
+            request = RemeasureRequest(
+                tuple(str(folder / e["so"]) for e in group),
+                p["m"],
+                p["n"],
+                p["k"],
+                p["dtype"],
+                seed=int(time.time()) % 100_000,
+                rounds=rounds,
+            )
+            reply = child.measure(request, timeout_s=timeout_s * (1 + len(group)))
+            replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in group)
+            for e, r in zip(group, replies, strict=True):
+                out[e["name"]] = _figures(r)
+    finally:
+        child.close()
+    return {"info": info, "rows": out}
+
+
+def _figures(r: MeasureReply) -> dict[str, Any]:
+    if r.outcome != "OK" or not r.times_ms or not r.cublas_times_ms:
+        return {"outcome": r.outcome, "message": r.message[:300]}
+    ms, cublas = statistics.median(r.times_ms), statistics.median(r.cublas_times_ms)
+    return {
+        "outcome": "OK",
+        "ms": ms,
+        "cublas_ms": cublas,
+        "ratio": cublas / ms,
+        "rel_error": r.rel_error,
+        "sm_clock_mhz": r.sm_clock_mhz,
+        "power_w": r.power_w,
+        "repetitions": len(r.times_ms),
+    }
+
+
+def combine(entries: list[dict[str, Any]], passes: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+    """One record per entry: the median process's figures, every process's ratio beside it."""
+    records = []
+    for e in entries:
+        figures = [p["rows"].get(e["name"], {"outcome": "MISSING"}) for p in passes]
+        ok = [f for f in figures if f["outcome"] == "OK"]
+        record: dict[str, Any] = {
+            "problem": "{m}x{n}x{k}".format(**e["problem"]),
+            "dtype": e["problem"]["dtype"],
+            "config": e["config"],
+            "label": e["label"],
+            "interleaved": True,
+            "rounds": rounds,
+            "processes": len(passes),
+        }
+        if len(ok) < len(figures):  # a kernel that failed in any process has no figure
+            bad = next(f for f in figures if f["outcome"] != "OK")
+            records.append(
+                {
+                    **record,
+                    "outcome": bad["outcome"],
+                    "message": bad.get("message", ""),
+                    "tflops": None,
+                    "cublas_tflops": None,
+                    "ratio": None,
+                }
+            )
+            continue
+        median = sorted(ok, key=lambda f: f["ratio"])[len(ok) // 2]
+        records.append(
+            {
+                **record,
+                "outcome": "OK",
+                "tflops": _tflops(e["problem"], median["ms"]),
+                "cublas_tflops": _tflops(e["problem"], median["cublas_ms"]),
+                "ratio": median["ratio"],
+                "process_ratios": [round(f["ratio"], 4) for f in ok],
+                "rel_error": max(f["rel_error"] or 0.0 for f in ok),
+                "sm_clock_mhz": median["sm_clock_mhz"],
+                "power_w": median["power_w"],
+            }
+        )
+    return records
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    env = report["environment"]
+    lines = [
+        f"# Best configs against cuBLAS ({report['template_version']})",
+        "",
+        f"{env['date']}; {env.get('gpu_name')}, driver {env.get('driver')}, CUDA {env.get('cuda')}, "
+        f"torch {env.get('torch')}, TVM {report.get('tvm', '?')}. Each kernel and cuBLAS (torch.mm) timed interleaved "
+        f"round by round ({report['rounds']} rounds, L2 flushed before every repetition) in the service's measuring "
+        f"child after its warm-up, in {report['processes']} fresh processes; the median process's figures, every "
+        "process's ratio beside them. Ratio = cuBLAS time / kernel time (> 1: faster than cuBLAS).",
+        "",
+        "| problem | dtype | config | TFLOP/s | cuBLAS TFLOP/s | ratio | per process | rel. error |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in report["records"]:
+        if r["outcome"] != "OK":
+            lines.append(f"| {r['problem']} | {r['dtype']} | {r['label']} | {r['outcome']} | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {r['problem']} | {r['dtype']} | {r['label']} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} "
+            f"| **{r['ratio']:.3f}** | {', '.join(f'{x:.3f}' for x in r['process_ratios'])} "
+            f"| {r['rel_error']:.1e} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel")
+    ap.add_argument("--only", default="", help="comma-separated substrings of entry names")
+    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = ap.parse_args()
+    manifest = json.loads((args.folder / "manifest.json").read_text())
+    entries = manifest["entries"]
+    if args.only:
+        keys = [k for k in args.only.split(",") if k]
+        entries = [e for e in entries if any(k in e["name"] for k in keys)]
+    passes = []
+    for i in range(args.processes):
+        passes.append(one_process(args.folder, entries, args.rounds, args.timeout))
+        print(f"process {i + 1}/{args.processes} done", flush=True)
+    info = passes[0]["info"]
+    driver = (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
+    report = {
+        "template_version": manifest.get("template_version"),
+        "tvm": manifest.get("tvm", "0.27.0.post1"),
+        "rounds": args.rounds,
+        "processes": args.processes,
+        "environment": {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "gpu_name": info.get("gpu_name"),
+            "driver": info.get("driver") or (driver[0] if driver else ""),
+            "cuda": info.get("cuda"),
+            "torch": info.get("torch"),
+        },
+        "records": combine(entries, passes, args.rounds),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "best-vs-cublas.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "best-vs-cublas.md").write_text(_markdown(report))
+    print(_markdown(report))
+
+
+if __name__ == "__main__":
+    main()
