@@ -152,6 +152,24 @@ SET_V3_MORE: list[tuple[Config, Problem]] = [
     (_c(64, 256, 64, 4, 2, True, **G8, **PP, **TMA, **R240), SQUARE),
 ]
 
+# Third round: the ping-pong 128x128 winner around its neighbours (raster groups 4/16 are outside
+# the knob range: probes for it), on bf16 and 8192^3, against the earlier bests.
+PP128 = {"schedule": "pingpong", "epilogue": "tma_chunked", "persistent": True}
+SET_V3_FINAL: list[tuple[Config, Problem]] = [
+    (_c(128, 256, 64, 3, 2, True, **G8, **TMA), SQUARE),  # hopper-gemm/2 best
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=8), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=4), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=8, **R240), SQUARE),
+    (_c(128, 128, 128, 3, 2, True, **PP128, raster_group=8), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=8), BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=8), BIG),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BIG),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), BIG),
+]
+
 
 def _fuzz(count: int = 16, seed: int = 3) -> list[tuple[Config, Problem]]:
     """Valid points drawn at random from the whole grid on small and ragged problems: the claim
@@ -183,6 +201,7 @@ SETS = {
     "v3-perf": lambda: SET_V3_PERF,
     "v3-more": lambda: SET_V3_MORE,
     "v3-fuzz": _fuzz,
+    "v3-final": lambda: SET_V3_FINAL,
     "journey": _journey,
 }
 
