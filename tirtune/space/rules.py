@@ -323,19 +323,6 @@ def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
 
 
 PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned,)
-# hopper-gemm/1 and /2 (their spaces replay recorded data): a persistent CTA needed a producer.
-V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
-    wgmma_n_supported,
-    blk_k_matches_swizzle,
-    consumers_split_m,
-    accumulator_fits_registers,
-    pipeline_depth_in_range,
-    smem_fits,
-    persistent_needs_producer,
-    raster_group_valid,
-    epilogue_supported,
-    tma_store_row_stride_aligned,
-)
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
 CONFIG_RULES: tuple[ConfigRule, ...] = (
@@ -357,3 +344,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     loader_supported,
     registers_fit,
 )
+
+# hopper-gemm/1 and /2 (their spaces replay recorded data): the same rules (the newer ones pass at
+# the older spaces' defaults), plus: a persistent CTA needed a producer.
+V2_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES[:6], persistent_needs_producer, *CONFIG_RULES[6:])
