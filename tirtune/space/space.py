@@ -35,10 +35,9 @@ class SearchSpace:
             raise SpaceError(f"problem {problem} cannot be tuned: " + "; ".join(map(str, found)))
 
     def violations(self, config: Config, problem: Problem) -> list[Violation]:
-        found = self.problem_violations(problem)
-        found += [_named(rule, rule(config, problem)) for rule in self.config_rules]
-        found.append(self._knobs_of_this_space(config))
-        return [v for v in found if v is not None]
+        named = [_named(rule, rule(config, problem)) for rule in self.config_rules]
+        named.append(self._knobs_of_this_space(config))
+        return self.problem_violations(problem) + [v for v in named if v is not None]
 
     def _knobs_of_this_space(self, config: Config) -> Violation | None:
         """A knob this space does not have must sit at its default: an older template version
