@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,13 +46,12 @@ class Step:
 
 
 SQUARE = Problem(4096, 4096, 4096, "float16")
-_TILE = {"blk_m": 128, "blk_n": 128, "blk_k": 64, "consumers": 1}
-_SYNC = Config(**_TILE, stages=1, warp_specialized=False, loader="threads")
-_TMA = Config(**_TILE, stages=1, warp_specialized=False)
-_TWO = Config(**_TILE, stages=2, warp_specialized=False)
-_PERSIST = Config(**_TILE, stages=2, warp_specialized=False, persistent=True, raster_group=8)
-_WS = Config(**_TILE, stages=2, warp_specialized=True, persistent=True, raster_group=8)
-_CLUSTER = Config(**_TILE, stages=2, warp_specialized=True, persistent=True, raster_group=8, cluster=2)
+_SYNC = Config(128, 128, 64, stages=1, consumers=1, warp_specialized=False, loader="threads")
+_TMA = replace(_SYNC, loader="tma")
+_TWO = replace(_TMA, stages=2)
+_PERSIST = replace(_TWO, persistent=True, raster_group=8)
+_WS = replace(_PERSIST, warp_specialized=True)
+_CLUSTER = replace(_WS, cluster=2)
 _SHARE_B = Config(256, 128, 64, 2, 2, True, persistent=True, raster_group=8, cluster=2)
 
 JOURNEY: tuple[Step, ...] = (

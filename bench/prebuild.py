@@ -21,8 +21,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -193,7 +195,8 @@ def _journey() -> list[tuple[str, Config, Problem]]:
     return [(step.name, step.config, step.problem) for step in JOURNEY]
 
 
-SETS = {
+# Each set: (config, problem) pairs, or (name, config, problem) where the manifest names the entry.
+SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v1": lambda: SET,
     "v2": lambda: SET_V2,
     "v3": lambda: SET_V3_TAILS + SET_V3_PERF,
