@@ -126,16 +126,70 @@ def combine(entries: list[dict[str, Any]], passes: list[dict[str, Any]], rounds:
     return records
 
 
+def from_verify(path: Path, names: list[str], manifest: Path | None = None) -> dict[str, Any]:
+    """Records from a bench/verify_template.py JSON (--processes N): its median-process rows for
+    the entries named. That protocol alternates kernel and torch.mm in rounds after a cuBLAS
+    warm-up, without flushing L2 between repetitions (the same for both)."""
+    data = json.loads(path.read_text())
+    rows = {r["name"]: r for r in data["rows"]}
+    configs = {}
+    if manifest is not None:  # the build manifest holds each entry's config as JSON
+        configs = {e["name"]: e["config"] for e in json.loads(manifest.read_text())["entries"]}
+    records = []
+    for name in names:
+        r = rows[name]
+        p = r["problem"]
+        records.append(
+            {
+                "problem": "{m}x{n}x{k}".format(**p),
+                "dtype": p["dtype"],
+                "config": configs.get(name) or r.get("config") or r["label"],
+                "label": r["label"],
+                "outcome": "OK" if r.get("ok") else "FAILED",
+                "interleaved": True,
+                "processes": len(r.get("process_ratios", [])) or 1,
+                "tflops": _tflops(p, r.get("ms")),
+                "cublas_tflops": _tflops(p, r.get("cublas_ms")),
+                "ratio": r.get("ratio"),
+                "process_ratios": r.get("process_ratios", []),
+                "rel_error": r.get("rel_err"),
+            }
+        )
+    env = data["env"]
+    return {
+        "template_version": env.get("template_version"),
+        "tvm": "0.27.0.post1",
+        "source": str(path),
+        "protocol": "bench/verify_template.py --processes 5 --rounds 5 --warm-s 2: kernel and torch.mm alternated "
+        "in rounds in one process after 2 s of cuBLAS warm-up, 5 fresh processes, the median "
+        "process's row; no L2 flush between repetitions",
+        "rounds": 5,
+        "processes": max(r["processes"] for r in records),
+        "environment": {
+            "date": env.get("date"),
+            "gpu_name": env.get("gpu"),
+            "driver": env.get("driver"),
+            "cuda": env.get("cuda_runtime"),
+            "torch": env.get("torch"),
+        },
+        "records": records,
+    }
+
+
 def _markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [
         f"# Best configs against cuBLAS ({report['template_version']})",
         "",
         f"{env['date']}; {env.get('gpu_name')}, driver {env.get('driver')}, CUDA {env.get('cuda')}, "
-        f"torch {env.get('torch')}, TVM {report.get('tvm', '?')}. Each kernel and cuBLAS (torch.mm) timed interleaved "
-        f"round by round ({report['rounds']} rounds, L2 flushed before every repetition) in the service's measuring "
-        f"child after its warm-up, in {report['processes']} fresh processes; the median process's figures, every "
-        "process's ratio beside them. Ratio = cuBLAS time / kernel time (> 1: faster than cuBLAS).",
+        f"torch {env.get('torch')}, TVM {report.get('tvm', '?')}. "
+        + report.get(
+            "protocol",
+            f"Each kernel and cuBLAS (torch.mm) timed interleaved round by round ({report['rounds']} rounds, L2 "
+            "flushed before every repetition) in the service's measuring child after its warm-up, in "
+            f"{report['processes']} fresh processes; the median process's figures, every process's ratio beside them",
+        )
+        + ". Ratio = cuBLAS time / kernel time (> 1: faster than cuBLAS).",
         "",
         "| problem | dtype | config | TFLOP/s | cuBLAS TFLOP/s | ratio | per process | rel. error |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -154,13 +208,23 @@ def _markdown(report: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folder", type=Path)
+    ap.add_argument("folder", type=Path, nargs="?", help="prebuilt winners (manifest.json + .so files)")
+    ap.add_argument("--from-verify", type=Path, help="instead: take these rows of a verify_template JSON")
+    ap.add_argument("--names", default="", help="with --from-verify: comma-separated entry names")
+    ap.add_argument("--manifest", type=Path, help="with --from-verify: the build manifest (configs as JSON)")
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel")
     ap.add_argument("--only", default="", help="comma-separated substrings of entry names")
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     args = ap.parse_args()
+    if args.from_verify:
+        report = from_verify(args.from_verify, [n for n in args.names.split(",") if n], args.manifest)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "best-vs-cublas.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / "best-vs-cublas.md").write_text(_markdown(report))
+        print(_markdown(report))
+        return
     manifest = json.loads((args.folder / "manifest.json").read_text())
     entries = manifest["entries"]
     if args.only:
