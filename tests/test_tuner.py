@@ -152,12 +152,14 @@ def test_a_time_budget_stops_the_job_early(db_url: str) -> None:
 
 def test_start_points_are_seeded_only_into_spaces_that_hold_them() -> None:
     from tirtune.space import HOPPER
+    from tirtune.space.hopper import HOPPER_V2
     from tirtune.tuner.job import START_WITH
     from tirtune.tuner.optuna_proposer import _in_space
 
-    v2_best, *v1_points = START_WITH
-    assert _in_space(v2_best, HOPPER) and HOPPER.is_valid(v2_best, P)
-    assert not _in_space(v2_best, HOPPER_V1), "never cut down to a different v1 config"
+    v3_pingpong, v3_cooperative, v2_best, *v1_points = START_WITH
+    assert all(_in_space(c, HOPPER) and HOPPER.is_valid(c, P) for c in START_WITH)
+    assert not any(_in_space(c, HOPPER_V2) for c in (v3_pingpong, v3_cooperative)), "never cut down to a v2 config"
+    assert _in_space(v2_best, HOPPER_V2) and not _in_space(v2_best, HOPPER_V1)
     assert all(_in_space(c, HOPPER_V1) and _in_space(c, HOPPER) for c in v1_points)
 
 
@@ -167,7 +169,7 @@ def test_a_study_of_the_current_space_starts_from_the_best_known_point(tmp_path:
     from tirtune.tuner.optuna_proposer import OptunaProposer
 
     proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER, start_with=START_WITH)
-    assert [p.config for p in proposer.ask(3)] == list(START_WITH)
+    assert [p.config for p in proposer.ask(len(START_WITH))] == list(START_WITH)
 
 
 def test_the_proposer_offers_only_valid_configs_and_tells_tpe_what_it_refused(tmp_path: Path) -> None:
