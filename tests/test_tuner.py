@@ -218,3 +218,23 @@ def test_a_job_for_another_arch_is_refused_by_workers_of_this_one(db_url: str) -
     loop = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), ReplayRunner([DATA]))
     with pytest.raises(TunerError, match="asks for sm_100a kernels, but this worker's GPUs take sm_90a"):
         loop.run(job.id)
+
+
+def test_a_refused_sample_is_repaired_to_a_nearest_unproposed_valid_config(tmp_path: Path) -> None:
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER_V1, seed=5, problem=P)
+    valid = HOPPER_V1.valid_configs(P)
+    proposer._proposed.update(valid[::2])  # half of them already proposed
+
+    def distance(a: Config, b: Config) -> int:
+        return sum(getattr(a, k) != getattr(b, k) for k in HOPPER_V1.knobs)
+
+    refused_samples = [c for c in list(HOPPER_V1.configs())[::37] if not HOPPER_V1.is_valid(c, P)]
+    assert len(refused_samples) >= 5
+    for refused in refused_samples:
+        repaired = proposer._nearest_valid(refused)
+        assert repaired is not None and HOPPER_V1.is_valid(repaired, P) and repaired not in proposer._proposed
+        assert distance(repaired, refused) == min(distance(c, refused) for c in valid[1::2])
+    proposer._proposed.update(valid)
+    assert proposer._nearest_valid(Config(stages=6, blk_m=256, blk_n=256)) is None  # nothing left: exhausted

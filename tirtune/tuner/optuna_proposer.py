@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import random
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import optuna
@@ -52,7 +54,6 @@ class OptunaProposer:
         self.problem = problem
         self.refused: Counter[str] = Counter()
         self._rng = random.Random(seed)
-        self._valid: list[Config] | None = None
         self._proposed: set[Config] = set()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -123,18 +124,27 @@ class OptunaProposer:
         return fixed, config
 
     def _nearest_valid(self, config: Config) -> Config | None:
+        """A valid config not yet proposed that changes the fewest knobs of `config` (ties drawn
+        with the seed), searched ring by ring around it: the first rings hold a few dozen to a
+        few hundred points, where listing every valid config of the space takes seconds."""
         assert self.problem is not None
-        if self._valid is None:
-            self._valid = self.space.valid_configs(self.problem)
-        fresh = [c for c in self._valid if c not in self._proposed]
-        if not fresh:
-            return None
+        names = list(self.space.knobs)
+        for changed in range(1, len(names) + 1):
+            ring = sorted(
+                c
+                for c in self._ring(config, names, changed)
+                if c not in self._proposed and self.space.is_valid(c, self.problem)
+            )
+            if ring:
+                return self._rng.choice(ring)
+        return None
 
-        def distance(c: Config) -> int:
-            return sum(getattr(c, k) != getattr(config, k) for k in self.space.knobs)
-
-        best = min(map(distance, fresh))
-        return self._rng.choice([c for c in fresh if distance(c) == best])
+    def _ring(self, config: Config, names: list[str], changed: int) -> Iterator[Config]:
+        """Every config of the space that differs from `config` in exactly `changed` knobs."""
+        for knobs in itertools.combinations(names, changed):
+            others = [[v for v in self.space.knobs[k] if v != getattr(config, k)] for k in knobs]
+            for values in itertools.product(*others):
+                yield dataclasses.replace(config, **dict(zip(knobs, values, strict=True)))
 
     def tell(self, feedback: Sequence[Feedback]) -> None:
         with warnings.catch_warnings():
