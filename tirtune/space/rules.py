@@ -6,13 +6,15 @@ look at one (config, problem) pair. Each rule's name is what the dashboard and t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tirtune.space.config import Config
+from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
 
 __all__ = [
+    "refuse_if_broken",
     "CONFIG_RULES",
     "V2_CONFIG_RULES",
     "PROBLEM_RULES",
@@ -78,6 +80,20 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.rule}: {self.reason}"
+
+
+def refuse_if_broken(
+    template: str,
+    config: Config,
+    problem: Problem,
+    problem_rules: Sequence[ProblemRule],
+    config_rules: Sequence[ConfigRule],
+) -> None:
+    """A template's own guard: SpaceError naming every rule (config, problem) breaks."""
+    reasons = [r for r in (rule(problem) for rule in problem_rules) if r]
+    reasons += [r for r in (rule(config, problem) for rule in config_rules) if r]
+    if reasons:
+        raise SpaceError(f"{template} cannot build {config.label()} for {problem}: " + "; ".join(reasons))
 
 
 def tma_row_stride_aligned(problem: Problem) -> str | None:

@@ -58,8 +58,8 @@ from tirtune.space.blackwell_rules import (
     TMEM_COLUMNS,
 )
 from tirtune.space.config import Config
-from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
+from tirtune.space.rules import refuse_if_broken
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan"]
 
@@ -163,11 +163,7 @@ class BlackwellPlan:
 
 def plan(config: Config, problem: Problem) -> BlackwellPlan:
     """Check (config, problem) against the Blackwell rules and derive the kernel constants."""
-    reasons = [r for r in (rule(problem) for rule in BLACKWELL_PROBLEM_RULES) if r]
-    reasons += [r for r in (rule(config, problem) for rule in BLACKWELL_CONFIG_RULES) if r]
-    if reasons:
-        what = f"{TEMPLATE_NAME} cannot build {config.label()} for {problem}"
-        raise SpaceError(f"{what}: " + "; ".join(reasons))
+    refuse_if_broken(TEMPLATE_NAME, config, problem, BLACKWELL_PROBLEM_RULES, BLACKWELL_CONFIG_RULES)
     return BlackwellPlan(
         m=problem.m,
         n=problem.n,
@@ -183,7 +179,7 @@ def plan(config: Config, problem: Problem) -> BlackwellPlan:
         raster_group=config.raster_group,
         epilogue=config.epilogue,
         cta_group=config.cluster,
-        loader=getattr(config, "loader", "tma"),
+        loader=config.loader,
     )
 
 

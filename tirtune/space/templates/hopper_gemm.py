@@ -64,9 +64,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.space.config import Config
-from tirtune.space.errors import SpaceError
 from tirtune.space.problem import Problem
-from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REBALANCE_MIN_ACCUMULATORS
+from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REBALANCE_MIN_ACCUMULATORS, refuse_if_broken
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan"]
 
@@ -279,11 +278,7 @@ class KernelPlan:
 
 def plan(config: Config, problem: Problem) -> KernelPlan:
     """Check (config, problem) against the space's rules and derive the kernel constants."""
-    reasons = [r for r in (rule(problem) for rule in PROBLEM_RULES) if r]
-    reasons += [r for r in (rule(config, problem) for rule in CONFIG_RULES) if r]
-    if reasons:
-        what = f"{TEMPLATE_NAME} cannot build {config.label()} for {problem}"
-        raise SpaceError(f"{what}: " + "; ".join(reasons))
+    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)
     consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
     return KernelPlan(
         m=problem.m,
