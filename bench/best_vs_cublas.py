@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -235,25 +234,15 @@ def main() -> None:
         passes.append(one_process(args.folder, entries, args.rounds, args.timeout))
         print(f"process {i + 1}/{args.processes} done", flush=True)
     info = passes[0]["info"]
-    driver = (
-        subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        .stdout.strip()
-        .splitlines()
-    )
     report = {
         "template_version": manifest.get("template_version"),
-        "tvm": manifest.get("tvm", "0.27.0.post1"),
+        "tvm": manifest.get("tvm"),
         "rounds": args.rounds,
         "processes": args.processes,
         "environment": {
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "gpu_name": info.get("gpu_name"),
-            "driver": info.get("driver") or (driver[0] if driver else ""),
+            "driver": info.get("driver"),
             "cuda": info.get("cuda"),
             "torch": info.get("torch"),
         },

@@ -11,30 +11,35 @@ from pathlib import Path
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "record_space.py"
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("record_space", BENCH)
+def _bench(name: str):  # type: ignore[no-untyped-def]
+    """A bench/ script as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["record_space"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _result(problem: Problem, outcome: Outcome, ms: float | None = None, err: float | None = None,
-            blk_n: int = 128) -> RunResult:
+def _result(
+    problem: Problem, outcome: Outcome, ms: float | None = None, err: float | None = None, blk_n: int = 128
+) -> RunResult:
     c = Candidate(Config(blk_n=blk_n), problem, HOPPER.template_version)
     return RunResult(c, outcome, time_ms=ms, cublas_ms=0.2 if ms else None, rel_error=err)
 
 
 def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> None:
-    record = _module()
+    record = _bench("record_space")
     big, ragged = Problem(4096, 4096, 4096), Problem(1000, 1000, 1000)
     results = {
-        big: [_result(big, Outcome.OK, 0.25, 2e-4), _result(big, Outcome.OK, 0.2, 3e-4, blk_n=256),
-              _result(big, Outcome.COMPILE_ERROR)],
+        big: [
+            _result(big, Outcome.OK, 0.25, 2e-4),
+            _result(big, Outcome.OK, 0.2, 3e-4, blk_n=256),
+            _result(big, Outcome.COMPILE_ERROR),
+        ],
         ragged: [_result(ragged, Outcome.OK, 0.1, 1e-4), _result(ragged, Outcome.WRONG_RESULT, err=0.5)],
     }
     prefix = tmp_path / "sweep"
@@ -50,23 +55,21 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
     assert "5 configs" in md and "1 wrong" in md and "WRONG_RESULT 1" in md
 
 
-def _best_vs_cublas():  # type: ignore[no-untyped-def]
-    path = BENCH.parent / "best_vs_cublas.py"
-    spec = importlib.util.spec_from_file_location("best_vs_cublas", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["best_vs_cublas"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path: Path) -> None:
     from stand_in_children import misbehaving_child
 
-    bvc = _best_vs_cublas()
+    bvc = _bench("best_vs_cublas")
     problem = {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16"}
-    entries = [{"name": f"k{i}", "label": f"k{i}", "config": Config(blk_n=128 * (i + 1)).to_json(),
-                "problem": problem, "so": f"k{i}.so"} for i in range(2)]
+    entries = [
+        {
+            "name": f"k{i}",
+            "label": f"k{i}",
+            "config": Config(blk_n=128 * (i + 1)).to_json(),
+            "problem": problem,
+            "so": f"k{i}.so",
+        }
+        for i in range(2)
+    ]
     passes = [bvc.one_process(tmp_path, entries, 3, 30.0, target=misbehaving_child) for _ in range(3)]
     assert all(set(p["rows"]) == {"k0", "k1"} for p in passes)  # each kernel measured in every process
     passes[1]["rows"]["k0"] = {**passes[1]["rows"]["k0"], "ratio": 1.5}  # one outlying process
