@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
@@ -110,7 +110,7 @@ def main() -> None:
         write_summary(Path(args.summary), results, workers.runner.stack().to_json(), time.monotonic() - began)
 
 
-def summarize(results: dict[Problem, list[RunResult]]) -> list[dict[str, object]]:
+def summarize(results: dict[Problem, list[RunResult]]) -> list[dict[str, Any]]:
     rows = []
     for problem, rs in results.items():
         ok = [r for r in rs if r.outcome is Outcome.OK]
@@ -146,10 +146,10 @@ def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: 
         "template_version": HOPPER.template_version,
         "stack": stack,
         "seconds": round(seconds),
-        "configs": sum(r["configs"] for r in rows),  # type: ignore[misc]
+        "configs": sum(r["configs"] for r in rows),
         "wrong": sum(r["wrong"] for r in rows),
         "problems": rows,
-    }  # type: ignore[misc]
+    }
     prefix.parent.mkdir(parents=True, exist_ok=True)
     prefix.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
@@ -164,9 +164,9 @@ def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: 
     ]
     for r in rows:
         best = r["best"]
-        best_text = "-" if not best else f"{best['config']} ({best['ratio']:.3f})"  # type: ignore[index]
+        best_text = "-" if not best else f"{best['config']} ({best['ratio']:.3f})"
         err = "-" if r["max_rel_error"] is None else f"{r['max_rel_error']:.1e}"
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))  # type: ignore[attr-defined]
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
         lines.append(
             f"| {r['problem']} | {r['dtype']} | {r['configs']} | {outcomes} | {r['wrong']} | {err} | {best_text} |"
         )
