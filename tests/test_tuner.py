@@ -207,6 +207,14 @@ def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url
     summary = JobLoop(sessions, db_url, tiny, ReplayBuilder(), ReplayRunner([DATA]), batch_size=4).run(job.id)
     assert summary.trials == len(valid)
     assert "exhausted" in summary.message
+    with transaction(sessions) as s:
+        rows = repo.list_measurements(s, job_id=job.id, limit=1000)
+    refused = [r for r in rows if r.outcome is Outcome.INVALID]
+    assert refused, "the samples the proposer refused are stored, with their rules"
+    assert len({r.config for r in refused}) == len(refused)  # once per config
+    for r in refused:
+        assert not tiny.is_valid(r.config, P) and r.message.split(":")[0] in RULES
+    assert len(trials_of(rows)) == len(valid)  # refusals cost no trial
 
 
 def test_a_job_for_another_arch_is_refused_by_workers_of_this_one(db_url: str) -> None:

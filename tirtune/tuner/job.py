@@ -26,7 +26,7 @@ from tirtune.space.config import Config
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
-from tirtune.tuner.proposer import Feedback, Proposal, Proposer
+from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.workers.builder import Builder
 from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.workers.runner import Runner
@@ -40,13 +40,41 @@ START_WITH = (
     # The best hopper-gemm/3 points measured by hand (bench/results/best-vs-cublas.md): ping-pong
     # consumers with chunked TMA stores, 1.035x cuBLAS at 4096^3 fp16 (1.038x at 8192^3), and the
     # cooperative 128x256 with chunked stores, the best bf16 point (1.008x).
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=6, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=16, epilogue="tma_chunked", schedule="pingpong"),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=8, epilogue="tma_chunked"),
+    Config(
+        blk_m=128,
+        blk_n=128,
+        blk_k=64,
+        stages=6,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=16,
+        epilogue="tma_chunked",
+        schedule="pingpong",
+    ),
+    Config(
+        blk_m=128,
+        blk_n=256,
+        blk_k=64,
+        stages=4,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma_chunked",
+    ),
     # The best hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes of TIRX_HOPPER.md.
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=3, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=8, epilogue="tma"),
+    Config(
+        blk_m=128,
+        blk_n=256,
+        blk_k=64,
+        stages=3,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+    ),
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
     Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
 )
@@ -256,6 +284,8 @@ class _Run:
                 self.idle_asks = MAX_IDLE_ASKS
                 break
             for proposal in proposals:
+                if proposal.refused is not None:
+                    self._record_refusal(proposal.refused)
                 candidate = Candidate(proposal.config, self.job.problem, self.o.space.template_version)
                 if self._settled_without_gpu(proposal, candidate):
                     continue
@@ -290,6 +320,26 @@ class _Run:
             self._reuse(proposal, candidate, previous)
             return True
         return False
+
+    def _record_refusal(self, refusal: Refusal) -> None:
+        """A sample the proposer refused and replaced: stored as INVALID with its rules (once per
+        config), already told to the proposer, so it costs no trial."""
+        if refusal.config in self.seen:
+            return
+        candidate = Candidate(refusal.config, self.job.problem, self.o.space.template_version)
+        with self.o._tx() as s:
+            repo.record_measurement(
+                s,
+                job_id=self.job.id,
+                trial_number=refusal.trial,
+                key=candidate.measurement_key(self.stack),
+                candidate=candidate,
+                outcome=Outcome.INVALID,
+                message=refusal.message,
+                result=None,
+                build_seconds=None,
+            )
+        self.seen[refusal.config] = Feedback(refusal.trial, None, Outcome.INVALID.value, refusal.message)
 
     def _reuse(self, proposal: Proposal, candidate: Candidate, previous: MeasurementRecord) -> None:
         with self.o._tx() as s:

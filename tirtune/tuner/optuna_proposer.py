@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
-from tirtune.tuner.proposer import Feedback, Proposal
+from tirtune.tuner.proposer import Feedback, Proposal, Refusal
 
 __all__ = ["OptunaProposer"]
 
@@ -91,16 +91,18 @@ class OptunaProposer:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for _ in range(n):
                 trial, config = self._sample()
+                refusal = None
                 if self.problem is not None:
                     violations = self.space.violations(config, self.problem)
                     if violations:
-                        repaired = self._refuse(trial, config, "; ".join(map(str, violations)))
+                        refusal = Refusal(trial.number, config, "; ".join(map(str, violations)))
+                        repaired = self._refuse(trial, config, refusal.message)
                         if repaired is None:
                             break  # every valid config was proposed: the space is exhausted
                         trial, config = repaired
                 self._open[trial.number] = trial
                 self._proposed.add(config)
-                proposals.append(Proposal(trial.number, config))
+                proposals.append(Proposal(trial.number, config, refusal))
         return proposals
 
     def _sample(self) -> tuple[optuna.trial.Trial, Config]:

@@ -8,13 +8,23 @@ from typing import Protocol, runtime_checkable
 
 from tirtune.space.config import Config
 
-__all__ = ["Feedback", "Proposal", "Proposer"]
+__all__ = ["Feedback", "Proposal", "Proposer", "Refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A sample the proposer refused by the space's rules (and already told as such)."""
+
+    trial: int
+    config: Config
+    message: str  # "rule: reason; ..."
 
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
     trial: int  # the proposer's own trial number
     config: Config
+    refused: Refusal | None = None  # the sample this proposal replaces, if it broke a rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +39,9 @@ class Feedback:
 
 @runtime_checkable
 class Proposer(Protocol):
-    def ask(self, n: int) -> list[Proposal]:
-        ...
+    def ask(self, n: int) -> list[Proposal]: ...
 
-    def tell(self, feedback: Sequence[Feedback]) -> None:
-        ...
+    def tell(self, feedback: Sequence[Feedback]) -> None: ...
 
     def abandon(self) -> None:
         """Close the trials asked but never told (the job stopped early): none stays open."""
