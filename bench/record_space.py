@@ -11,12 +11,19 @@ Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
 configs (seeded, so a rerun measures the same sample), spread over the whole space.
 
+`--build-only CACHE` compiles the same seeded sample into the build cache CACHE on this machine's
+CPUs and measures nothing (no GPU needed): carry CACHE to the GPU host and point
+TIRTUNE_CACHE_DIR at it, and the measuring run finds every build there.
+
 `--summary PREFIX` also writes PREFIX.json and PREFIX.md: per problem, the outcomes by kind, the
 largest relative error of the correct ones and the best ratio to cuBLAS; this is the correctness
 sweep (every measurement is verified against a float32 reference before it is timed):
 
     python bench/record_space.py 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
         --limit 100 --out /tmp/sweep --summary bench/results/sweep
+
+`--summarize FILE... --summary PREFIX` writes the same report from recorded JSONL files (several
+runs, other limits per problem), measuring nothing.
 """
 
 from __future__ import annotations
@@ -35,8 +42,9 @@ from typing import IO, Any
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.runtime import make_workers
-from tirtune.workers.replay_runner import to_record
+from tirtune.workers.replay_runner import ReplayRunner, to_record
 from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
+from tirtune.workers.tirx_builder import compile_candidate
 
 
 def _problems(specs: list[str], default_dtype: str) -> list[Problem]:
@@ -59,14 +67,29 @@ def _chunks(problems: list[Problem], limit: int, size: int) -> Iterator[tuple[Pr
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("problems", nargs="+", help="SHAPE or SHAPE:DTYPE, e.g. 4096x14336x4096:bfloat16")
+    ap.add_argument("problems", nargs="*", help="SHAPE or SHAPE:DTYPE, e.g. 4096x14336x4096:bfloat16")
     ap.add_argument("--dtype", default="float16", help="dtype of problems given without one")
     ap.add_argument("--out", default="bench/data")
     ap.add_argument("--limit", type=int, default=0, help="measure a random sample of this many configs per problem")
     ap.add_argument("--batch", type=int, default=0, help="candidates per chunk (default: the workers' batch size)")
+    ap.add_argument("--build-only", metavar="CACHE", help="only compile the sample into this build cache")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel compiles with --build-only")
+    ap.add_argument("--summarize", nargs="+", metavar="JSONL", help="report on recorded files instead of measuring")
     ap.add_argument("--summary", help="write PREFIX.json and PREFIX.md: outcomes by kind per problem")
     args = ap.parse_args()
+    if args.summarize:
+        if not args.summary:
+            ap.error("--summarize needs --summary PREFIX")
+        replay = ReplayRunner(args.summarize)
+        write_summary(Path(args.summary), recorded_results(replay), replay.stack().to_json(), 0.0)
+        print(Path(args.summary).with_suffix(".md").read_text())
+        return
+    if not args.problems:
+        ap.error("name at least one problem")
     problems = _problems(args.problems, args.dtype)
+    if args.build_only:
+        build_only(problems, args.limit, Path(args.build_only), args.jobs)
+        return
     workers = make_workers(get_settings())
     size = args.batch or workers.batch_size
     out_dir = Path(args.out)
@@ -108,6 +131,32 @@ def main() -> None:
     print(f"done in {time.monotonic() - began:.0f}s")
     if args.summary:
         write_summary(Path(args.summary), results, workers.runner.stack().to_json(), time.monotonic() - began)
+
+
+def build_only(problems: list[Problem], limit: int, cache: Path, jobs: int) -> None:
+    """Compile the sample into `cache` (skipping what is there); print progress and failures."""
+    timeout = get_settings().build_timeout_s
+    cands = [c for _, chunk in _chunks(problems, limit, 64) for c in chunk]
+    began = time.monotonic()
+    outcomes: Counter[str] = Counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for i, result in enumerate(pool.map(lambda c: compile_candidate(c, str(cache), timeout), cands), 1):
+            outcomes[result.outcome.value + (" (cached)" if result.cached else "")] += 1
+            if result.outcome is not Outcome.OK:
+                print(f"{result.candidate.config.label()} {result.candidate.problem}: {result.message}", flush=True)
+            if i % 20 == 0 or i == len(cands):
+                print(f"{time.monotonic() - began:.0f}s {i}/{len(cands)} {dict(outcomes)}", flush=True)
+
+
+def recorded_results(replay: ReplayRunner) -> dict[Problem, list[RunResult]]:
+    """Every recorded measurement as a result, grouped by problem (largest problems first)."""
+    out: dict[Problem, list[RunResult]] = {}
+    for problem in sorted(replay.problems(), key=lambda p: (-p.m * p.n * p.k, p.shape, p.dtype)):
+        builds = [
+            BuildResult(Candidate(c, problem, replay.template_version), Outcome.OK) for c in replay.configs(problem)
+        ]
+        out[problem] = replay.run(builds)
+    return out
 
 
 def summarize(results: dict[Problem, list[RunResult]]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from tirtune.space import HOPPER, Config, Problem
@@ -53,6 +54,30 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
     assert second["wrong"] == 1 and second["max_rel_error"] == 1e-4  # a wrong result is not a correct one's error
     md = prefix.with_suffix(".md").read_text()
     assert "5 configs" in md and "1 wrong" in md and "WRONG_RESULT 1" in md
+
+
+def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) -> None:
+    from tirtune.workers.replay_runner import ReplayRunner, to_record
+    from tirtune.workers.results import Provenance
+
+    record = _bench("record_space")
+    stack = Stack("NVIDIA H200", "580", "13.0", "0.27")
+    big, small = Problem(4096, 4096, 4096), Problem(48, 4096, 2048, "bfloat16")
+
+    def line(result: RunResult) -> str:
+        return json.dumps(to_record(replace(result, provenance=Provenance(stack, HOPPER.template_version)))) + "\n"
+
+    (tmp_path / "a.jsonl").write_text(
+        line(_result(big, Outcome.OK, 0.25, 2e-4)) + line(_result(big, Outcome.TIMEOUT, blk_n=64))
+    )
+    (tmp_path / "b.jsonl").write_text(line(_result(small, Outcome.WRONG_RESULT, err=0.3)))
+    results = record.recorded_results(ReplayRunner([tmp_path / "a.jsonl", tmp_path / "b.jsonl"]))
+    assert list(results) == [big, small]  # the largest problem first
+    record.write_summary(tmp_path / "sweep", results, stack.to_json(), 0.0)
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    assert report["configs"] == 3 and report["wrong"] == 1
+    assert report["problems"][0]["outcomes"] == {"OK": 1, "TIMEOUT": 1}
+    assert report["problems"][1]["problem"] == "48x4096x2048" and report["problems"][1]["dtype"] == "bfloat16"
 
 
 def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path: Path) -> None:
