@@ -9,7 +9,8 @@ cuBLAS). The builds of the next chunk overlap the measurement of the current one
 
 Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
-configs (seeded, so a rerun measures the same sample), spread over the whole space.
+configs (seeded, so a rerun measures the same sample), spread over the whole space, plus the
+job's starting points (`tirtune.tuner.job.START_WITH`) that are valid for the problem.
 
 `--build-only CACHE` compiles the same seeded sample into the build cache CACHE on this machine's
 CPUs and measures nothing (no GPU needed): carry CACHE to the GPU host and point
@@ -41,6 +42,7 @@ from typing import IO, Any
 
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
+from tirtune.tuner.job import START_WITH
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner, to_record
 from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
@@ -59,7 +61,10 @@ def _chunks(problems: list[Problem], limit: int, size: int) -> Iterator[tuple[Pr
     for problem in problems:
         configs = HOPPER.valid_configs(problem)
         if limit:
-            configs = sorted(random.Random(0).sample(configs, min(limit, len(configs))))
+            sample = random.Random(0).sample(configs, min(limit, len(configs)))
+            # A job's starting points too, so a replay of the sample starts where a real job does.
+            starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
+            configs = sorted(sample) + starts
         cands = [Candidate(c, problem, HOPPER.template_version) for c in configs]
         for start in range(0, len(cands), size):
             yield problem, cands[start : start + size]

@@ -246,3 +246,44 @@ def test_a_refused_sample_is_repaired_to_a_nearest_unproposed_valid_config(tmp_p
         assert distance(repaired, refused) == min(distance(c, refused) for c in valid[1::2])
     proposer._proposed.update(valid)
     assert proposer._nearest_valid(Config(stages=6, blk_m=256, blk_n=256)) is None  # nothing left: exhausted
+
+
+def test_a_replay_of_a_sample_proposes_only_recorded_configs(db_url: str, tmp_path: Path) -> None:
+    """A recorded sample of a big space (bench/data holds 300 of ~14,000 valid hopper-gemm/3
+    configs) is a finite sub-space: the job measures only recorded configs, never 'not recorded'."""
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    lines = DATA.read_text().splitlines()
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("\n".join(lines[::5]) + "\n")  # every fifth of the 156 recorded configs
+    runner = ReplayRunner([sample])
+    space = runner.restrict(HOPPER_V1)
+    recorded = runner.configs(P)
+    assert space.valid_configs(P) == recorded and len(recorded) == len(lines[::5])
+    unrecorded = next(c for c in HOPPER_V1.valid_configs(P) if c not in recorded)
+    assert [v.rule for v in space.violations(unrecorded, P)] == ["recorded"]
+    assert space.valid_configs(Problem(2048, 2048, 2048)) == []  # a problem nobody recorded
+
+    # The repair of a refused sample lands on the nearest recorded config, found without the rings.
+    proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", space, seed=1, problem=P)
+    repaired = proposer._nearest_valid(unrecorded)
+    assert repaired in recorded
+    knobs = list(HOPPER_V1.knobs)
+    far = [sum(getattr(c, k) != getattr(unrecorded, k) for k in knobs) for c in recorded]
+    assert sum(getattr(repaired, k) != getattr(unrecorded, k) for k in knobs) == min(far)
+
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, space.arch, 20)
+    summary = JobLoop(sessions, db_url, space, ReplayBuilder(), runner, batch_size=4).run(job.id)
+    with transaction(sessions) as s:
+        rows = repo.list_measurements(s, job_id=job.id, limit=1000)
+    measured = trials_of(rows)
+    assert summary.trials == 20 and len(measured) == 20
+    assert all(r.outcome is Outcome.OK and r.config in recorded for r in measured)
+    assert runner.calls == 20
+
+
+def test_the_full_recording_loses_nothing_when_restricted() -> None:
+    runner = ReplayRunner([DATA])
+    assert runner.restrict(HOPPER_V1).valid_configs(P) == HOPPER_V1.valid_configs(P)

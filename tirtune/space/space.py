@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tirtune.space.config import V2_KNOBS, Config
@@ -24,6 +24,27 @@ class SearchSpace:
     knobs: Mapping[str, Sequence[Any]]
     problem_rules: Sequence[ProblemRule] = field(default_factory=tuple)
     config_rules: Sequence[ConfigRule] = field(default_factory=tuple)
+    # A finite sub-space (see `restricted`): the only configs each problem may take, or None for
+    # the whole grid. Kept beside its rule so searches can list the points instead of the grid.
+    points: Mapping[Problem, frozenset[Config]] | None = None
+
+    def restricted(self, points: Mapping[Problem, Collection[Config]], rule: str, reason: str) -> SearchSpace:
+        """This space cut down to `points`: any other config breaks the rule named `rule` (e.g. a
+        replay of a recorded sample may propose only what was measured)."""
+        frozen = {p: frozenset(cs) for p, cs in points.items()}
+
+        def in_points(config: Config, problem: Problem) -> str | None:
+            return None if config in frozen.get(problem, frozenset()) else reason
+
+        in_points.__name__ = rule
+        named: Callable[[Config, Problem], str | None] = in_points
+        return replace(self, config_rules=(*self.config_rules, named), points=frozen)
+
+    def finite_configs(self, problem: Problem) -> list[Config] | None:
+        """The valid configs of a restricted space (cheap to list), or None for a whole grid."""
+        if self.points is None:
+            return None
+        return sorted(c for c in self.points.get(problem, ()) if self.is_valid(c, problem))
 
     def problem_violations(self, problem: Problem) -> list[Violation]:
         return _apply(self.problem_rules, problem)
@@ -66,6 +87,9 @@ class SearchSpace:
             yield Config(**dict(zip(names, values, strict=True)))
 
     def valid_configs(self, problem: Problem) -> list[Config]:
+        finite = self.finite_configs(problem)
+        if finite is not None:
+            return finite
         # The grid's points set only this space's knobs: the problem and the rules decide.
         if self.problem_violations(problem):
             return []

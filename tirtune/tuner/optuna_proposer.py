@@ -128,9 +128,18 @@ class OptunaProposer:
     def _nearest_valid(self, config: Config) -> Config | None:
         """A valid config not yet proposed that changes the fewest knobs of `config` (ties drawn
         with the seed), searched ring by ring around it: the first rings hold a few dozen to a
-        few hundred points, where listing every valid config of the space takes seconds."""
+        few hundred points, where listing every valid config of the space takes seconds. A
+        restricted space (a recorded sample) lists its few points instead."""
         assert self.problem is not None
         names = list(self.space.knobs)
+        finite = self.space.finite_configs(self.problem)
+        if finite is not None:  # a restricted space lists its points: take the closest directly
+            pool = [c for c in finite if c not in self._proposed]
+            if not pool:
+                return None
+            far = {c: sum(getattr(c, n) != getattr(config, n) for n in names) for c in pool}
+            nearest = min(far.values())
+            return self._rng.choice([c for c in pool if far[c] == nearest])
         for changed in range(1, len(names) + 1):
             ring = sorted(
                 c

@@ -48,13 +48,15 @@ def start_ray(settings: Settings) -> int:
 def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
     TIRTUNE_REPLAY) names recorded data; a replay searches the space of the recorded template
-    version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs)."""
+    version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs), cut down to the
+    recorded configs (a sample of the space replays only what was measured)."""
     replay = replay if replay is not None else settings.replay
     if replay is not None:
         from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
         recorded = ReplayRunner([replay], delay_s=settings.replay_delay_s)
-        return Workers(ReplayBuilder(), recorded, batch_size=4, space=space_for(recorded.template_version))
+        space = recorded.restrict(space_for(recorded.template_version))
+        return Workers(ReplayBuilder(), recorded, batch_size=4, space=space)
     cpus = start_ray(settings)
     from tirtune.workers.errors import WorkerError
     from tirtune.workers.gpu_runner import GpuRunner

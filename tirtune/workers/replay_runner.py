@@ -19,6 +19,7 @@ from typing import Any
 from tirtune.space.config import Config
 from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.problem import Problem
+from tirtune.space.space import SearchSpace
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
 
@@ -89,6 +90,15 @@ class ReplayRunner:
 
     def configs(self, problem: Problem) -> list[Config]:
         return sorted(key[2] for key in self._records if key[1] == problem)
+
+    def restrict(self, space: SearchSpace) -> SearchSpace:
+        """`space` cut down to the recorded configs of each problem (rule `recorded`): a replay of
+        a sample of the space proposes only what was measured. Full recordings lose nothing."""
+        points: dict[Problem, set[Config]] = {}
+        for version, problem, config in self._records:
+            if version == self.template_version:
+                points.setdefault(problem, set()).add(config)
+        return space.restricted(points, "recorded", NOT_RECORDED)
 
     def stack(self) -> Stack:
         return self._stack
