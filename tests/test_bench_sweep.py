@@ -106,3 +106,26 @@ def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path:
     assert k0["ratio"] == 1.2 / 1.05 and sorted(k0["process_ratios"]) == [1.1429, 1.1429, 1.5]  # the median
     assert k0["tflops"] > 0 and k0["cublas_tflops"] > 0
     assert k1["outcome"] == "WRONG_RESULT" and k1["ratio"] is None  # wrong once: no figure at all
+
+
+def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_best(tmp_path: Path) -> None:
+    study = _bench("tuner_study")
+    data = BENCH / "data" / "hopper-4096x4096x4096-float16.jsonl"
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("\n".join(data.read_text().splitlines()[::4]) + "\n")
+    from tirtune.space import HOPPER_V1
+    from tirtune.workers.replay_runner import ReplayRunner
+
+    replay = ReplayRunner([sample])
+    problem = Problem(4096, 4096, 4096)
+    space = replay.restrict(HOPPER_V1)
+    score = study.recorded_tflops(replay, problem)
+    assert len(score) == len(replay.configs(problem)) == 39
+    tpe = study.tpe_trace(space, problem, score, 12, seed=0, warm=False)
+    rnd = study.random_trace(space, problem, score, 12, seed=0)
+    assert len(tpe) == len(rnd) == 12 and all(v > 0 for v in tpe + rnd)  # every trial was a recorded config
+    best = max(score.values())
+    report = study.summarize([tpe, rnd], best, 12)
+    assert report["best_fraction_after"]["1"] <= report["best_fraction_after"]["8"] <= 1.0
+    never = study.summarize([[0.5 * best] * 12], best, 12)
+    assert never["median_trials_to_within_2pct"] == ">12" and never["trials_to_within_2pct"] == [13]

@@ -1,0 +1,191 @@
+"""How fast the tuner finds the best recorded config, against random search, with no GPU.
+
+Replays recorded measurements (bench/data/*.jsonl, a sample of the space per problem) and runs,
+per problem and seed, the service's own proposer the way a job does (ask 4, measure, tell 4):
+
+- `tpe`: OptunaProposer from the job's starting points (`START_WITH`), as `POST /tune` runs;
+- `tpe-cold`: the same without starting points (what TPE alone learns);
+- `random`: the recorded configs in a seeded random order.
+
+The space each searches is the recorded sample (`ReplayRunner.restrict`), so every trial is a
+real measurement. Reported: the median over seeds of the best TFLOP/s found after n trials as a
+fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
+
+    python bench/tuner_study.py bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
+        --out bench/results/tuner-study
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tirtune.space import Config, Problem  # noqa: E402
+from tirtune.space.hopper import space_for  # noqa: E402
+from tirtune.space.space import SearchSpace  # noqa: E402
+from tirtune.tuner.job import START_WITH  # noqa: E402
+from tirtune.tuner.optuna_proposer import OptunaProposer  # noqa: E402
+from tirtune.tuner.proposer import Feedback  # noqa: E402
+from tirtune.workers.replay_runner import ReplayRunner  # noqa: E402
+
+BATCH = 4  # a job's ask size on one GPU with the replay's batch
+CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)
+WITHIN = 0.98
+
+
+def recorded_tflops(replay: ReplayRunner, problem: Problem) -> dict[Config, float]:
+    """TFLOP/s of every correct recorded config (failures count as 0 when proposed)."""
+    out = {}
+    for config in replay.configs(problem):
+        data = replay._records[(replay.template_version, problem, config)]
+        if data["outcome"] == "OK" and data.get("time_ms"):
+            out[config] = problem.tflops(data["time_ms"])
+    return out
+
+
+def tpe_trace(
+    space: SearchSpace, problem: Problem, score: dict[Config, float], trials: int, seed: int, warm: bool
+) -> list[float]:
+    """TFLOP/s of each trial in the order a job would measure them."""
+    trace: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        proposer = OptunaProposer(
+            f"sqlite:///{tmp}/study.db",
+            "study",
+            space,
+            seed=seed,
+            start_with=START_WITH if warm else (),
+            problem=problem,
+        )
+        while len(trace) < trials:
+            proposals = proposer.ask(min(BATCH, trials - len(trace)))
+            if not proposals:
+                break  # every recorded config was tried
+            feedback = []
+            for p in proposals:
+                tflops = score.get(p.config)
+                trace.append(tflops or 0.0)
+                feedback.append(Feedback(p.trial, tflops, "OK" if tflops else "WRONG_RESULT"))
+            proposer.tell(feedback)
+        del proposer
+    return trace
+
+
+def random_trace(
+    space: SearchSpace, problem: Problem, score: dict[Config, float], trials: int, seed: int
+) -> list[float]:
+    configs = space.valid_configs(problem)
+    random.Random(seed).shuffle(configs)
+    return [score.get(c, 0.0) for c in configs[:trials]]
+
+
+def summarize(traces: list[list[float]], best: float, trials: int) -> dict[str, Any]:
+    fractions = {}
+    for n in CHECKPOINTS:
+        if n <= trials:
+            fractions[str(n)] = round(statistics.median(max(t[:n], default=0.0) / best for t in traces), 4)
+    reached = []
+    for t in traces:
+        hit = next((i + 1 for i, v in enumerate(t) if v >= WITHIN * best), None)
+        reached.append(hit if hit is not None else trials + 1)
+    med = statistics.median(reached)
+    return {
+        "best_fraction_after": fractions,
+        "trials_to_within_2pct": reached,
+        "median_trials_to_within_2pct": med if med <= trials else f">{trials}",
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", nargs="+", help="recorded .jsonl files (one problem each, or several)")
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--out", default="bench/results/tuner-study", help="writes OUT.json and OUT.md")
+    args = ap.parse_args()
+    replay = ReplayRunner(args.data)
+    space = replay.restrict(space_for(replay.template_version))
+    rows = []
+    began = time.monotonic()
+    for problem in sorted(replay.problems(), key=lambda p: (p.shape, p.dtype)):
+        score = recorded_tflops(replay, problem)
+        if not score:
+            continue
+        best_config, best = max(score.items(), key=lambda kv: kv[1])
+        row: dict[str, Any] = {
+            "problem": problem.shape,
+            "dtype": problem.dtype,
+            "recorded": len(replay.configs(problem)),
+            "correct": len(score),
+            "best_recorded": {"config": best_config.label(), "tflops": round(best, 1)},
+            "starts_recorded": sum(c in score for c in START_WITH),
+            "strategies": {},
+        }
+        for name in ("tpe", "tpe-cold", "random"):
+            traces = []
+            for seed in range(args.seeds):
+                if name == "random":
+                    traces.append(random_trace(space, problem, score, args.trials, seed))
+                else:
+                    traces.append(tpe_trace(space, problem, score, args.trials, seed, warm=name == "tpe"))
+            row["strategies"][name] = summarize(traces, best, args.trials)
+            print(f"{time.monotonic() - began:.0f}s {problem} {name}: {row['strategies'][name]}", flush=True)
+        rows.append(row)
+    report = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data": [str(p) for p in args.data],
+        "template_version": replay.template_version,
+        "measured_on": replay.stack().to_json(),
+        "trials": args.trials,
+        "seeds": args.seeds,
+        "batch": BATCH,
+        "problems": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(render(report))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    stack = report["measured_on"]
+    checkpoints = [str(n) for n in CHECKPOINTS if n <= report["trials"]]
+    lines = [
+        f"# Tuner study on recorded measurements ({report['template_version']})",
+        "",
+        f"{report['date']}; replayed from {', '.join(report['data'])} (measured on {stack['gpu_name']}, driver "
+        f"{stack['driver']}, CUDA {stack['cuda']}, TVM {stack['tvm']}). Per problem and strategy, the median "
+        f"over {report['seeds']} seeds of the best TFLOP/s found after n trials, as a fraction of the best "
+        f"recorded config; asks of {report['batch']} as a job makes them. `tpe`: the service's proposer from "
+        "the job's starting points; `tpe-cold`: without them; `random`: recorded configs in random order.",
+        "",
+        "| problem | dtype | recorded (correct) | best recorded | strategy | "
+        + " | ".join(f"n={n}" for n in checkpoints)
+        + " | trials to 98% (median) |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in checkpoints) + " | --- |",
+    ]
+    for r in report["problems"]:
+        for name, s in r["strategies"].items():
+            cells = " | ".join(f"{s['best_fraction_after'][n]:.3f}" for n in checkpoints)
+            best = r["best_recorded"]
+            lines.append(
+                f"| {r['problem']} | {r['dtype']} | {r['recorded']} ({r['correct']}) | {best['config']} "
+                f"({best['tflops']}) | {name} | {cells} | {s['median_trials_to_within_2pct']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
