@@ -3,6 +3,8 @@
 #   bash bench/gpu_session.sh unpack N        # one call per wheel part, back to back
 #   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
 #   bash bench/gpu_session.sh record LIMIT SHAPE:DTYPE...   # a seeded sample of LIMIT valid configs per problem
+#   bash bench/gpu_session.sh cache TARBALL      # unpack a build cache made elsewhere (record_space --build-only)
+#   bash bench/gpu_session.sh prebuild SET DIR [JOBS]   # bench/prebuild.py set into DIR (then: best DIR)
 #   bash bench/gpu_session.sh scaling SHAPE DTYPE TRIALS GPUS...   # same study on 1, 2 ... GPUs: $OUT/scaling.json
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
@@ -27,11 +29,20 @@ case "$1" in
     cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
     exit $rc ;;
   record)
+    # Files live on the host between calls (a rerun resumes them) and are copied to $OUT, also
+    # when RECORD_TIMEOUT_S ends the run before the call's own limit would.
+    DATA=/root/tirtune/data; mkdir -p "$DATA"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    python3 bench/record_space.py "${@:3}" --limit "$2" --out "$OUT" >"$OUT/record.log" 2>&1
+    timeout "${RECORD_TIMEOUT_S:-540}" python3 bench/record_space.py "${@:3}" --limit "$2" --out "$DATA" >>"$DATA/record.log" 2>&1
     rc=$?
-    tail -n 12 "$OUT/record.log"
+    cp "$DATA"/* "$OUT"/
+    tail -n 12 "$DATA/record.log"
     exit $rc ;;
+  cache)
+    # A build cache made elsewhere (record_space.py --build-only), as a .tar.xz of its entries.
+    mkdir -p "$TIRTUNE_CACHE_DIR" && tar -xJf "$2" -C "$TIRTUNE_CACHE_DIR" && ls "$TIRTUNE_CACHE_DIR" | wc -l ;;
+  prebuild)
+    python3 bench/prebuild.py --set "$2" --out "$3" --cache-dir "$TIRTUNE_CACHE_DIR" --jobs "${4:-16}" 2>&1 | tail -n 5 ;;
   scaling)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
     python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"

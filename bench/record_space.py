@@ -12,6 +12,9 @@ hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sampl
 configs (seeded, so a rerun measures the same sample), spread over the whole space, plus the
 job's starting points (`tirtune.tuner.job.START_WITH`) that are valid for the problem.
 
+A rerun appends to the existing files and measures only the configs they lack, so an
+interrupted recording resumes.
+
 `--build-only CACHE` compiles the same seeded sample into the build cache CACHE on this machine's
 CPUs and measures nothing (no GPU needed): carry CACHE to the GPU host and point
 TIRTUNE_CACHE_DIR at it, and the measuring run finds every build there.
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tirtune.settings import get_settings
-from tirtune.space import HOPPER, Problem
+from tirtune.space import HOPPER, Config, Problem
 from tirtune.tuner.job import START_WITH
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner, to_record
@@ -57,7 +60,20 @@ def _problems(specs: list[str], default_dtype: str) -> list[Problem]:
     return out
 
 
-def _chunks(problems: list[Problem], limit: int, size: int) -> Iterator[tuple[Problem, list[Candidate]]]:
+def _file_name(problem: Problem) -> str:
+    return f"{HOPPER.template_version.replace('/', '-')}-{problem.shape}-{problem.dtype}.jsonl"
+
+
+def _recorded(path: Path) -> set[Config]:
+    """Configs already in an output file (a rerun after an interrupted one measures the rest)."""
+    if not path.exists():
+        return set()
+    return {Config.from_json(json.loads(line)["config"]) for line in path.read_text().splitlines() if line.strip()}
+
+
+def _chunks(
+    problems: list[Problem], limit: int, size: int, skip: dict[Problem, set[Config]] | None = None
+) -> Iterator[tuple[Problem, list[Candidate]]]:
     for problem in problems:
         configs = HOPPER.valid_configs(problem)
         if limit:
@@ -65,7 +81,8 @@ def _chunks(problems: list[Problem], limit: int, size: int) -> Iterator[tuple[Pr
             # A job's starting points too, so a replay of the sample starts where a real job does.
             starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
             configs = sorted(sample) + starts
-        cands = [Candidate(c, problem, HOPPER.template_version) for c in configs]
+        done = (skip or {}).get(problem, set())
+        cands = [Candidate(c, problem, HOPPER.template_version) for c in configs if c not in done]
         for start in range(0, len(cands), size):
             yield problem, cands[start : start + size]
 
@@ -104,7 +121,9 @@ def main() -> None:
     results: dict[Problem, list[RunResult]] = {p: [] for p in problems}
     began = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=1)
-    chunks = _chunks(problems, args.limit, size)
+    # A rerun appends to the files and measures only what they lack (an interrupted run resumes).
+    skip = {p: _recorded(out_dir / _file_name(p)) for p in problems}
+    chunks = _chunks(problems, args.limit, size, skip)
 
     def submit() -> tuple[Problem, Future[list[BuildResult]]] | None:
         nxt = next(chunks, None)
@@ -117,8 +136,7 @@ def main() -> None:
             builds = future.result()
             pending = submit()  # builds of the next chunk overlap these measurements
             if problem not in files:
-                name = f"{HOPPER.template_version.replace('/', '-')}-{problem.shape}-{problem.dtype}.jsonl"
-                files[problem] = (out_dir / name).open("w")
+                files[problem] = (out_dir / _file_name(problem)).open("a")
             f = files[problem]
             for result in workers.runner.run(builds):
                 f.write(json.dumps(to_record(result)) + "\n")
