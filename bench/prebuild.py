@@ -173,6 +173,15 @@ SET_V3_FINAL: list[tuple[Config, Problem]] = [
 ]
 
 
+# Wave quantization: 4096^3 has 1024 tiles of 128x128 (512 of 128x256) for 132 SMs, 7.76 (3.88)
+# waves, so a quarter of the SMs idle through the last one; M = 4224 makes exactly 8 (4) waves.
+WAVES = Problem(4224, 4096, 4096, "float16")
+SET_WAVES: list[tuple[Config, Problem]] = [  # beside their 4096^3 runs in SET_V3_FINAL
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), WAVES),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), WAVES),
+]
+
+
 def _fuzz(count: int = 16, seed: int = 3) -> list[tuple[Config, Problem]]:
     """Valid points drawn at random from the whole grid on small and ragged problems: the claim
     that every combination the rules accept is correct, sampled."""
@@ -205,6 +214,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-more": lambda: SET_V3_MORE,
     "v3-fuzz": _fuzz,
     "v3-final": lambda: SET_V3_FINAL,
+    "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "journey": _journey,
 }
 
