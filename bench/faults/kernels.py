@@ -57,7 +57,7 @@ _STORE = "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),"
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (
     Fault("deadlock", "producer waits for the `empty` barrier's phase 0 to complete on a fresh barrier",
-          (("empty.wait(j % S, ((j // S) & 1) ^ 1)", "empty.wait(j % S, (j // S) & 1)"),),
+          (("empty.wait(ring.slot(j), ring.free_phase(j))", "empty.wait(ring.slot(j), ring.phase(j))"),),
           _WS, "TIMEOUT", "killed"),
     Fault("out_of_bounds", "epilogue stores every row blk_m rows too low (past the end of D for the last tiles)",
           ((_STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + BM, col]),"),),

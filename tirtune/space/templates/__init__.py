@@ -1,4 +1,8 @@
-"""TIRx kernel templates: `build(config, problem) -> PrimFunc`, one module per architecture."""
+"""TIRx kernel templates: the GEMM template, `gemm.build(config, problem, arch) -> PrimFunc`.
+
+`skeleton` holds what both architectures trace; `hopper_gemm` (sm_90a) and `blackwell_gemm`
+(sm_100a) are the branches. The names exported here are the Hopper branch's, the default.
+"""
 
 from __future__ import annotations
 

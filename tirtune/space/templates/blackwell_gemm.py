@@ -34,11 +34,15 @@ an allocated address loaded at run time cannot be a buffer's base); another CTA 
 waits in tcgen05.alloc until the holder frees it at exit. Tails: TMA zero-fills loads past the
 edges; the problem size is baked in at compile time.
 
-The pieces DESIGN.md decision 6 wants shared with the Hopper branch are small pieces here: the
-layouts (`smem_layouts`), the tile mapping (`tile_origin`), the TMA producer (`tx_bytes` and the
-`load_stage`/`produce` macros) and the barrier ring (k-tile j uses slot j % stages with parity
-(j // stages) & 1 on every barrier); the MMA issue (`mma_stage`), the accumulator's home (TMEM)
-and the epilogue load (`tcgen05.ld`) are this branch's own.
+Shared with the Hopper branch (`skeleton.py`, DESIGN.md decision 6): the plan's common part
+(`GemmPlan`) and the tile schedule (cluster tiles of a CTA pair, capped at SMS CTAs), the swizzled
+A/B ring and staging tile in the shared-memory pool, the ring's stage and phase bookkeeping, the
+barriers' publication, the raster mapping and the loops over a cluster's tiles (the TMA
+producer's included), and the thread loader's guarded 16-byte copy. This branch's own: the
+tcgen05 barriers (`empty` committed by the tensor core, `acc_full`/`acc_empty`), TMEM allocation,
+the boxes a stage loads (`load_stage`: A per consumer, half of B per CTA of a pair, all bytes on
+CTA 0's `full`), the MMA issue (`mma_stage`, `issue_mma`), the warp roles and the epilogue
+(`tcgen05.ld`, `writeback`, `store_chunk`).
 """
 
 # The TVMScript kernel body (prim_func, inline macros) is parsed by TVM, not typed Python: its
@@ -60,6 +64,16 @@ from tirtune.space.blackwell_rules import (
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
 from tirtune.space.rules import refuse_if_broken
+from tirtune.space.templates.skeleton import (
+    ATOM_K,
+    HALF2,
+    WARPGROUP,
+    GemmPlan,
+    Skeleton,
+    TileSchedule,
+    copy16_helper,
+    plan_fields,
+)
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan"]
 
@@ -68,34 +82,15 @@ logger = logging.getLogger(__name__)
 TEMPLATE_NAME = "blackwell_gemm"
 ARCH = "sm_100a"  # the target compile_one builds this template for
 SMS = 148  # streaming multiprocessors of the B200: the persistent grid's cap
-WARPGROUP = 128
-ATOM_K = 64  # elements of a 2-byte dtype in one 128-byte swizzle atom row
 PRODUCER_WARP = 3  # of the producer warpgroup; warps 0..consumers-1 issue the MMAs
-_STORE8 = {
-    "float16": ("half", "__floats2half2_rn", "half2"),
-    "bfloat16": ("nv_bfloat16", "__floats2bfloat162_rn", "nv_bfloat162"),
-}
 
 
 @dataclass(frozen=True, slots=True)
-class BlackwellPlan:
-    """Everything the kernel needs that follows from (config, problem), computed once in Python."""
+class BlackwellPlan(GemmPlan):
+    """Everything the kernel needs that follows from (config, problem), computed once in Python:
+    the shared part (`GemmPlan`) plus the CTA pair."""
 
-    m: int
-    n: int
-    k: int
-    dtype: str
-    blk_m: int
-    blk_n: int
-    blk_k: int
-    stages: int
-    consumers: int
-    warp_specialized: bool
-    persistent: bool
-    raster_group: int
-    epilogue: str
-    cta_group: int
-    loader: str = "tma"
+    cta_group: int = 1
 
     @property
     def b_rows(self) -> int:
@@ -108,43 +103,25 @@ class BlackwellPlan:
         return (CONSUMER_ROWS * self.cta_group, self.blk_n, 16)
 
     @property
-    def k_tiles(self) -> int:
-        return -(-self.k // self.blk_k)
-
-    @property
     def cluster_tile(self) -> tuple[int, int]:
         return (self.blk_m * self.cta_group, self.blk_n)
 
     @property
-    def grid_tiles(self) -> tuple[int, int]:
+    def tile_schedule(self) -> TileSchedule:
+        """Cluster tiles (a CTA pair's 2*blk_m x blk_n, or one CTA's tile): one cluster each, or at
+        most one CTA per SM (whole pairs) when persistent."""
         tm, tn = self.cluster_tile
-        return (-(-self.m // tm), -(-self.n // tn))
+        grid = (-(-self.m // tm), -(-self.n // tn))
+        return TileSchedule.of(grid, self.cta_group, self.persistent, SMS, self.raster_group)
 
     @property
     def tiles(self) -> int:
-        gm, gn = self.grid_tiles
-        return gm * gn
-
-    @property
-    def clusters(self) -> int:
-        """Clusters launched: one per tile, or at most one per SM (pair) when persistent."""
-        return min(self.tiles, SMS // self.cta_group) if self.persistent else self.tiles
-
-    @property
-    def ctas(self) -> int:
-        return self.clusters * self.cta_group
+        """Cluster tiles of the output."""
+        return self.tile_schedule.tiles
 
     @property
     def tiles_per_cluster(self) -> int:
-        return -(-self.tiles // self.clusters)
-
-    @property
-    def warpgroups(self) -> int:
-        return self.consumers + (1 if self.warp_specialized else 0)
-
-    @property
-    def threads(self) -> int:
-        return self.warpgroups * WARPGROUP
+        return self.tile_schedule.iterations
 
     @property
     def tmem_columns(self) -> int:
@@ -156,31 +133,11 @@ class BlackwellPlan:
         """Bytes TMA delivers into one CTA per stage: whole boxes, out-of-bounds zeros included."""
         return (self.consumers * CONSUMER_ROWS + self.b_rows) * self.blk_k * 2
 
-    @property
-    def ab_type(self) -> str:
-        return {"float16": "f16", "bfloat16": "bf16"}[self.dtype]
-
 
 def plan(config: Config, problem: Problem) -> BlackwellPlan:
     """Check (config, problem) against the Blackwell rules and derive the kernel constants."""
     refuse_if_broken(TEMPLATE_NAME, config, problem, BLACKWELL_PROBLEM_RULES, BLACKWELL_CONFIG_RULES)
-    return BlackwellPlan(
-        m=problem.m,
-        n=problem.n,
-        k=problem.k,
-        dtype=problem.dtype,
-        blk_m=config.blk_m,
-        blk_n=config.blk_n,
-        blk_k=config.blk_k,
-        stages=config.stages,
-        consumers=config.consumers,
-        warp_specialized=config.warp_specialized,
-        persistent=config.persistent,
-        raster_group=config.raster_group,
-        epilogue=config.epilogue,
-        cta_group=config.cluster,
-        loader=config.loader,
-    )
+    return BlackwellPlan(**plan_fields(config, problem), cta_group=config.cluster)
 
 
 def build(config: Config, problem: Problem) -> Any:
@@ -193,49 +150,18 @@ def build(config: Config, problem: Problem) -> Any:
     return _trace(p)
 
 
-# -- pieces shared in spirit with the Hopper branch (DESIGN.md decision 6) ------------------------
-
-
-def smem_layouts(
-    dtype: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], d_shape: tuple[int, ...]
-) -> tuple[Any, Any, Any]:
-    """128B-swizzled K-major layouts of the A ring, the B ring and the output staging tile."""
-    from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
-
-    mode = SwizzleMode.SWIZZLE_128B_ATOM
-    return (
-        mma_shared_layout(dtype, mode, a_shape),
-        mma_shared_layout(dtype, mode, b_shape),
-        mma_shared_layout(dtype, mode, d_shape),
-    )
-
-
-def tile_origin(T: Any, tile: Any, grid_m: int, grid_n: int, group: int) -> tuple[Any, Any]:
-    """Linear tile index -> (tile row, tile column): groups of `group` tile rows, column-major
-    inside a group (1 = row-major), so concurrently running CTAs share A and B tiles in L2."""
-    g = tile // (group * grid_n)
-    rows_in_group = T.min(grid_m - g * group, group)
-    return g * group + (tile % (group * grid_n)) % rows_in_group, (tile % (group * grid_n)) // rows_in_group
-
-
 def tx_bytes(p: BlackwellPlan) -> int:
     """Bytes the `full` barrier (CTA 0's, in a pair) waits for per stage."""
     return p.stage_bytes * p.cta_group
 
 
 # loader="threads": one 16-byte chunk from global to (swizzled) shared memory, or zeros past the edges.
-_COPY16_NAME = "tirtune_bw_copy16"
-_COPY16_SOURCE = (
-    f"__forceinline__ __device__ void {_COPY16_NAME}(void* dst, const void* src, int inside) {{\n"
-    "  uint4 v = make_uint4(0u, 0u, 0u, 0u);\n"
-    "  if (inside) v = *reinterpret_cast<const uint4*>(src);\n"
-    "  *reinterpret_cast<uint4*>(dst) = v;\n}\n"
-)
+_COPY16 = copy16_helper("tirtune_bw_copy16", "inside")
 
 
 def _store8_source(dtype: str) -> tuple[str, str]:
     """Epilogue helper: eight fp32 values -> one 16-byte store of eight 16-bit values."""
-    elem, convert, pair = _STORE8[dtype]
+    elem, convert, pair = HALF2[dtype]
     name = f"tirtune_store8_{elem}"
     args = ", ".join(f"float v{i}" for i in range(8))
     packs = "".join(f"  {pair} p{i} = {convert}(v{2 * i}, v{2 * i + 1});\n" for i in range(4))
@@ -260,11 +186,8 @@ def _trace(p: BlackwellPlan) -> Any:
     M, N, K, DT = p.m, p.n, p.k, p.dtype
     BN, BK, ST, C, CG = p.blk_n, p.blk_k, p.stages, p.consumers, p.cta_group
     ROWS, BROWS, KT, EPI = CONSUMER_ROWS, p.b_rows, p.k_tiles, EPILOGUE_CHUNK
-    WS, NWG = p.warp_specialized, p.warpgroups
-    GM, GN = p.grid_tiles
-    TILES, NCL, ITERS, GRID = p.tiles, p.clusters, p.tiles_per_cluster, p.ctas
+    WS, NWG, GRID = p.warp_specialized, p.warpgroups, p.ctas
     CTM, CTN = p.cluster_tile
-    G = p.raster_group
     TX = tx_bytes(p)
     TMA_EPI = p.epilogue == "tma"
     CHUNKS = BN // EPI
@@ -275,7 +198,8 @@ def _trace(p: BlackwellPlan) -> Any:
     assert not THREADS or (C * ROWS * CK % NTHREADS == 0 and BROWS * CK % NTHREADS == 0)
     MASK = 3 if CG == 2 else None  # commits reach both CTAs of a pair
     VEC8 = N % 8 == 0  # every 8-column group of a row starts 16-byte aligned
-    a_layout, b_layout, d_layout = smem_layouts(DT, (ST, C, ROWS, BK), (ST, BROWS, BK), (C, ROWS, EPI))
+    sk = Skeleton.trace(T, p)
+    ring = sk.ring
     store8_name, store8_source = _store8_source(DT)
     alloc = T.ptx[f"tcgen05.alloc.cta_group::{CG}.sync.aligned.shared::cta.b32"]
     dealloc = T.ptx[f"tcgen05.dealloc.cta_group::{CG}.sync.aligned.b32"]
@@ -306,12 +230,8 @@ def _trace(p: BlackwellPlan) -> Any:
         empty = TCGen05Bar(pool, ST)
         acc_full = TCGen05Bar(pool, C)
         acc_empty = MBarrier(pool, C)
-        pool.move_base_to(1024)  # 128B swizzle: tiles 1024 B aligned
-        As = pool.alloc((ST, C, ROWS, BK), DT, layout=a_layout)
-        Bs = pool.alloc((ST, BROWS, BK), DT, layout=b_layout)
-        if TMA_EPI:
-            Ds = pool.alloc((C, ROWS, EPI), DT, layout=d_layout)
-        pool.commit()
+        As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (ST, C, ROWS, BK), (ST, BROWS, BK),
+                                              (C, ROWS, EPI) if TMA_EPI else None))
         full.init(1)
         empty.init(C if WS else 1)  # one commit per MMA-issuing thread
         acc_full.init(1)
@@ -320,11 +240,7 @@ def _trace(p: BlackwellPlan) -> Any:
             if warp == 0:
                 alloc(tmem_slot.ptr_to([0]), T.uint32(TMEM_COLUMNS))
         proxy_fence()
-        T.ptx.fence.mbarrier_init.release.cluster()
-        if CG == 2:
-            T.cuda.cluster_sync()
-        else:
-            T.cuda.cta_sync()
+        sk.publish_barriers()
         fence_after()
         tmem = T.decl_buffer((ROWS, TMEM_COLUMNS), "float32", scope="tmem", allocated_addr=0,
                              layout=TileLayout(S[(ROWS, TMEM_COLUMNS):(1 @ TLane, 1 @ TCol)]))
@@ -337,7 +253,7 @@ def _trace(p: BlackwellPlan) -> Any:
         def load_stage(j, kt, tm, tn):
             # k-tile kt of cluster tile (tm, tn) into ring slot j % ST; consumer c's A rows are
             # (c * CG + rank) * 128 past the cluster tile's first row, this CTA's B rows rank * BROWS.
-            s = T.meta_var(j % ST)
+            s = T.meta_var(ring.slot(j))
             bar = T.meta_var(full0.ptr_to([s]) if CG == 2 else full.ptr_to([s]))
             for c in T.unroll(C):
                 a0 = T.meta_var(tm * CTM + (c * CG + rank) * ROWS)
@@ -360,13 +276,13 @@ def _trace(p: BlackwellPlan) -> Any:
         def produce(j, kt, tm, tn):
             # Wait until the MMAs that read slot j % ST (k-tile j - ST) are done; a fresh barrier
             # passes parity 1, so the first ST loads go straight through.
-            empty.wait(j % ST, ((j // ST) & 1) ^ 1)
+            empty.wait(ring.slot(j), ring.free_phase(j))
             load_stage(j, kt, tm, tn)
 
         @T.inline
         def mma_stage(c, j, kt):
             # One k-tile of consumer c: tcgen05.mma over each 64-wide swizzle atom of the stage.
-            s = T.meta_var(j % ST)
+            s = T.meta_var(ring.slot(j))
             for kk in T.unroll(BK // ATOM_K):
                 Tx.gemm_async(tmem[:, c * BN:c * BN + BN], As[s, c, :, kk * ATOM_K:kk * ATOM_K + ATOM_K],
                               Bs[s, :, kk * ATOM_K:kk * ATOM_K + ATOM_K], accum=(kt * (BK // ATOM_K) + kk != 0),
@@ -424,16 +340,17 @@ def _trace(p: BlackwellPlan) -> Any:
                 store_chunk(c, ch, reg, tm, tn)
 
         @T.inline
-        def issue_mma(c, it):
-            # The elected thread of consumer c's MMA warp (CTA 0 of a pair): one tile's k-loop.
+        def issue_mma(c, it, tm, tn):
+            # The elected thread of consumer c's MMA warp (CTA 0 of a pair): one tile's k-loop
+            # (the tile's ring position `it` is all it needs, not where the tile lies).
             acc_empty.wait(c, (it & 1) ^ 1)
             fence_after()
             for kt in range(KT):
                 j = T.meta_var(it * KT + kt)
-                full.wait(j % ST, (j // ST) & 1)
+                full.wait(ring.slot(j), ring.phase(j))
                 fence_after()
                 mma_stage(c, j, kt)
-                empty.arrive(j % ST, cta_group=CG, cta_mask=MASK)
+                empty.arrive(ring.slot(j), cta_group=CG, cta_mask=MASK)
             acc_full.arrive(c, cta_group=CG, cta_mask=MASK)
 
         @T.inline
@@ -445,11 +362,11 @@ def _trace(p: BlackwellPlan) -> Any:
                 produce(it * KT + kt, kt, tm, tn)
             for kt in range(KT):
                 j = T.meta_var(it * KT + kt)
-                full.wait(j % ST, (j // ST) & 1)
+                full.wait(ring.slot(j), ring.phase(j))
                 fence_after()
                 for c in T.unroll(C):
                     mma_stage(c, j, kt)
-                empty.arrive(j % ST, cta_group=1)
+                empty.arrive(ring.slot(j), cta_group=1)
                 if kt + ST < KT:
                     produce(j + ST, kt + ST, tm, tn)
             for c in T.unroll(C):
@@ -465,18 +382,12 @@ def _trace(p: BlackwellPlan) -> Any:
                 q = T.meta_var(i * NTHREADS + tid)
                 r = T.meta_var(q // CK)
                 col = T.meta_var(q % CK * 8)
-                T.evaluate(T.cuda.func_call(_COPY16_NAME, As.ptr_to([0, r // ROWS, r % ROWS, col]),
-                                            A.ptr_to([tm * CTM + r, kt * BK + col]),
-                                            T.Select(tm * CTM + r < M and kt * BK + col < K, 1, 0),
-                                            source_code=_COPY16_SOURCE))
+                sk.copy_chunk(_COPY16, As.ptr_to([0, r // ROWS, r % ROWS, col]), A, tm * CTM + r, M, kt, col)
             for i in T.unroll(BROWS * CK // NTHREADS):
                 q = T.meta_var(i * NTHREADS + tid)
                 r = T.meta_var(q // CK)
                 col = T.meta_var(q % CK * 8)
-                T.evaluate(T.cuda.func_call(_COPY16_NAME, Bs.ptr_to([0, r, col]),
-                                            B.ptr_to([tn * CTN + r, kt * BK + col]),
-                                            T.Select(tn * CTN + r < N and kt * BK + col < K, 1, 0),
-                                            source_code=_COPY16_SOURCE))
+                sk.copy_chunk(_COPY16, Bs.ptr_to([0, r, col]), B, tn * CTN + r, N, kt, col)
 
         @T.inline
         def threads_tile(it, tm, tn):
@@ -485,7 +396,7 @@ def _trace(p: BlackwellPlan) -> Any:
             # elected thread multiplies; its commit frees the stage again.
             for kt in range(KT):
                 j = T.meta_var(it * KT + kt)
-                empty.wait(0, (j & 1) ^ 1)
+                empty.wait(ring.slot(j), ring.free_phase(j))
                 thread_load(tm, tn, kt)
                 proxy_fence()
                 T.cuda.cta_sync()
@@ -498,51 +409,46 @@ def _trace(p: BlackwellPlan) -> Any:
                             fence_after()
                             for c in T.unroll(C):
                                 mma_stage(c, j, kt)
-                            empty.arrive(0, cta_group=1)
+                            empty.arrive(ring.slot(j), cta_group=1)
                             if kt == KT - 1:
                                 for c in T.unroll(C):
                                     acc_full.arrive(c, cta_group=1)
                         T.cuda.warp_sync()
 
+        @T.inline
+        def mono_tile(it, tm, tn):
+            # Not warp-specialized: load and multiply (all threads copying, or one thread issuing),
+            # then every consumer warpgroup writes its accumulator back.
+            if THREADS:
+                threads_tile(it, tm, tn)
+            else:
+                if wg == 0:
+                    if warp == 0:
+                        if T.cuda.elect_sync():
+                            single_thread_tile(it, tm, tn)
+                        T.cuda.warp_sync()
+            for c in T.unroll(C):
+                if wg == c:
+                    writeback(c, it, tm, tn)
+
+        # Warp roles: each walks this cluster's tiles (shared schedule and ring).
         if WS:
             if wg == C:
                 if warp == PRODUCER_WARP:
                     if T.cuda.elect_sync():
-                        for it in range(ITERS):
-                            if cid + it * NCL < TILES:
-                                ptm, ptn = T.meta_var(tile_origin(T, cid + it * NCL, GM, GN, G))
-                                for kt in range(KT):
-                                    produce(it * KT + kt, kt, ptm, ptn)
+                        sk.produce_tiles(cid, produce)
                 else:
                     for c in T.unroll(C):
                         if warp == c:
                             if rank == 0:
                                 if T.cuda.elect_sync():
-                                    for it in range(ITERS):
-                                        if cid + it * NCL < TILES:
-                                            issue_mma(c, it)
+                                    sk.for_each_tile(cid, issue_mma, (c,))
             else:
                 for c in T.unroll(C):
                     if wg == c:
-                        for it in range(ITERS):
-                            if cid + it * NCL < TILES:
-                                wtm, wtn = T.meta_var(tile_origin(T, cid + it * NCL, GM, GN, G))
-                                writeback(c, it, wtm, wtn)
+                        sk.for_each_tile(cid, writeback, (c,))
         else:
-            for it in range(ITERS):
-                if cid + it * NCL < TILES:
-                    stm, stn = T.meta_var(tile_origin(T, cid + it * NCL, GM, GN, G))
-                    if THREADS:
-                        threads_tile(it, stm, stn)
-                    else:
-                        if wg == 0:
-                            if warp == 0:
-                                if T.cuda.elect_sync():
-                                    single_thread_tile(it, stm, stn)
-                                T.cuda.warp_sync()
-                    for c in T.unroll(C):
-                        if wg == c:
-                            writeback(c, it, stm, stn)
+            sk.for_each_tile(cid, mono_tile, ())
         if TMA_EPI:
             if warp == 0:
                 if lane == 0:

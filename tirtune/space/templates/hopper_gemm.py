@@ -52,6 +52,16 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
 Tails: the loop runs ceil(K/blk_k) tiles; TMA zero-fills the out-of-bounds part of a box (and
 still counts the whole box in its transaction bytes), so partial tiles along M, N and K add
 zeros. The problem size is baked in at compile time (one build per problem).
+
+Shared with the Blackwell branch (`skeleton.py`, DESIGN.md decision 6): the plan's common part
+(`GemmPlan`) and the tile schedule (cluster tiles, capped at CLUSTER_CTAS), the swizzled A/B ring
+and staging tile in the shared-memory pool, the ring's stage and phase bookkeeping, the barriers'
+publication, the raster mapping and the persistent loops over a cluster's tiles (the producer's
+included; the ping-pong consumers walk every other tile themselves), and the thread loader's
+guarded 16-byte copy. This branch's own: the barriers (`empty` released by consumer threads,
+`order` for ping-pong), the boxes a stage loads (`load_tile`: multicast slices in a cluster), the
+non-specialized prefetch, wgmma with register accumulators (`mma_block`, `mainloop`), setmaxnreg,
+and the epilogues (fragment stores, stmatrix staging, TMA stores).
 """
 
 # The @T.inline macros inside _trace are parsed by TVMScript, which reads parameter annotations
@@ -66,6 +76,18 @@ from typing import Any
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
 from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REBALANCE_MIN_ACCUMULATORS, refuse_if_broken
+from tirtune.space.templates.skeleton import (
+    ATOM_K,
+    HALF2,
+    PTX_TYPE,
+    WARPGROUP,
+    GemmPlan,
+    Skeleton,
+    TileSchedule,
+    copy16_helper,
+    plan_fields,
+    raster,
+)
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan"]
 
@@ -73,10 +95,8 @@ logger = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "hopper_gemm"
 
-WARPGROUP = 128
 WGMMA_M = 64
 WGMMA_K = 16
-ATOM_K = 64  # elements of a 2-byte dtype in one 128-byte swizzle atom row
 # Descriptor fields for a K-major 128B-swizzled tile: the stride between 8-row core groups is
 # 8 rows x 128 B = 1024 B, in 16 B units; the leading offset is unused with swizzling.
 DESC_LBO = 1
@@ -97,24 +117,12 @@ SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persisten
 # A persistent grid larger than this would run its last clusters as a second wave.
 CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
-_AB_NAME = {"float16": "f16", "bfloat16": "bf16"}
-# Epilogue helper: two adjacent fp32 accumulators -> one 4-byte store of two 16-bit values. The
-# fragment holds column pairs (2*(lane%4), +1), so pairing halves the store instructions.
-_STORE2 = {
-    "float16": ("tirtune_store_f16x2", "half", "__floats2half2_rn", "half2"),
-    "bfloat16": ("tirtune_store_bf16x2", "nv_bfloat16", "__floats2bfloat162_rn", "nv_bfloat162"),
-}
-
-
-# Epilogue helper for stmatrix: two fp32 accumulators -> one 32-bit word of two 16-bit values.
-_PACK2 = {
-    "float16": ("tirtune_pack_f16x2", "__floats2half2_rn", "half2"),
-    "bfloat16": ("tirtune_pack_bf16x2", "__floats2bfloat162_rn", "nv_bfloat162"),
-}
 
 
 def _pack2_source(dtype: str) -> tuple[str, str]:
-    name, convert, pair = _PACK2[dtype]
+    """Epilogue helper for stmatrix: two fp32 accumulators -> one 32-bit word of two 16-bit values."""
+    _, convert, pair = HALF2[dtype]
+    name = f"tirtune_pack_{PTX_TYPE[dtype]}x2"
     source = (
         f"__forceinline__ __device__ unsigned int {name}(float lo, float hi) {{\n"
         f"  {pair} v = {convert}(lo, hi);\n"
@@ -124,7 +132,10 @@ def _pack2_source(dtype: str) -> tuple[str, str]:
 
 
 def _store2_source(dtype: str) -> tuple[str, str]:
-    name, elem, convert, pair = _STORE2[dtype]
+    """Epilogue helper: two adjacent fp32 accumulators -> one 4-byte store of two 16-bit values. The
+    fragment holds column pairs (2*(lane%4), +1), so pairing halves the store instructions."""
+    elem, convert, pair = HALF2[dtype]
+    name = f"tirtune_store_{PTX_TYPE[dtype]}x2"
     source = (
         f"__forceinline__ __device__ void {name}({elem}* dst, float lo, float hi) {{\n"
         f"  *reinterpret_cast<{pair}*>(dst) = {convert}(lo, hi);\n}}\n"
@@ -133,38 +144,19 @@ def _store2_source(dtype: str) -> tuple[str, str]:
 
 
 # loader="threads": one 16-byte chunk from global to (swizzled) shared memory, or zeros.
-_COPY16 = (
-    "tirtune_copy16",
-    "__forceinline__ __device__ void tirtune_copy16(void* dst, const void* src, int in) {\n"
-    "  uint4 v = make_uint4(0u, 0u, 0u, 0u);\n"
-    "  if (in) v = *reinterpret_cast<const uint4*>(src);\n"
-    "  *reinterpret_cast<uint4*>(dst) = v;\n}\n",
-)
+_COPY16 = copy16_helper("tirtune_copy16", "in")
 
 
 @dataclass(frozen=True, slots=True)
-class KernelPlan:
-    """Everything the kernel needs that follows from (config, problem), computed once in Python."""
+class KernelPlan(GemmPlan):
+    """Everything the kernel needs that follows from (config, problem), computed once in Python:
+    the shared part (`GemmPlan`) plus the consumers' schedule, the register split and the cluster."""
 
-    m: int
-    n: int
-    k: int
-    dtype: str
-    blk_m: int
-    blk_n: int
-    blk_k: int
-    stages: int
-    consumers: int
-    warp_specialized: bool
-    persistent: bool = False
-    raster_group: int = 1
-    epilogue: str = "register"
     schedule: str = "cooperative"
     consumer_regs: int = CONSUMER_REGS
     producer_regs: int = PRODUCER_REGS
     cluster: int = 1
     cluster_dim: str = "m"
-    loader: str = "tma"
 
     @property
     def pingpong(self) -> bool:
@@ -200,33 +192,27 @@ class KernelPlan:
         return self.rows // WGMMA_M
 
     @property
-    def k_tiles(self) -> int:
-        return -(-self.k // self.blk_k)
-
-    @property
     def grid(self) -> tuple[int, int]:
+        """CTA tiles along M and N."""
         return (-(-self.m // self.blk_m), -(-self.n // self.blk_n))
 
     @property
     def tiles(self) -> int:
+        """CTA tiles of the output."""
         gm, gn = self.grid
         return gm * gn
 
     @property
-    def ctas(self) -> int:
-        """CTAs launched: one per tile, or at most one per SM when persistent (whole clusters)."""
-        if not self.persistent:
-            return self.tiles
-        return min(self.tiles, CLUSTER_CTAS[self.cluster])
-
-    @property
-    def clusters(self) -> int:
-        return self.ctas // self.cluster
+    def tile_schedule(self) -> TileSchedule:
+        """Cluster tiles (cluster adjacent CTA tiles along cluster_dim): one cluster each, or at
+        most one CTA per SM (whole clusters, as many as fit in the GPCs) when persistent."""
+        return TileSchedule.of(self.cluster_grid, self.cluster, self.persistent, CLUSTER_CTAS[self.cluster],
+                               self.raster_group)
 
     @property
     def tiles_per_cta(self) -> int:
         """Iterations of the persistent loop (the last may be idle on some CTAs)."""
-        return -(-(self.tiles // self.cluster) // self.clusters)
+        return self.tile_schedule.iterations
 
     @property
     def store_boxes(self) -> tuple[int, int]:
@@ -240,14 +226,6 @@ class KernelPlan:
             return 2 * self.consumers
         box_m, box_n = self.store_boxes
         return box_m * box_n
-
-    @property
-    def warpgroups(self) -> int:
-        return self.consumers + (1 if self.warp_specialized else 0)
-
-    @property
-    def threads(self) -> int:
-        return self.warpgroups * WARPGROUP
 
     @property
     def acc_regs(self) -> int:
@@ -272,7 +250,7 @@ class KernelPlan:
 
     @property
     def wgmma_name(self) -> str:
-        ab = _AB_NAME[self.dtype]
+        ab = self.ab_type
         return f"wgmma.mma_async.sync.aligned.m64n{self.blk_n}k16.f32.{ab}.{ab}"
 
 
@@ -281,25 +259,12 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
     refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)
     consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
     return KernelPlan(
-        m=problem.m,
-        n=problem.n,
-        k=problem.k,
-        dtype=problem.dtype,
-        blk_m=config.blk_m,
-        blk_n=config.blk_n,
-        blk_k=config.blk_k,
-        stages=config.stages,
-        consumers=config.consumers,
-        warp_specialized=config.warp_specialized,
-        persistent=config.persistent,
-        raster_group=config.raster_group,
-        epilogue=config.epilogue,
+        **plan_fields(config, problem),
         schedule=config.schedule,
         consumer_regs=consumer_regs,
         producer_regs=producer_regs,
         cluster=config.cluster,
         cluster_dim=config.cluster_dim,
-        loader=config.loader,
     )
 
 
@@ -317,7 +282,6 @@ def _trace(p: KernelPlan) -> Any:
     # TVM is imported here, not at module import: the search space and the rules stay usable
     # (and fast to import) where no TVM is installed.
     from tvm.backend.cuda.lang.pipeline import MBarrier, TMABar
-    from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
     from tvm.script import tirx as T
     from tvm.script.tirx import tile as Tx
 
@@ -329,25 +293,23 @@ def _trace(p: KernelPlan) -> Any:
     TX_BYTES = p.stage_bytes
     # Prefetch depth of the non-specialized pipeline: tiles loaded before the first MMA.
     PRE = min(S - 1, KT)
-    PERSIST, G, GRID, ITERS = p.persistent, p.raster_group, p.ctas, p.tiles_per_cta
-    PINGPONG = p.pingpong
+    PERSIST, PINGPONG = p.persistent, p.pingpong
     # Clusters: CL CTAs compute adjacent tiles along M (sharing B) or N (sharing A); the persistent
-    # loop walks cluster tiles (CGM x CGN of them, NCL clusters). Without a cluster these are the
-    # tile grid and the CTA count.
-    CL, ALONG_M, NCL, MC_ROWS = p.cluster, p.cluster_dim == "m", p.clusters, p.multicast_rows
-    CGM, CGN = p.cluster_grid
-    CTILES = CGM * CGN
+    # loop walks cluster tiles (the skeleton's tile schedule: NCL clusters, ITERS tiles at most
+    # each). Without a cluster these are CTA tiles and CTAs.
+    CL, ALONG_M, MC_ROWS = p.cluster, p.cluster_dim == "m", p.multicast_rows
+    sched = p.tile_schedule
+    GRID, NCL, ITERS, CTILES = sched.ctas, sched.clusters, sched.iterations, sched.tiles
     TMA_EPI, CHUNKED = p.epilogue == "tma", p.epilogue == "tma_chunked"
+    STAGING = (p.staging_boxes, STORE_BOX, STORE_BOX) if TMA_EPI or CHUNKED else None
     THREADS, NTHREADS, CHUNKS_K = p.loader == "threads", p.threads, BK // 8
     BOX_M, BOX_N = p.store_boxes
-    a_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BM, BK))
-    b_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (S, BN, BK))
-    d_layout = mma_shared_layout(DT, SwizzleMode.SWIZZLE_128B_ATOM, (p.staging_boxes, STORE_BOX, STORE_BOX))
+    sk = Skeleton.trace(T, p)
+    ring = sk.ring
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
     PAIRED = N % 2 == 0
     store2_name, store2_source = _store2_source(DT)
     pack2_name, pack2_source = _pack2_source(DT)
-    copy16_name, copy16_source = _COPY16
     wgmma = T.ptx[p.wgmma_name]
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
@@ -355,19 +317,20 @@ def _trace(p: KernelPlan) -> Any:
     bulk_commit = T.ptx["cp.async.bulk.commit_group"]
     bulk_wait_read = T.ptx["cp.async.bulk.wait_group.read"]
 
-    def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
-        # Linear (cluster) tile index -> (m0, n0): groups of G tile rows, column-major inside a
-        # group; the last group may have fewer rows. A cluster's CTAs take adjacent tiles.
-        tile = cid + it * NCL
-        group = tile // (G * CGN)
-        rows_in_group = T.min(CGM - group * G, G)
-        tm = group * G + (tile % (G * CGN)) % rows_in_group
-        tn = (tile % (G * CGN)) // rows_in_group
+    def cta_origin(tm: Any, tn: Any, rank: Any) -> tuple[Any, Any]:
+        # Cluster tile (tm, tn) -> (m0, n0), this CTA's first row and column: a cluster's CTAs
+        # take adjacent tiles along M (or N), in rank order.
         if CL == 1:
             return tm * BM, tn * BN
         if ALONG_M:
             return (tm * CL + rank) * BM, tn * BN
         return tm * BM, (tn * CL + rank) * BN
+
+    def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
+        # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
+        # consumers, which walk every other tile; the other loops are the skeleton's).
+        tm, tn = raster(T, cid + it * NCL, sched.grid_m, sched.grid_n, sched.raster_group)
+        return cta_origin(tm, tn, rank)
 
     # fmt: off
     @T.prim_func  # type: ignore[untyped-decorator]
@@ -393,76 +356,71 @@ def _trace(p: KernelPlan) -> Any:
         if PINGPONG:
             # order[c]: consumer c finished waiting for the stages of its latest tile.
             order = MBarrier(pool, 2)
-        # 128B swizzle needs 1024 B aligned tiles; every tile size below is a multiple of 1024.
-        pool.move_base_to(1024)
-        As = pool.alloc((S, BM, BK), DT, layout=a_layout)
-        Bs = pool.alloc((S, BN, BK), DT, layout=b_layout)
-        if TMA_EPI or CHUNKED:
-            Ds = pool.alloc((p.staging_boxes, STORE_BOX, STORE_BOX), DT, layout=d_layout)
-        pool.commit()
+        As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
         full.init(1)
         empty.init(p.releasers)
         if PINGPONG:
             order.init(1)
-        T.ptx.fence.mbarrier_init.release.cluster()
-        if CL > 1:
-            T.cuda.cluster_sync()  # the peers' barriers are initialized before any multicast
-        else:
-            T.cuda.cta_sync()
+        sk.publish_barriers()
 
         if not PERSIST:
             m0 = T.meta_var(bx * BM)
             n0 = T.meta_var(by * BN)
 
         @T.inline
-        def load_own(j, kt, kk, m0, n0):
-            Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
-                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
-            Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
-                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
+        def load_own(s, kt, kk, m0, n0):
+            Tx.copy_async(As[s, :, kk:kk + ATOM_K], A[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
+                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+            Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], B[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
+                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
 
         @T.inline
-        def load_shared_slice(j, kt, kk, m0, n0, r):
+        def load_shared_slice(s, kt, kk, m0, n0, r):
             # This CTA's 1/CL slice of the operand the cluster shares, multicast to every CTA of the
             # cluster (same shared-memory offset and barrier in each); its own operand, locally.
             k0 = T.meta_var(kt * BK + kk)
             if ALONG_M:
-                Tx.copy_async(As[j % S, :, kk:kk + ATOM_K], A[m0:m0 + BM, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
-                Tx.copy_async(Bs[j % S, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
+                Tx.copy_async(As[s, :, kk:kk + ATOM_K], A[m0:m0 + BM, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                Tx.copy_async(Bs[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
                               B[n0 + r * MC_ROWS:n0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]), cta_mask=(1 << CL) - 1)
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
             else:
-                Tx.copy_async(As[j % S, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
+                Tx.copy_async(As[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
                               A[m0 + r * MC_ROWS:m0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]), cta_mask=(1 << CL) - 1)
-                Tx.copy_async(Bs[j % S, :, kk:kk + ATOM_K], B[n0:n0 + BN, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([j % S]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
+                Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], B[n0:n0 + BN, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
 
         @T.inline
-        def load_atom(j, kt, kk, m0, n0):
+        def load_atom(s, kt, kk, m0, n0):
             if CL == 1:
-                load_own(j, kt, kk, m0, n0)
+                load_own(s, kt, kk, m0, n0)
             else:
                 # One branch per rank keeps every shared-memory slice offset a constant.
                 for r in range(CL):
                     if rank == r:
-                        load_shared_slice(j, kt, kk, m0, n0, r)
+                        load_shared_slice(s, kt, kk, m0, n0, r)
 
         @T.inline
         def load_tile(j, kt, m0, n0):
-            # j counts k-tiles loaded by this CTA (stage j%S, use j//S); kt is the k-tile of the
-            # output tile at (m0, n0). Wait until every consumer released what stage j%S held
-            # (load j-S; in a cluster, the consumers of every CTA the multicast writes to). The
-            # parity starts at 1, which a fresh barrier reports as complete: the first S loads pass.
-            empty.wait(j % S, ((j // S) & 1) ^ 1)
+            # j counts k-tiles loaded by this CTA (its ring position); kt is the k-tile of the
+            # output tile at (m0, n0). Wait until every consumer released what the stage held
+            # (load j-S; in a cluster, the consumers of every CTA the multicast writes to).
+            empty.wait(ring.slot(j), ring.free_phase(j))
             # The whole stage lands here: this CTA's loads plus the peers' multicast slices.
-            full.arrive(j % S, TX_BYTES)
+            full.arrive(ring.slot(j), TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            load_atom(j, kt, 0, m0, n0)
+            load_atom(ring.slot(j), kt, 0, m0, n0)
             if BK == 2 * ATOM_K:
-                load_atom(j, kt, ATOM_K, m0, n0)
+                load_atom(ring.slot(j), kt, ATOM_K, m0, n0)
+
+        @T.inline
+        def load_tile_at(j, kt, tm, tn):
+            # The shared producer loop hands over cluster tiles; this CTA loads its own tile.
+            pm0, pn0 = T.meta_var(cta_origin(tm, tn, rank))
+            load_tile(j, kt, pm0, pn0)
 
         @T.inline
         def prologue(c, j0, m0, n0):
@@ -491,16 +449,10 @@ def _trace(p: KernelPlan) -> Any:
                 row = T.meta_var(q // CHUNKS_K)
                 col = T.meta_var(q % CHUNKS_K * 8)
                 if rows * CHUNKS_K % NTHREADS == 0 or i * NTHREADS + NTHREADS <= rows * CHUNKS_K:
-                    T.evaluate(T.cuda.func_call(copy16_name, S_.ptr_to([0, row, col]),
-                                                G_.ptr_to([r0 + row, kt * BK + col]),
-                                                T.Select(r0 + row < limit and kt * BK + col < K, 1, 0),
-                                                source_code=copy16_source))
+                    sk.copy_chunk(_COPY16, S_.ptr_to([0, row, col]), G_, r0 + row, limit, kt, col)
                 else:
                     if q < rows * CHUNKS_K:
-                        T.evaluate(T.cuda.func_call(copy16_name, S_.ptr_to([0, row, col]),
-                                                    G_.ptr_to([r0 + row, kt * BK + col]),
-                                                    T.Select(r0 + row < limit and kt * BK + col < K, 1, 0),
-                                                    source_code=copy16_source))
+                        sk.copy_chunk(_COPY16, S_.ptr_to([0, row, col]), G_, r0 + row, limit, kt, col)
 
         @T.inline
         def release(stage):
@@ -654,8 +606,8 @@ def _trace(p: KernelPlan) -> Any:
                                 if warp == 0:
                                     if lane == 0:
                                         load_tile(j0 + kt, kt, m0, n0)
-                    full.wait((j0 + kt) % S, ((j0 + kt) // S) & 1)
-                s = T.meta_var((j0 + kt) % S)
+                    full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+                s = T.meta_var(ring.slot(j0 + kt))
                 T.ptx.wgmma.fence.sync.aligned()
                 mma_block(acc0, desc_a, desc_b, s, c * ROW_BASE)
                 if MB == 2:
@@ -670,7 +622,7 @@ def _trace(p: KernelPlan) -> Any:
                     # its stage goes back to the loader.
                     T.ptx.wgmma.wait_group.sync.aligned(1)
                     if kt > 0:
-                        release((j0 + kt - 1) % S)
+                        release(ring.slot(j0 + kt - 1))
                 if not WS:
                     if S > 1:
                         if c == 0:
@@ -688,7 +640,7 @@ def _trace(p: KernelPlan) -> Any:
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if PERSIST:
                     # The next tile's loads reuse this tile's last stage too.
-                    release((j0 + KT - 1) % S)
+                    release(ring.slot(j0 + KT - 1))
 
         @T.inline
         def epilogue(c, acc0, acc1, m0, n0):
@@ -700,6 +652,17 @@ def _trace(p: KernelPlan) -> Any:
                 store_block(acc0, m0 + c * ROW_BASE, n0)
                 if MB == 2:
                     store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+
+        @T.inline
+        def consume_tile(c, acc0, acc1, desc_a, desc_b, it, tm, tn):
+            # One tile of the persistent loop; `it` places its k-tiles in the ring.
+            tm0, tn0 = T.meta_var(cta_origin(tm, tn, rank))
+            if not WS:
+                # The prefetching thread starts each tile's ring (its stages were released by the
+                # previous tile's consumers).
+                prologue(c, it * KT, tm0, tn0)
+            mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
+            epilogue(c, acc0, acc1, tm0, tn0)
 
         @T.inline
         def consume(c):
@@ -722,15 +685,7 @@ def _trace(p: KernelPlan) -> Any:
                         mainloop(c, acc0, acc1, desc_a, desc_b, (2 * t + c) * KT, tm0, tn0)
                         epilogue(c, acc0, acc1, tm0, tn0)
             elif PERSIST:
-                for it in range(ITERS):
-                    if cid + it * NCL < CTILES:
-                        tm0, tn0 = T.meta_var(tile_origin(cid, it, rank))
-                        if not WS:
-                            # The prefetching thread starts each tile's ring (its stages were
-                            # released by the previous tile's consumers).
-                            prologue(c, it * KT, tm0, tn0)
-                        mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
-                        epilogue(c, acc0, acc1, tm0, tn0)
+                sk.for_each_tile(cid, consume_tile, (c, acc0, acc1, desc_a, desc_b))
             else:
                 mainloop(c, acc0, acc1, desc_a, desc_b, 0, m0, n0)
                 epilogue(c, acc0, acc1, m0, n0)
@@ -747,11 +702,7 @@ def _trace(p: KernelPlan) -> Any:
                 if warp == 0:
                     if lane == 0:
                         if PERSIST:
-                            for it in range(ITERS):
-                                if cid + it * NCL < CTILES:
-                                    pm0, pn0 = T.meta_var(tile_origin(cid, it, rank))
-                                    for kt in range(KT):
-                                        load_tile(it * KT + kt, kt, pm0, pn0)
+                            sk.produce_tiles(cid, load_tile_at)
                         else:
                             for j in range(KT):
                                 load_tile(j, j, m0, n0)
