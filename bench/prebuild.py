@@ -295,7 +295,10 @@ def main() -> int:
             }
         )
         logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
-    manifest = {"template_version": TEMPLATE_VERSION, "entries": entries}
+    from importlib.metadata import version
+
+    # The compiler that made the .so files, for reports made where TVM is not installed.
+    manifest = {"template_version": TEMPLATE_VERSION, "tvm": version("apache-tvm"), "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     logger.info(
         "%d/%d built in %.0f s, %.1f MB total -> %s",

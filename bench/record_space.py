@@ -97,13 +97,14 @@ def main() -> None:
     ap.add_argument("--build-only", metavar="CACHE", help="only compile the sample into this build cache")
     ap.add_argument("--jobs", type=int, default=2, help="parallel compiles with --build-only")
     ap.add_argument("--summarize", nargs="+", metavar="JSONL", help="report on recorded files instead of measuring")
+    ap.add_argument("--note", default="", help="a sentence for the summary (how the sample was drawn)")
     ap.add_argument("--summary", help="write PREFIX.json and PREFIX.md: outcomes by kind per problem")
     args = ap.parse_args()
     if args.summarize:
         if not args.summary:
             ap.error("--summarize needs --summary PREFIX")
         replay = ReplayRunner(args.summarize)
-        write_summary(Path(args.summary), recorded_results(replay), replay.stack().to_json(), 0.0)
+        write_summary(Path(args.summary), recorded_results(replay), replay.stack().to_json(), 0.0, args.note)
         print(Path(args.summary).with_suffix(".md").read_text())
         return
     if not args.problems:
@@ -153,7 +154,8 @@ def main() -> None:
         print(f"{p.shape} {p.dtype}: {dict(c)}")
     print(f"done in {time.monotonic() - began:.0f}s")
     if args.summary:
-        write_summary(Path(args.summary), results, workers.runner.stack().to_json(), time.monotonic() - began)
+        stack = workers.runner.stack().to_json()
+        write_summary(Path(args.summary), results, stack, time.monotonic() - began, args.note)
 
 
 def build_only(problems: list[Problem], limit: int, cache: Path, jobs: int) -> None:
@@ -211,7 +213,9 @@ def summarize(results: dict[Problem, list[RunResult]]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: dict[str, str], seconds: float) -> None:
+def write_summary(
+    prefix: Path, results: dict[Problem, list[RunResult]], stack: dict[str, str], seconds: float, note: str = ""
+) -> None:
     rows = summarize(results)
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -220,6 +224,7 @@ def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: 
         "seconds": round(seconds),
         "configs": sum(r["configs"] for r in rows),
         "wrong": sum(r["wrong"] for r in rows),
+        "note": note,
         "problems": rows,
     }
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +234,8 @@ def write_summary(prefix: Path, results: dict[Problem, list[RunResult]], stack: 
         "",
         f"{report['date']}; {stack.get('gpu_name')}, driver {stack.get('driver')}, CUDA {stack.get('cuda')}, "
         f"TVM {stack.get('tvm')}; every config verified against a float32 reference (NaN-poisoned output, "
-        "guard bands, run twice) before it was timed against cuBLAS in the same process.",
+        "guard bands, run twice) before it was timed against cuBLAS in the same process."
+        + (f" {note}" if note else ""),
         "",
         "| problem | dtype | configs | outcomes | wrong | max rel. error | best (ratio to cuBLAS) |",
         "| --- | --- | --- | --- | --- | --- | --- |",
