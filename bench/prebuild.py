@@ -182,6 +182,25 @@ SET_WAVES: list[tuple[Config, Problem]] = [  # beside their 4096^3 runs in SET_V
 ]
 
 
+# Fourth round (after the L2-flushed re-measure): raster groups of 16, 256x128 tiles and the
+# 240/24 split around the best bf16 and fp16 4096^3 points, with the earlier bests as references.
+SET_ROUND4: list[tuple[Config, Problem]] = [
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), BF16),
+    (_c(128, 128, 64, 5, 2, True, **PP128, raster_group=16), BF16),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **R240), BF16),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=8), BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
+    (_c(128, 256, 64, 4, 2, True, persistent=True, raster_group=16, **CH), BF16),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), BF16),
+    (_c(256, 128, 64, 4, 2, True, persistent=True, raster_group=16, **CH), BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(128, 256, 64, 4, 2, True, persistent=True, raster_group=16, **CH), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, persistent=True, raster_group=16, **CH), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE),
+]
+
+
 def _fuzz(count: int = 16, seed: int = 3) -> list[tuple[Config, Problem]]:
     """Valid points drawn at random from the whole grid on small and ragged problems: the claim
     that every combination the rules accept is correct, sampled."""
@@ -215,6 +234,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-fuzz": _fuzz,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
+    "round4": lambda: SET_ROUND4,
     "journey": _journey,
 }
 
