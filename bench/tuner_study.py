@@ -47,8 +47,8 @@ def recorded_tflops(replay: ReplayRunner, problem: Problem) -> dict[Config, floa
     """TFLOP/s of every correct recorded config (failures count as 0 when proposed)."""
     out = {}
     for config in replay.configs(problem):
-        data = replay._records[(replay.template_version, problem, config)]
-        if data["outcome"] == "OK" and data.get("time_ms"):
+        data = replay.recorded(problem, config)
+        if data is not None and data["outcome"] == "OK" and data.get("time_ms"):
             out[config] = problem.tflops(data["time_ms"])
     return out
 

@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 
 # Where the search starts: the hand-tuned shape of TIRX_HOPPER.md and the seed's V7 analogue.
 START_WITH = (
-    # The best hopper-gemm/3 points measured by hand (bench/results/best-vs-cublas.md): ping-pong
-    # consumers with chunked TMA stores, 1.035x cuBLAS at 4096^3 fp16 (1.038x at 8192^3), and the
-    # cooperative 128x256 with chunked stores, the best bf16 point (1.008x).
+    # The best hopper-gemm/3 points measured by hand (bench/results/best-vs-cublas.md, L2 flushed,
+    # median of 3 processes): ping-pong consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3
+    # fp16 (1.046x at 8192^3, 1.022x bf16), and the cooperative 128x256 with chunked stores
+    # (1.026x fp16, 1.020x bf16).
     Config(
         blk_m=128,
         blk_n=128,

@@ -91,6 +91,10 @@ class ReplayRunner:
     def configs(self, problem: Problem) -> list[Config]:
         return sorted(key[2] for key in self._records if key[1] == problem)
 
+    def recorded(self, problem: Problem, config: Config) -> dict[str, Any] | None:
+        """The record of (problem, config) in this replay's template version, if measured."""
+        return self._records.get((self.template_version, problem, config))
+
     def restrict(self, space: SearchSpace) -> SearchSpace:
         """`space` cut down to the recorded configs of each problem (rule `recorded`): a replay of
         a sample of the space proposes only what was measured. Full recordings lose nothing."""
