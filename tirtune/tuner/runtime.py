@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from tirtune.settings import Settings
 from tirtune.space.errors import SpaceError
@@ -42,7 +43,7 @@ def start_ray(settings: Settings) -> int:
             log_to_driver=False,
             logging_level=logging.WARNING,
         )
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return max(1, int(cast(Any, ray).cluster_resources().get("CPU", 1)))
 
 
 def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:

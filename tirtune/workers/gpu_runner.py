@@ -109,8 +109,11 @@ class _GpuActor:
         self.gpu_ids = tuple(str(g) for g in ray.get_gpu_ids())
         self.label = f"{self.node_id[:6]}:gpu{','.join(self.gpu_ids) or '?'}"
         self.staging = Path(tempfile.mkdtemp(prefix="tirtune-runner-"))
-        kwargs = {} if child_target is None else {"target": child_target}
-        self.supervisor = ChildSupervisor(run_timeout_s=run_timeout_s, **kwargs)
+        self.supervisor = (
+            ChildSupervisor(run_timeout_s=run_timeout_s)
+            if child_target is None
+            else ChildSupervisor(run_timeout_s=run_timeout_s, target=child_target)
+        )
         info = self.supervisor.start()
         self.torch_version = info.get("torch", "")
         self._stack = Stack(
@@ -192,14 +195,15 @@ class GpuRunner:
 
         if not ray.is_initialized():
             raise WorkerError("GpuRunner needs ray.init() first")
-        available = int(ray.cluster_resources().get("GPU", 0))
+        available = int(cast(Any, ray).cluster_resources().get("GPU", 0))
         wanted = num_gpus or available
         if wanted < 1 or available < wanted:
             raise WorkerError(f"Ray sees {available} GPU(s); {max(wanted, 1)} needed")
         # num_cpus=0: the actor waits on its GPU; a node may give all its CPUs to builders.
-        actor = ray.remote(num_gpus=1, num_cpus=0, max_restarts=3, max_task_retries=0)(_GpuActor)
+        # Actor handles are Any here: Ray's stubs do not type `.remote` on an actor's methods.
+        actor: Any = ray.remote(num_gpus=1, num_cpus=0, max_restarts=3, max_task_retries=0)(_GpuActor)
         self._ray = ray
-        actors = [actor.remote(run_timeout_s, child_target) for _ in range(wanted)]
+        actors: list[Any] = [actor.remote(run_timeout_s, child_target) for _ in range(wanted)]
         try:
             stacks = ray.get([a.stack.remote() for a in actors], timeout=start_timeout_s)
         except ray.exceptions.GetTimeoutError as exc:
@@ -221,7 +225,7 @@ class GpuRunner:
                 ray.kill(a)  # another model: its figures would not compare with these
         if len(kept) < len(actors):
             log.warning("GPUs of several models in the cluster: measuring on the %d %s only", len(kept), self.gpu_model)
-        self._stack = stacks[kept[0]]
+        self._stack: Stack = stacks[kept[0]]
         self._where = {
             id(a): w for a, w in zip(self._actors, ray.get([a.where.remote() for a in self._actors]), strict=True)
         }

@@ -92,7 +92,8 @@ class ChildSupervisor:
         if self._proc is None:
             return None
         self._proc.join(timeout=5)
-        return self._proc.exitcode
+        code: int | None = self._proc.exitcode
+        return code
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.is_alive():

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC
 from tirtune.workers.results import BuildResult, Candidate, Outcome
@@ -219,7 +219,7 @@ class TirxBuilder:
         import ray
 
         task = _remote_compile().options(runtime_env=_runtime_env())
-        limit = self.max_in_flight or max(1, int(ray.available_resources().get("CPU", 1)))
+        limit = self.max_in_flight or max(1, int(cast(Any, ray).available_resources().get("CPU", 1)))
         pending: dict[Any, int] = {}
         queue = list(misses)
         while queue or pending:
