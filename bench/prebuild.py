@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -315,8 +316,6 @@ def main() -> int:
             }
         )
         logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
-    from importlib.metadata import version
-
     # The compiler that made the .so files, for reports made where TVM is not installed.
     manifest = {"template_version": TEMPLATE_VERSION, "tvm": version("apache-tvm"), "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))

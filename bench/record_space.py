@@ -71,18 +71,22 @@ def _recorded(path: Path) -> set[Config]:
     return {Config.from_json(json.loads(line)["config"]) for line in path.read_text().splitlines() if line.strip()}
 
 
+def _sample(problem: Problem, limit: int) -> list[Candidate]:
+    """Every valid config, or a seeded sample of `limit` plus the job's starting points (so a
+    replay of the sample starts where a real job does)."""
+    configs = HOPPER.valid_configs(problem)
+    if limit:
+        sample = random.Random(0).sample(configs, min(limit, len(configs)))
+        starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
+        configs = sorted(sample) + starts
+    return [Candidate(c, problem, HOPPER.template_version) for c in configs]
+
+
 def _chunks(
-    problems: list[Problem], limit: int, size: int, skip: dict[Problem, set[Config]] | None = None
+    problems: list[Problem], limit: int, size: int, skip: dict[Problem, set[Config]]
 ) -> Iterator[tuple[Problem, list[Candidate]]]:
     for problem in problems:
-        configs = HOPPER.valid_configs(problem)
-        if limit:
-            sample = random.Random(0).sample(configs, min(limit, len(configs)))
-            # A job's starting points too, so a replay of the sample starts where a real job does.
-            starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
-            configs = sorted(sample) + starts
-        done = (skip or {}).get(problem, set())
-        cands = [Candidate(c, problem, HOPPER.template_version) for c in configs if c not in done]
+        cands = [c for c in _sample(problem, limit) if c.config not in skip[problem]]
         for start in range(0, len(cands), size):
             yield problem, cands[start : start + size]
 
@@ -119,7 +123,6 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[Problem, IO[str]] = {}
     counts: dict[Problem, Counter[str]] = {p: Counter() for p in problems}
-    results: dict[Problem, list[RunResult]] = {p: [] for p in problems}
     began = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=1)
     # A rerun appends to the files and measures only what they lack (an interrupted run resumes).
@@ -142,7 +145,6 @@ def main() -> None:
             for result in workers.runner.run(builds):
                 f.write(json.dumps(to_record(result)) + "\n")
                 counts[problem][result.outcome.value] += 1
-                results[problem].append(result)
             f.flush()
             done = {f"{p.shape}:{p.dtype}": dict(c) for p, c in counts.items() if c}
             print(f"{time.monotonic() - began:.0f}s {done}", flush=True)
@@ -153,15 +155,17 @@ def main() -> None:
     for p, c in counts.items():
         print(f"{p.shape} {p.dtype}: {dict(c)}")
     print(f"done in {time.monotonic() - began:.0f}s")
-    if args.summary:
-        stack = workers.runner.stack().to_json()
-        write_summary(Path(args.summary), results, stack, time.monotonic() - began, args.note)
+    if args.summary:  # from the files: a resumed recording's report covers its earlier runs too
+        replay = ReplayRunner([out_dir / _file_name(p) for p in problems if (out_dir / _file_name(p)).exists()])
+        write_summary(
+            Path(args.summary), recorded_results(replay), replay.stack().to_json(), time.monotonic() - began, args.note
+        )
 
 
 def build_only(problems: list[Problem], limit: int, cache: Path, jobs: int) -> None:
     """Compile the sample into `cache` (skipping what is there); print progress and failures."""
     timeout = get_settings().build_timeout_s
-    cands = [c for _, chunk in _chunks(problems, limit, 64) for c in chunk]
+    cands = [c for p in problems for c in _sample(p, limit)]
     began = time.monotonic()
     outcomes: Counter[str] = Counter()
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -77,7 +77,6 @@ def tpe_trace(
                 trace.append(tflops or 0.0)
                 feedback.append(Feedback(p.trial, tflops, "OK" if tflops else "WRONG_RESULT"))
             proposer.tell(feedback)
-        del proposer
     return trace
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,8 +37,7 @@ class SearchSpace:
             return None if config in frozen.get(problem, frozenset()) else reason
 
         in_points.__name__ = rule
-        named: Callable[[Config, Problem], str | None] = in_points
-        return replace(self, config_rules=(*self.config_rules, named), points=frozen)
+        return replace(self, config_rules=(*self.config_rules, in_points), points=frozen)
 
     def finite_configs(self, problem: Problem) -> list[Config] | None:
         """The valid configs of a restricted space (cheap to list), or None for a whole grid."""
