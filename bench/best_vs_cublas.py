@@ -215,6 +215,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel")
     ap.add_argument("--only", default="", help="comma-separated substrings of entry names")
+    ap.add_argument("--exclude", default="", help="comma-separated substrings of entry names to leave out")
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     args = ap.parse_args()
     if args.from_verify:
@@ -229,6 +230,9 @@ def main() -> None:
     if args.only:
         keys = [k for k in args.only.split(",") if k]
         entries = [e for e in entries if any(k in e["name"] for k in keys)]
+    if args.exclude:
+        keys = [k for k in args.exclude.split(",") if k]
+        entries = [e for e in entries if not any(k in e["name"] for k in keys)]
     passes = []
     for i in range(args.processes):
         passes.append(one_process(args.folder, entries, args.rounds, args.timeout))

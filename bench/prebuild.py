@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem  # noqa: E402
+from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace  # noqa: E402
 from tirtune.workers.results import Candidate, Outcome  # noqa: E402
 from tirtune.workers.tirx_builder import compile_candidate  # noqa: E402
 
@@ -202,20 +202,64 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 ]
 
 
-def _fuzz(count: int = 16, seed: int = 3) -> list[tuple[Config, Problem]]:
+def _fuzz(
+    count: int = 16, seed: int = 3, space: SearchSpace = HOPPER_V3, new_in_v4: bool = False
+) -> list[tuple[Config, Problem]]:
     """Valid points drawn at random from the whole grid on small and ragged problems: the claim
-    that every combination the rules accept is correct, sampled."""
+    that every combination the rules accept is correct, sampled. new_in_v4: only points that use
+    a layout hopper-gemm/4 added (the epilogue warpgroup or four consumers)."""
     import random
 
     rng = random.Random(seed)
     problems = [TAIL, TAIL_BF16, SHORT_M, TAIL_N8, TAIL_CL, ODD_N, Problem(1024, 1024, 1024, "bfloat16")]
     chosen: list[tuple[Config, Problem]] = []
     while len(chosen) < count:
-        config = Config(**{name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()})
+        knobs = {name: rng.choice(list(values)) for name, values in space.knobs.items()}
+        if new_in_v4 and not knobs["epilogue_warpgroup"]:
+            knobs["consumers"] = 4
+        config = Config(**knobs)
         problem = rng.choice(problems)
-        if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
+        if space.is_valid(config, problem) and (config, problem) not in chosen:
             chosen.append((config, problem))
     return chosen
+
+
+# hopper-gemm/4: the epilogue warpgroup and four consumers. Tails and small problems for
+# correctness (M <= 64, ragged M/N/K, a cluster), then the 4096^3 candidates beside the
+# hopper-gemm/3 bests as same-run references.
+EWG, R232_24 = {"epilogue_warpgroup": True}, {"reg_split": "232/24"}
+SET_V4_TAILS: list[tuple[Config, Problem]] = [
+    (_c(128, 128, 64, 4, 2, True, **PP128, raster_group=8, **EWG, **R232_24), TAIL_N8),  # ping-pong, chunked
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **EWG, **R232_24), TAIL),  # cooperative, 2 m64 blocks, chunked
+    (_c(128, 128, 64, 4, 2, True, **P, **PP, **TMA, **EWG, **R232_24, **CL2N), Problem(777, 512, 136, "bfloat16")),
+    (_c(128, 128, 64, 4, 2, True, **CH, **EWG), SHORT_M),  # not persistent, M <= 64, no setmaxnreg
+    (_c(64, 128, 64, 4, 1, True, **G8, **TMA, **EWG), TINY),  # one consumer + producer + epilogue
+    (_c(64, 192, 64, 4, 1, True, **G8, **CH, **EWG), TAIL_BF16),  # 3 boxes a tile: odd buffer use
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), TAIL),  # four consumers, setmaxnreg
+    (_c(256, 128, 64, 3, 4, True, **G8, **TMA, reg_split="112/40"), TAIL_BF16),
+    (_c(256, 64, 64, 4, 4, True, **CH, **EWG), Problem(300, 200, 136, "bfloat16")),  # six warpgroups
+    (_c(256, 64, 64, 4, 4, True, **G8, **CH, **EWG, **CL2M), TAIL_CL),  # four consumers in a cluster
+    (_c(256, 128, 64, 3, 4, False, **P, **TMA), TAIL),  # four consumers, no producer
+]
+SET_V4_PERF: list[tuple[Config, Problem]] = [
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE),  # hopper-gemm/3 bests
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **EWG, **R232_24), SQUARE),
+    (_c(128, 128, 64, 5, 2, True, persistent=True, raster_group=16, **PP, **TMA, **EWG, **R232_24), SQUARE),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **EWG, **R232_24), SQUARE),
+    (_c(256, 128, 64, 3, 2, True, **G8, **TMA, **EWG, **R232_24), SQUARE),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), SQUARE),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="112/40"), SQUARE),
+    (_c(256, 128, 64, 3, 4, False, **G8, **CH), SQUARE),
+    (_c(64, 256, 64, 4, 2, True, **PP128, raster_group=16), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **EWG, **R232_24), BF16),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **EWG, **R232_24), BF16),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), BF16),
+    (_c(64, 256, 64, 4, 2, True, **PP128, raster_group=16), BF16),
+]
 
 
 def _journey() -> list[tuple[str, Config, Problem]]:
@@ -233,6 +277,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-perf": lambda: SET_V3_PERF,
     "v3-more": lambda: SET_V3_MORE,
     "v3-fuzz": _fuzz,
+    "v4": lambda: SET_V4_TAILS + _fuzz(24, seed=4, space=HOPPER, new_in_v4=True) + SET_V4_PERF,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
@@ -251,6 +296,7 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_r{config.reg_split.replace('/', '-')}" if config.reg_split != "232/40" else "",
             f"_cl{config.cluster}{config.cluster_dim}" if config.cluster != 1 else "",
             f"_{config.loader}" if config.loader != "tma" else "",
+            "_ewg" if config.epilogue_warpgroup else "",
         ]
     )
     return (

@@ -73,6 +73,26 @@ CASES = {
         _c(128, 128, 64, 1, 2, False, persistent=True, raster_group=8, loader="threads"),
         Problem(200, 100, 72, "bfloat16"),
     ),
+    # hopper-gemm/4: the epilogue warpgroup (whole-tile and chunked staging, cooperative and
+    # ping-pong) and four consumer warpgroups (with and without setmaxnreg).
+    "ewg-chunked-m256": (
+        _c(256, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+           epilogue_warpgroup=True, reg_split="232/24"),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    "ewg-pingpong-tma-tail": (
+        _c(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong",
+           epilogue_warpgroup=True, reg_split="232/24"),
+        Problem(777, 336, 136, "bfloat16"),
+    ),
+    "c4-chunked-r120": (
+        _c(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="120/24"),
+        Problem(1000, 1000, 1000, "float16"),
+    ),
+    "c4-ewg-n64-tail": (
+        _c(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
+        Problem(300, 200, 136, "bfloat16"),
+    ),
 }
 
 

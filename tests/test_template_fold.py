@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tirtune.space import HOPPER, Config, Problem
+from tirtune.space import HOPPER, HOPPER_V3, Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.blackwell import JOURNEY as BLACKWELL_JOURNEY
 from tirtune.space.templates import gemm
@@ -76,6 +76,34 @@ PICKED = (
     ("sm_100a", Config(256, 128, 64, 1, 2, False, loader="threads"), Problem(1000, 1004, 1000)),
     # Two k-tiles, four stages: the single-thread pipeline preloads fewer than `stages` tiles.
     ("sm_100a", Config(128, 128, 64, 4, 1, False), Problem(1000, 1000, 128)),
+    # hopper-gemm/4: the epilogue warpgroup (chunked and whole-tile staging, cooperative and
+    # ping-pong, with a cluster) and four consumer warpgroups (with and without setmaxnreg).
+    (
+        "sm_90a",
+        Config(256, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+               epilogue_warpgroup=True, reg_split="232/24"),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 128, 64, 6, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked",
+               schedule="pingpong", epilogue_warpgroup=True, reg_split="232/24"),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong",
+               epilogue_warpgroup=True, reg_split="232/24", cluster=2, cluster_dim="n"),
+        Problem(777, 512, 136, "bfloat16"),
+    ),
+    (
+        "sm_90a",
+        Config(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="120/24"),
+        Problem(1000, 1000, 1000, "float16"),
+    ),
+    ("sm_90a", Config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
+     Problem(300, 200, 136, "bfloat16")),
+    ("sm_90a", Config(256, 128, 64, 3, 4, False, persistent=True, epilogue="tma"), Problem(1000, 1000, 1000)),
 )
 
 
@@ -91,7 +119,9 @@ def _case(source: str, arch: str, config: Config, problem: Problem) -> dict[str,
 
 
 def _drawn(arch: str) -> Iterator[tuple[Config, Problem]]:
-    space = HOPPER if arch == "sm_90a" else BLACKWELL
+    # The Hopper draw is from hopper-gemm/3's space, whose kernels hopper-gemm/4 keeps byte for
+    # byte (listing /4's whole grid takes ~80 s a problem); PICKED covers /4's new layouts.
+    space = HOPPER_V3 if arch == "sm_90a" else BLACKWELL
     rng = random.Random(f"{SEED}-{arch}")
     for problem in DRAW_PROBLEMS:
         for config in rng.sample(space.valid_configs(problem), DRAWN_PER_PROBLEM):

@@ -34,6 +34,10 @@ class Config:
     MMAs). reg_split: "consumer/producer" registers a thread after setmaxnreg. loader: "tma" (the
     copy engine fills the ring) or "threads" (every consumer thread copies 16-byte chunks into the
     swizzled stage; one stage, no producer: the seed journey's first steps).
+    epilogue_warpgroup (hopper-gemm/4): a separate epilogue warpgroup issues the TMA stores. The
+    consumers still stage their register fragments in shared memory (stmatrix), then hand each
+    staged buffer over through an mbarrier and go on; the epilogue warpgroup stores it and hands
+    it back once the store has read it.
 
     Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
     default, so a hopper-gemm/1 config keeps its digest (its stored identity).
@@ -53,6 +57,7 @@ class Config:
     schedule: str = "cooperative"
     reg_split: str = "232/40"
     loader: str = "tma"
+    epilogue_warpgroup: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -110,6 +115,8 @@ class Config:
             text += f" r{self.reg_split}"
         if self.loader != "tma":
             text += f" {self.loader}-load"
+        if self.epilogue_warpgroup:
+            text += " ewg"
         return text
 
 
@@ -124,4 +131,5 @@ V2_KNOBS: dict[str, Any] = {
     "schedule": "cooperative",
     "reg_split": "232/40",
     "loader": "tma",
+    "epilogue_warpgroup": False,
 }

@@ -27,6 +27,9 @@ __all__ = [
     "cluster_divides_grid",
     "cluster_supported",
     "consumer_rows",
+    "epilogue_warpgroup_supported",
+    "launch_registers",
+    "needs_rebalance",
     "consumers_split_m",
     "epilogue_supported",
     "loader_supported",
@@ -44,6 +47,10 @@ __all__ = [
     "store_box_divides_tile",
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
+    "V3_CONFIG_RULES",
+    "v3_values",
+    "warpgroups",
+    "wgmma_fits_launch_registers",
     "wgmma_n_supported",
 ]
 
@@ -61,12 +68,22 @@ SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
 EPILOGUES = ("register", "tma", "tma_chunked")
 TMA_EPILOGUES = ("tma", "tma_chunked")
 SCHEDULES = ("cooperative", "pingpong")
-# setmaxnreg budgets "consumer/producer": with 3 warpgroups of 128 threads the register file
-# (65536) allows 2 x consumer + producer <= 512, each a multiple of 8 in 24..256.
-REG_SPLITS = ("232/40", "240/24")
+# setmaxnreg budgets "consumer/others": each consumer warpgroup gets the first, the producer (and
+# the epilogue warpgroup) the second; the register file (65536 = 512 x 128) allows
+# consumers x C + others x P <= 512, each a multiple of 8 in 24..256. hopper-gemm/3 had the first
+# two (2 consumers + producer); 232/24 fits 2 consumers + producer + epilogue warpgroup, 120/24
+# and 112/40 four consumers + producer, 112/24 four consumers + producer + epilogue warpgroup.
+REG_SPLITS = ("232/40", "240/24", "232/24", "120/24", "112/40", "112/24")
+V3_REG_SPLITS = REG_SPLITS[:2]
+# Consumer counts whose kernel moves registers with setmaxnreg: 3 consumers (4 warpgroups, 128
+# registers each at launch) run without it, as in hopper-gemm/3.
+REBALANCING_CONSUMERS = (2, 4)
 REBALANCE_MIN_ACCUMULATORS = 64
 REGISTER_FILE = 65_536  # 32-bit registers of one SM, all a CTA's when it runs alone there
 REGISTER_OVERHEAD = 40  # addresses, descriptors, barrier phases, loop state of a consumer thread
+# Registers one wgmma instruction needs besides its accumulators (descriptors, predicates): ptxas
+# asked for 154 to compile an m64n256 wgmma (128 accumulators) in a kernel launched with 128.
+WGMMA_OPERAND_REGS = 26
 CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
@@ -187,24 +204,74 @@ def schedule_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def warpgroups(config: Config) -> int:
+    """Warpgroups of the CTA: the consumers, the producer, the epilogue warpgroup."""
+    return max(config.consumers, 1) + (1 if config.warp_specialized else 0) + (1 if config.epilogue_warpgroup else 0)
+
+
+def launch_registers(config: Config) -> int:
+    """Registers each thread has at launch: the register file split evenly over the CTA's threads
+    (multiples of 8, at most 255)."""
+    return min(255, REGISTER_FILE // (warpgroups(config) * 128) // 8 * 8)
+
+
+def needs_rebalance(warp_specialized: bool, consumers: int, warpgroups: int, accumulators: int) -> bool:
+    """Whether the kernel moves registers with setmaxnreg: with a producer and 2 or 4 consumers
+    holding at least REBALANCE_MIN_ACCUMULATORS accumulators a thread, and, beyond 3 warpgroups,
+    only when the consumers need more than the launch's share. With one consumer every thread may
+    hold 255 registers already; where ptxas allocates below the launch's share it ignores
+    setmaxnreg ("unable to determine register count at entry"): seen with 64 accumulators and 4
+    warpgroups (90 of 128 registers), not with 3 (168)."""
+    launch = min(255, REGISTER_FILE // (warpgroups * 128) // 8 * 8)
+    return (
+        warp_specialized
+        and consumers in REBALANCING_CONSUMERS
+        and accumulators >= REBALANCE_MIN_ACCUMULATORS
+        and (warpgroups <= 3 or accumulators + REGISTER_OVERHEAD > launch)
+    )
+
+
 def rebalances_registers(config: Config) -> bool:
-    """setmaxnreg runs with a producer and two consumers (3 warpgroups) holding at least
-    REBALANCE_MIN_ACCUMULATORS accumulators a thread. With one consumer every thread may hold 255
-    registers already; with fewer accumulators ptxas allocates below the launch's 168 and then
-    ignores setmaxnreg ("unable to determine register count at entry")."""
+    """setmaxnreg runs in this config's kernel (see `needs_rebalance`)."""
     accumulators = consumer_rows(config) * config.blk_n // 128
-    return config.warp_specialized and config.consumers == 2 and accumulators >= REBALANCE_MIN_ACCUMULATORS
+    return needs_rebalance(config.warp_specialized, config.consumers, warpgroups(config), accumulators)
+
+
+def _split(config: Config) -> tuple[int, int] | None:
+    try:
+        consumer, other = (int(v) for v in config.reg_split.split("/"))
+    except ValueError:
+        return None
+    return consumer, other
 
 
 def reg_split_valid(config: Config, problem: Problem) -> str | None:
-    """Elsewhere than where setmaxnreg runs the knob would name the default's kernel."""
-    if config.reg_split not in REG_SPLITS:
-        return f"reg_split={config.reg_split!r}: known splits (consumer/producer) are {', '.join(REG_SPLITS)}"
-    if config.reg_split != REG_SPLITS[0] and not rebalances_registers(config):
+    """Where setmaxnreg runs, the split must fit the register file and move registers from the
+    other warpgroups to the consumers; elsewhere the knob would name the default's kernel."""
+    split = _split(config)
+    if config.reg_split not in REG_SPLITS or split is None:
+        return f"reg_split={config.reg_split!r}: known splits (consumer/others) are {', '.join(REG_SPLITS)}"
+    if not rebalances_registers(config):
+        if config.reg_split != REG_SPLITS[0]:
+            return (
+                f"reg_split={config.reg_split} needs warp_specialized with 2 or 4 consumers holding at least "
+                f"{REBALANCE_MIN_ACCUMULATORS} accumulators a thread: only then does the kernel move registers "
+                "with setmaxnreg"
+            )
+        return None
+    consumer, other = split
+    consumers = config.consumers
+    others = warpgroups(config) - consumers
+    launch = launch_registers(config)
+    if consumers * consumer + others * other > REGISTER_FILE // 128:
         return (
-            f"reg_split={config.reg_split} needs warp_specialized with 2 consumers holding at least "
-            f"{REBALANCE_MIN_ACCUMULATORS} accumulators a thread: only then does the kernel move registers with "
-            "setmaxnreg"
+            f"reg_split={config.reg_split}: {consumers} consumer warpgroups x {consumer} + {others} other(s) x {other} "
+            f"registers exceed the register file ({REGISTER_FILE // 128} a thread of one warpgroup)"
+        )
+    if not other <= launch <= consumer:
+        return (
+            f"reg_split={config.reg_split}: setmaxnreg can only raise the consumers and lower the others from "
+            f"the {launch} registers each thread of {warpgroups(config)} warpgroups gets at launch"
         )
     return None
 
@@ -293,13 +360,10 @@ def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
 def register_budget(config: Config) -> int:
     """Registers a consumer thread may use: its setmaxnreg share, or the launch's even split of
     the 64K-register file over all warpgroups (multiples of 8, at most 255)."""
-    if rebalances_registers(config):
-        try:
-            return int(config.reg_split.split("/")[0])
-        except ValueError:
-            return REGISTER_FILE // (3 * 128)
-    warpgroups = max(config.consumers, 1) + (1 if config.warp_specialized else 0)
-    return min(255, REGISTER_FILE // (warpgroups * 128) // 8 * 8)
+    split = _split(config)
+    if rebalances_registers(config) and split is not None:
+        return split[0]
+    return launch_registers(config)
 
 
 def registers_fit(config: Config, problem: Problem) -> str | None:
@@ -314,6 +378,44 @@ def registers_fit(config: Config, problem: Problem) -> str | None:
             f"a consumer thread holds {accumulators} accumulators + ~{REGISTER_OVERHEAD} other registers, more "
             f"than the {budget} it gets with {config.consumers} consumer warpgroups"
             + (" and a producer" if config.warp_specialized else "")
+            + (" and an epilogue warpgroup" if config.epilogue_warpgroup else "")
+        )
+    return None
+
+
+def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None:
+    """The epilogue warpgroup stores what the consumers staged: it needs a TMA-store epilogue and
+    the producer's warp-specialized layout (its registers are lowered with the producer's)."""
+    if not config.epilogue_warpgroup:
+        return None
+    if config.epilogue not in TMA_EPILOGUES or not config.warp_specialized:
+        return (
+            "epilogue_warpgroup needs warp_specialized and a TMA-store epilogue (tma or tma_chunked): it issues "
+            "the TMA stores of the tiles the consumers staged in shared memory"
+        )
+    return None
+
+
+def v3_values(config: Config, problem: Problem) -> str | None:
+    """hopper-gemm/3 (whose space replays recorded data) had 1-3 consumers and two register splits."""
+    if config.consumers > 3 or config.reg_split not in V3_REG_SPLITS:
+        return (
+            f"hopper-gemm/3 has 1-3 consumers and reg_split {' or '.join(V3_REG_SPLITS)}; "
+            f"got consumers={config.consumers}, reg_split={config.reg_split}"
+        )
+    return None
+
+
+def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
+    """ptxas compiles every instruction within the registers a thread has at launch: setmaxnreg
+    moves registers only at run time. One m64 x blk_n wgmma holds blk_n/2 accumulators plus its
+    operands, so 64x256 fragments need 3 warpgroups at most (168 registers), not 4 (128)."""
+    need = config.blk_n // 2 + WGMMA_OPERAND_REGS
+    launch = launch_registers(config)
+    if need > launch:
+        return (
+            f"one m64n{config.blk_n} wgmma needs {need} registers (its {config.blk_n // 2} accumulators and "
+            f"operands), more than the {launch} each thread of {warpgroups(config)} warpgroups gets at launch"
         )
     return None
 
@@ -359,8 +461,13 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     multicast_slice_aligned,
     loader_supported,
     registers_fit,
+    epilogue_warpgroup_supported,
+    wgmma_fits_launch_registers,
 )
+
+# hopper-gemm/3 (its space replays the recorded datasets): the same rules, limited to its values.
+V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v3_values)
 
 # hopper-gemm/1 and /2 (their spaces replay recorded data): the same rules (the newer ones pass at
 # the older spaces' defaults), plus: a persistent CTA needed a producer.
-V2_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES[:6], persistent_needs_producer, *CONFIG_RULES[6:])
+V2_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES[:6], persistent_needs_producer, *CONFIG_RULES[6:], v3_values)

@@ -1,4 +1,4 @@
-"""The Hopper (sm_90a) GEMM template, hopper-gemm/3: D = A @ B.T with TMA, an mbarrier ring, wgmma.
+"""The Hopper (sm_90a) GEMM template, hopper-gemm/4: D = A @ B.T with TMA, an mbarrier ring, wgmma.
 
 A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's dtype; the product
 accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a time:
@@ -26,7 +26,11 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   c+2, ...; an `order` barrier pair lets a consumer start its mainloop only after the other has
   waited for every stage of the tile before, so the ring is consumed in order and one consumer's
   epilogue overlaps the other's MMAs.
-* reg_split "C/P": setmaxnreg.inc C for the consumers, .dec P for the producer (3 warpgroups).
+* reg_split "C/P": setmaxnreg.inc C for the consumers, .dec P for the producer (and the epilogue
+  warpgroup), with 2 or 4 consumers holding at least 64 accumulators. ptxas still compiles every
+  instruction within the launch's even share (168 registers with 3 warpgroups, 128 with 4, 96
+  with 5), so one m64n256 wgmma (128 accumulators) needs at most 3 warpgroups.
+* consumers 4 (hopper-gemm/4): 256-row tiles, 64 rows each, cooperative only; named barriers 1-4.
 * Epilogue "register": the fp32 fragment goes straight from registers to global memory,
   converted to the output dtype and guarded on M and N. Epilogue "tma": each consumer warpgroup
   packs its fragment to 16-bit pairs and writes it with stmatrix into a shared-memory staging
@@ -36,6 +40,13 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   (cp.async.bulk.wait_group.read). "tma_chunked": the same one 64x64 box at a time through two
   staging buffers per consumer: box i is written while box i-1's store is in flight
   (wait_group.read 1; 0 before a tile's first box), so 16 KiB per consumer replace the tile.
+* epilogue_warpgroup (hopper-gemm/4): an extra warpgroup whose warp c stores consumer c's staged
+  output. Consumer c still packs and writes its fragment with stmatrix (registers cannot move
+  between warpgroups), fences, and arrives on `staged` (one barrier per staging buffer); warp c's
+  lane 0 waits for it, TMA-stores the buffer, waits until the store has read it, and arrives on
+  `drained`, which the consumer waits for before its next write to that buffer (the n-th use of
+  a buffer waits for parity n & 1; a fresh barrier passes the first). The consumer never waits
+  for a store; the epilogue warp walks the consumer's tiles in the same order.
 * persistent: grid = min(tiles, SMS) CTAs; CTA b computes tiles b, b+grid, ... The ring's stage
   and phase come from a per-CTA running k-tile count (it*k_tiles + kt), so they carry across
   tiles, and the consumers also release the last stage of each tile. raster_group maps the
@@ -75,7 +86,12 @@ from typing import Any
 
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
-from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REBALANCE_MIN_ACCUMULATORS, refuse_if_broken
+from tirtune.space.rules import (
+    CONFIG_RULES,
+    PROBLEM_RULES,
+    needs_rebalance,
+    refuse_if_broken,
+)
 from tirtune.space.templates.skeleton import (
     ATOM_K,
     HALF2,
@@ -157,6 +173,18 @@ class KernelPlan(GemmPlan):
     producer_regs: int = PRODUCER_REGS
     cluster: int = 1
     cluster_dim: str = "m"
+    epilogue_warpgroup: bool = False
+
+    @property
+    def warpgroups(self) -> int:
+        """Consumers, the producer (warp-specialized) and the epilogue warpgroup."""
+        return self.consumers + (1 if self.warp_specialized else 0) + (1 if self.epilogue_warpgroup else 0)
+
+    @property
+    def store_chunks(self) -> int:
+        """Staged pieces a consumer hands over per tile: one 64x64 box each ("tma_chunked"), or
+        its whole rows at once ("tma")."""
+        return self.m_blocks * self.blk_n // STORE_BOX if self.epilogue == "tma_chunked" else 1
 
     @property
     def pingpong(self) -> bool:
@@ -235,8 +263,7 @@ class KernelPlan(GemmPlan):
     @property
     def rebalances_registers(self) -> bool:
         """setmaxnreg moves registers from the producer to the consumers (see rules.rebalances_registers)."""
-        accumulators = self.m_blocks * self.acc_regs
-        return self.warp_specialized and self.consumers == 2 and accumulators >= REBALANCE_MIN_ACCUMULATORS
+        return needs_rebalance(self.warp_specialized, self.consumers, self.warpgroups, self.m_blocks * self.acc_regs)
 
     @property
     def multicast_rows(self) -> int:
@@ -265,6 +292,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         producer_regs=producer_regs,
         cluster=config.cluster,
         cluster_dim=config.cluster_dim,
+        epilogue_warpgroup=config.epilogue_warpgroup,
     )
 
 
@@ -304,6 +332,10 @@ def _trace(p: KernelPlan) -> Any:
     STAGING = (p.staging_boxes, STORE_BOX, STORE_BOX) if TMA_EPI or CHUNKED else None
     THREADS, NTHREADS, CHUNKS_K = p.loader == "threads", p.threads, BK // 8
     BOX_M, BOX_N = p.store_boxes
+    # Epilogue warpgroup: consumer c hands its staged pieces (CHUNKS per tile, in NBUF buffers)
+    # to warp c of the epilogue warpgroup through staged/drained barriers.
+    EWG, CHUNKS = p.epilogue_warpgroup, p.store_chunks
+    NBUF = 2 if CHUNKED else 1
     sk = Skeleton.trace(T, p)
     ring = sk.ring
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
@@ -325,6 +357,11 @@ def _trace(p: KernelPlan) -> Any:
         if ALONG_M:
             return (tm * CL + rank) * BM, tn * BN
         return tm * BM, (tn * CL + rank) * BN
+
+    def chunk_use(nt: Any, i: int) -> Any:
+        # Epilogue warpgroup: the uses of staging buffer i % NBUF before piece i of a consumer's
+        # nt-th tile (each of the buffer's barriers completes once per use).
+        return nt * ((CHUNKS + NBUF - 1 - i % NBUF) // NBUF) + i // NBUF
 
     def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
         # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
@@ -356,11 +393,19 @@ def _trace(p: KernelPlan) -> Any:
         if PINGPONG:
             # order[c]: consumer c finished waiting for the stages of its latest tile.
             order = MBarrier(pool, 2)
+        if EWG:
+            # staged[c*NBUF + b]: consumer c wrote its staging buffer b; drained[...]: the epilogue
+            # warpgroup's store has read it. Each completes once per use of the buffer.
+            staged = MBarrier(pool, C * NBUF)
+            drained = MBarrier(pool, C * NBUF)
         As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
         full.init(1)
         empty.init(p.releasers)
         if PINGPONG:
             order.init(1)
+        if EWG:
+            staged.init(1)
+            drained.init(1)
         sk.publish_barriers()
 
         if not PERSIST:
@@ -523,12 +568,15 @@ def _trace(p: KernelPlan) -> Any:
                 stmatrix16(acc, box_row * BOX_N + p16 // 4, p16, 16 * (p16 % 4))
 
         @T.inline
-        def tma_epilogue(c, acc0, acc1, m0, n0):
+        def tma_epilogue(c, acc0, acc1, m0, n0, nt):
             # The staging rows of consumer c: boxes (c*MB + mb, *). Its previous tile's stores must
             # have read them before they are overwritten.
-            if warp == 0:
-                if lane == 0:
-                    bulk_wait_read(0)
+            if EWG:
+                take_buffer(c, 0, chunk_use(nt, 0))
+            else:
+                if warp == 0:
+                    if lane == 0:
+                        bulk_wait_read(0)
             T.cuda.warpgroup_sync(1 + c)
             stage_block(acc0, c * MB)
             if MB == 2:
@@ -537,32 +585,51 @@ def _trace(p: KernelPlan) -> Any:
             T.cuda.warpgroup_sync(1 + c)
             if warp == 0:
                 if lane == 0:
-                    for mb in T.unroll(MB):
-                        for nb in T.unroll(BOX_N):
-                            r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
-                            c0 = T.meta_var(n0 + nb * STORE_BOX)
-                            # With one consumer its box index is a constant: tma_auto must prove
-                            # the staging box 128 B aligned, which it cannot through wg * size
-                            # for every box size.
-                            box = T.meta_var((c * MB + mb) * BOX_N + nb if C > 1 else mb * BOX_N + nb)
-                            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[box, :, :],
-                                          dispatch="tma_auto")
-                    bulk_commit()
+                    if EWG:
+                        staged.arrive(c)
+                    else:
+                        store_rows(c, m0, n0)
 
         @T.inline
-        def chunked_box(c, acc, m0, n0, mb, nb):
+        def store_rows(c, m0, n0):
+            # TMA-store consumer c's staged boxes (one thread).
+            for mb in T.unroll(MB):
+                for nb in T.unroll(BOX_N):
+                    r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
+                    c0 = T.meta_var(n0 + nb * STORE_BOX)
+                    # With one consumer its box index is a constant: tma_auto must prove
+                    # the staging box 128 B aligned, which it cannot through wg * size
+                    # for every box size.
+                    box = T.meta_var((c * MB + mb) * BOX_N + nb if C > 1 else mb * BOX_N + nb)
+                    Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[box, :, :],
+                                  dispatch="tma_auto")
+            bulk_commit()
+
+        @T.inline
+        def take_buffer(c, b, use):
+            # Epilogue warpgroup: before consumer c writes its staging buffer b for the use-th
+            # time, the store of use-1 must have read it (a fresh barrier passes use 0).
+            if warp == 0:
+                if lane == 0:
+                    drained.wait(c * NBUF + b, (use & 1) ^ 1)
+
+        @T.inline
+        def chunked_box(c, acc, m0, n0, mb, nb, nt):
             # Box i = mb*BOX_N + nb of this consumer's output goes through staging buffer i%2.
             # Before overwriting it, at most the previous box's store may still be reading (the
             # one in the other buffer); a tile's first box waits for all (its buffer parity may
             # repeat the previous tile's last box).
             i = T.meta_var(mb * BOX_N + nb)
             buf = T.meta_var(c * 2 + i % 2 if C > 1 else i % 2)
-            if warp == 0:
-                if lane == 0:
-                    if i == 0:
-                        bulk_wait_read(0)
-                    else:
-                        bulk_wait_read(1)
+            if EWG:
+                take_buffer(c, i % 2, chunk_use(nt, i))
+            else:
+                if warp == 0:
+                    if lane == 0:
+                        if i == 0:
+                            bulk_wait_read(0)
+                        else:
+                            bulk_wait_read(1)
             T.cuda.warpgroup_sync(1 + c)
             for q in T.unroll(4):
                 stmatrix16(acc, buf, nb * 4 + q, 16 * q)
@@ -570,18 +637,25 @@ def _trace(p: KernelPlan) -> Any:
             T.cuda.warpgroup_sync(1 + c)
             if warp == 0:
                 if lane == 0:
-                    r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
-                    c0 = T.meta_var(n0 + nb * STORE_BOX)
-                    Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto")
-                    bulk_commit()
+                    if EWG:
+                        staged.arrive(c * NBUF + i % 2)
+                    else:
+                        store_box(c, buf, m0, n0, mb, nb)
 
         @T.inline
-        def chunked_epilogue(c, acc0, acc1, m0, n0):
+        def store_box(c, buf, m0, n0, mb, nb):
+            r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
+            c0 = T.meta_var(n0 + nb * STORE_BOX)
+            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto")
+            bulk_commit()
+
+        @T.inline
+        def chunked_epilogue(c, acc0, acc1, m0, n0, nt):
             for nb in T.unroll(BOX_N):
-                chunked_box(c, acc0, m0, n0, 0, nb)
+                chunked_box(c, acc0, m0, n0, 0, nb, nt)
             if MB == 2:
                 for nb in T.unroll(BOX_N):
-                    chunked_box(c, acc1, m0, n0, 1, nb)
+                    chunked_box(c, acc1, m0, n0, 1, nb, nt)
 
         @T.inline
         def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
@@ -643,11 +717,12 @@ def _trace(p: KernelPlan) -> Any:
                     release(ring.slot(j0 + KT - 1))
 
         @T.inline
-        def epilogue(c, acc0, acc1, m0, n0):
+        def epilogue(c, acc0, acc1, m0, n0, nt):
+            # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
             if TMA_EPI:
-                tma_epilogue(c, acc0, acc1, m0, n0)
+                tma_epilogue(c, acc0, acc1, m0, n0, nt)
             elif CHUNKED:
-                chunked_epilogue(c, acc0, acc1, m0, n0)
+                chunked_epilogue(c, acc0, acc1, m0, n0, nt)
             else:
                 store_block(acc0, m0 + c * ROW_BASE, n0)
                 if MB == 2:
@@ -662,7 +737,7 @@ def _trace(p: KernelPlan) -> Any:
                 # previous tile's consumers).
                 prologue(c, it * KT, tm0, tn0)
             mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
-            epilogue(c, acc0, acc1, tm0, tn0)
+            epilogue(c, acc0, acc1, tm0, tn0, it)
 
         @T.inline
         def consume(c):
@@ -683,17 +758,60 @@ def _trace(p: KernelPlan) -> Any:
                         if 2 * t + c > 0:
                             order.wait(1 - c, ((2 * t + c - 1) // 2) & 1)
                         mainloop(c, acc0, acc1, desc_a, desc_b, (2 * t + c) * KT, tm0, tn0)
-                        epilogue(c, acc0, acc1, tm0, tn0)
+                        epilogue(c, acc0, acc1, tm0, tn0, t)
             elif PERSIST:
                 sk.for_each_tile(cid, consume_tile, (c, acc0, acc1, desc_a, desc_b))
             else:
                 mainloop(c, acc0, acc1, desc_a, desc_b, 0, m0, n0)
-                epilogue(c, acc0, acc1, m0, n0)
-            if TMA_EPI or CHUNKED:
+                epilogue(c, acc0, acc1, m0, n0, 0)
+            if (TMA_EPI or CHUNKED) and not EWG:
                 # Shared memory must stay valid until the last stores have read it.
                 if warp == 0:
                     if lane == 0:
                         bulk_wait_read(0)
+
+        @T.inline
+        def drain_tile(c, nt, m0, n0):
+            # Epilogue warpgroup, warp c, lane 0: store consumer c's nt-th tile at (m0, n0) piece
+            # by piece as the consumer stages it, and hand each buffer back once its store has
+            # read it.
+            if TMA_EPI:
+                staged.wait(c, nt & 1)
+                store_rows(c, m0, n0)
+                bulk_wait_read(0)
+                drained.arrive(c)
+            else:
+                for mb in T.unroll(MB):
+                    for nb in T.unroll(BOX_N):
+                        i = T.meta_var(mb * BOX_N + nb)
+                        staged.wait(c * NBUF + i % 2, chunk_use(nt, i) & 1)
+                        store_box(c, c * 2 + i % 2 if C > 1 else i % 2, m0, n0, mb, nb)
+                        bulk_wait_read(0)
+                        drained.arrive(c * NBUF + i % 2)
+
+        @T.inline
+        def drain_cta_tile(c, it, tm, tn):
+            tm0, tn0 = T.meta_var(cta_origin(tm, tn, rank))
+            drain_tile(c, it, tm0, tn0)
+
+        @T.inline
+        def drain(c):
+            # The same tiles in the same order as consumer c.
+            if PINGPONG:
+                for t in range((ITERS + 1) // 2):
+                    if cid + (2 * t + c) * NCL < CTILES:
+                        tm0, tn0 = T.meta_var(tile_origin(cid, 2 * t + c, rank))
+                        drain_tile(c, t, tm0, tn0)
+            elif PERSIST:
+                sk.for_each_tile(cid, drain_cta_tile, (c,))
+            else:
+                drain_tile(c, 0, m0, n0)
+
+        @T.inline
+        def consumer_role():
+            if REBALANCE:
+                set_regs_inc(p.consumer_regs)
+            consume(wg)
 
         if WS:
             if wg == C:
@@ -707,9 +825,19 @@ def _trace(p: KernelPlan) -> Any:
                             for j in range(KT):
                                 load_tile(j, j, m0, n0)
             else:
-                if REBALANCE:
-                    set_regs_inc(p.consumer_regs)
-                consume(wg)
+                if EWG:
+                    if wg == C + 1:
+                        # The epilogue warpgroup: warp c serves consumer c.
+                        if REBALANCE:
+                            set_regs_dec(p.producer_regs)
+                        for c in range(C):
+                            if warp == c:
+                                if lane == 0:
+                                    drain(c)
+                    else:
+                        consumer_role()
+                else:
+                    consumer_role()
         else:
             if not PERSIST:
                 prologue(wg, 0, m0, n0)
