@@ -159,6 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path, help="prebuilt kernels (manifest.json + .so files)")
     ap.add_argument("--only", default="", help="comma-separated substrings of entry names")
+    ap.add_argument("--exclude", default="", help="comma-separated substrings of entry names to leave out")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
@@ -169,6 +170,8 @@ def main() -> None:
     manifest = json.loads((args.folder / "manifest.json").read_text())
     wanted = [s for s in args.only.split(",") if s]
     entries = [e for e in manifest["entries"] if not wanted or any(s in e["name"] for s in wanted)]
+    unwanted = [s for s in args.exclude.split(",") if s]
+    entries = [e for e in entries if not any(s in e["name"] for s in unwanted)]
     records = measure(args.folder, entries, args.seconds, args.rounds)
     pynvml, _ = _nvml(torch)
     driver = pynvml.nvmlSystemGetDriverVersion()

@@ -235,8 +235,8 @@ SET_V4_TAILS: list[tuple[Config, Problem]] = [
     (_c(128, 128, 64, 4, 2, True, **CH, **EWG), SHORT_M),  # not persistent, M <= 64, no setmaxnreg
     (_c(64, 128, 64, 4, 1, True, **G8, **TMA, **EWG), TINY),  # one consumer + producer + epilogue
     (_c(64, 192, 64, 4, 1, True, **G8, **CH, **EWG), TAIL_BF16),  # 3 boxes a tile: odd buffer use
-    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), TAIL),  # four consumers, setmaxnreg
-    (_c(256, 128, 64, 3, 4, True, **G8, **TMA, reg_split="112/40"), TAIL_BF16),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="112/24"), TAIL),  # four consumers, setmaxnreg
+    (_c(256, 128, 64, 3, 4, True, **G8, **TMA, reg_split="112/24"), TAIL_BF16),
     (_c(256, 64, 64, 4, 4, True, **CH, **EWG), Problem(300, 200, 136, "bfloat16")),  # six warpgroups
     (_c(256, 64, 64, 4, 4, True, **G8, **CH, **EWG, **CL2M), TAIL_CL),  # four consumers in a cluster
     (_c(256, 128, 64, 3, 4, False, **P, **TMA), TAIL),  # four consumers, no producer
@@ -249,15 +249,15 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
     (_c(128, 128, 64, 5, 2, True, persistent=True, raster_group=16, **PP, **TMA, **EWG, **R232_24), SQUARE),
     (_c(256, 128, 64, 4, 2, True, **G8, **CH, **EWG, **R232_24), SQUARE),
     (_c(256, 128, 64, 3, 2, True, **G8, **TMA, **EWG, **R232_24), SQUARE),
-    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), SQUARE),
-    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="112/40"), SQUARE),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="112/24"), SQUARE),
+    (_c(256, 128, 64, 3, 4, True, **G8, **TMA, reg_split="112/24"), SQUARE),
     (_c(256, 128, 64, 3, 4, False, **G8, **CH), SQUARE),
     (_c(64, 256, 64, 4, 2, True, **PP128, raster_group=16), SQUARE),
     (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), BF16),
     (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
     (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **EWG, **R232_24), BF16),
     (_c(256, 128, 64, 4, 2, True, **G8, **CH, **EWG, **R232_24), BF16),
-    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="120/24"), BF16),
+    (_c(256, 128, 64, 3, 4, True, **G8, **CH, reg_split="112/24"), BF16),
     (_c(64, 256, 64, 4, 2, True, **PP128, raster_group=16), BF16),
 ]
 

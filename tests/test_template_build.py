@@ -85,8 +85,8 @@ CASES = {
            epilogue_warpgroup=True, reg_split="232/24"),
         Problem(777, 336, 136, "bfloat16"),
     ),
-    "c4-chunked-r120": (
-        _c(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="120/24"),
+    "c4-chunked-r112": (
+        _c(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="112/24"),
         Problem(1000, 1000, 1000, "float16"),
     ),
     "c4-ewg-n64-tail": (

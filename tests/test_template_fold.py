@@ -98,7 +98,7 @@ PICKED = (
     ),
     (
         "sm_90a",
-        Config(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="120/24"),
+        Config(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="112/24"),
         Problem(1000, 1000, 1000, "float16"),
     ),
     ("sm_90a", Config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),

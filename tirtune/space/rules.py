@@ -69,11 +69,13 @@ EPILOGUES = ("register", "tma", "tma_chunked")
 TMA_EPILOGUES = ("tma", "tma_chunked")
 SCHEDULES = ("cooperative", "pingpong")
 # setmaxnreg budgets "consumer/others": each consumer warpgroup gets the first, the producer (and
-# the epilogue warpgroup) the second; the register file (65536 = 512 x 128) allows
-# consumers x C + others x P <= 512, each a multiple of 8 in 24..256. hopper-gemm/3 had the first
-# two (2 consumers + producer); 232/24 fits 2 consumers + producer + epilogue warpgroup, 120/24
-# and 112/40 four consumers + producer, 112/24 four consumers + producer + epilogue warpgroup.
-REG_SPLITS = ("232/40", "240/24", "232/24", "120/24", "112/40", "112/24")
+# the epilogue warpgroup) the second, each a multiple of 8 in 24..256. setmaxnreg.inc waits until
+# the CTA's own registers, allocated at launch (warpgroups x the launch share), are free: so
+# consumers x C + others x P <= warpgroups x launch share, or the consumers wait forever (seen:
+# 120/24 with four consumers + producer, 504 > 5 x 96, hung on the H200). hopper-gemm/3 had the
+# first two (2 consumers + producer: 504 = 3 x 168); 232/24 fits 2 consumers + producer +
+# epilogue warpgroup (512 = 4 x 128), 112/24 four consumers + producer (472 <= 480).
+REG_SPLITS = ("232/40", "240/24", "232/24", "112/24")
 V3_REG_SPLITS = REG_SPLITS[:2]
 # Consumer counts whose kernel moves registers with setmaxnreg: 3 consumers (4 warpgroups, 128
 # registers each at launch) run without it, as in hopper-gemm/3.
@@ -263,10 +265,11 @@ def reg_split_valid(config: Config, problem: Problem) -> str | None:
     consumers = config.consumers
     others = warpgroups(config) - consumers
     launch = launch_registers(config)
-    if consumers * consumer + others * other > REGISTER_FILE // 128:
+    if consumers * consumer + others * other > warpgroups(config) * launch:
         return (
             f"reg_split={config.reg_split}: {consumers} consumer warpgroups x {consumer} + {others} other(s) x {other} "
-            f"registers exceed the register file ({REGISTER_FILE // 128} a thread of one warpgroup)"
+            f"registers exceed the {warpgroups(config)} x {launch} the CTA holds from its launch; setmaxnreg.inc "
+            "would wait forever for the difference"
         )
     if not other <= launch <= consumer:
         return (

@@ -1,0 +1,87 @@
+"""Hang-safe first run of prebuilt kernels: each one once, checked, with a watchdog.
+
+    python bench/smoke.py .build/v4 --out bench/results/smoke-v4.jsonl [--watchdog-s 10]
+
+Before timing new code paths (bench/best_vs_cublas.py gives a whole problem group one long
+timeout, so one deadlocked kernel costs minutes of device time), every kernel of the manifest
+runs once on fresh random inputs into a NaN-poisoned output, in order. The launch is polled up
+to --watchdog-s; a kernel that has not finished is recorded as HANG and this process exits (the
+CUDA context is stuck), and the wrapper loop starts a fresh process after it. A finished kernel
+is compared with a float32 reference (relative Frobenius error, the measuring child's bound).
+One JSON line per kernel is appended to --out, so the loop resumes where it stopped:
+
+    until python bench/smoke.py .build/v4 --out smoke.jsonl; do :; done
+
+Needs torch and tvm_ffi on the GPU host, not TVM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
+
+
+def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, Any]:
+    import torch
+    import tvm_ffi
+
+    p = entry["problem"]
+    dtype = getattr(torch, p["dtype"])
+    gen = torch.Generator(device="cuda").manual_seed(int(time.time()) % 100_000)
+    a = torch.randn(p["m"], p["k"], device="cuda", dtype=dtype, generator=gen)
+    b = torch.randn(p["n"], p["k"], device="cuda", dtype=dtype, generator=gen)
+    d = torch.full((p["m"], p["n"]), float("nan"), device="cuda", dtype=dtype)
+    fn = tvm_ffi.load_module(str(folder / entry["so"]))["main"]
+    torch.cuda.synchronize()
+    done = torch.cuda.Event()
+    started = time.perf_counter()
+    with tvm_ffi.use_torch_stream():
+        fn(a, b, d)
+    done.record()
+    while not done.query():
+        if time.perf_counter() - started > watchdog_s:
+            return {"name": entry["name"], "outcome": "HANG", "seconds": watchdog_s}
+        time.sleep(0.005)
+    ref = a.float() @ b.float().T
+    err = ((d.float() - ref).norm() / ref.norm()).item()
+    ok = err == err and err <= TOLERANCE[p["dtype"]]  # NaN (an unwritten element) fails
+    return {"name": entry["name"], "outcome": "OK" if ok else "WRONG", "rel_error": err}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--watchdog-s", type=float, default=10.0)
+    args = ap.parse_args()
+    entries = json.loads((args.folder / "manifest.json").read_text())["entries"]
+    seen = set()
+    if args.out.exists():
+        seen = {json.loads(line)["name"] for line in args.out.read_text().splitlines() if line.strip()}
+    for entry in entries:
+        if entry["name"] in seen:
+            continue
+        try:
+            row = check(args.folder, entry, args.watchdog_s)
+        except Exception as exc:  # a launch error poisons the context too: record it, start afresh
+            row = {"name": entry["name"], "outcome": "ERROR", "message": str(exc)[:300]}
+        row["label"] = entry["label"]
+        row["problem"] = "{m}x{n}x{k} {dtype}".format(**entry["problem"])
+        with args.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{row['outcome']:6s} {row.get('rel_error', '')!s:24.24s} {row['label']} @ {row['problem']}", flush=True)
+        if row["outcome"] in ("HANG", "ERROR"):
+            sys.stdout.flush()
+            os._exit(3)  # no exit hooks: they would synchronize with the stuck kernel
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
