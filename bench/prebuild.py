@@ -278,6 +278,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-more": lambda: SET_V3_MORE,
     "v3-fuzz": _fuzz,
     "v4": lambda: SET_V4_TAILS + _fuzz(24, seed=4, space=HOPPER, new_in_v4=True) + SET_V4_PERF,
+    "v4-fuzz": lambda: _fuzz(150, seed=5, space=HOPPER, new_in_v4=True),
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

@@ -12,6 +12,8 @@ One JSON line per kernel is appended to --out, so the loop resumes where it stop
 
     until python bench/smoke.py .build/v4 --out smoke.jsonl; do :; done
 
+`--summarize smoke.jsonl --summary smoke.md` writes the markdown table (outcomes counted by kind).
+
 Needs torch and tvm_ffi on the GPU host, not TVM.
 """
 
@@ -55,12 +57,68 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
     return {"name": entry["name"], "outcome": "OK" if ok else "WRONG", "rel_error": err}
 
 
+def environment() -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {
+        "gpu_name": torch.cuda.get_device_name(0),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+    }
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        env["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+    except Exception:
+        env["driver"] = None
+    return env
+
+
+def summary(rows: list[dict[str, Any]], title: str) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    env = next((r["env"] for r in rows if r.get("env")), {})
+    lines = [
+        f"# {title}",
+        "",
+        f"{env.get('date', '')} {env.get('gpu_name', '')}, driver {env.get('driver')}, CUDA {env.get('cuda')}, "
+        f"torch {env.get('torch')}. Each kernel once on fresh random inputs into a NaN-poisoned output, "
+        "relative Frobenius error against a float32 reference (bound 1e-2 fp16, 2e-2 bf16), an 8-10 s watchdog "
+        "for hangs (bench/smoke.py).",
+        "",
+        "Outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" (of {len(rows)})",
+        "",
+        "| outcome | config | problem | rel. error |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        err = r.get("rel_error")
+        lines.append(f"| {r['outcome']} | {r['label']} | {r['problem']} | {'' if err is None else f'{err:.1e}'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("folder", type=Path)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("folder", type=Path, nargs="?")
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--watchdog-s", type=float, default=10.0)
+    ap.add_argument("--summarize", type=Path, help="a JSONL this script wrote: write --summary and stop")
+    ap.add_argument("--summary", type=Path)
+    ap.add_argument("--title", default="Smoke run of prebuilt kernels")
     args = ap.parse_args()
+    if args.summarize:
+        rows = [json.loads(line) for line in args.summarize.read_text().splitlines() if line.strip()]
+        text = summary(rows, args.title)
+        if args.summary:
+            args.summary.write_text(text)
+        print(text)
+        return 0
+    if args.folder is None or args.out is None:
+        ap.error("give the prebuilt folder and --out (or --summarize)")
+    env = {**environment(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     entries = json.loads((args.folder / "manifest.json").read_text())["entries"]
     seen = set()
     if args.out.exists():
@@ -73,6 +131,7 @@ def main() -> int:
         except Exception as exc:  # a launch error poisons the context too: record it, start afresh
             row = {"name": entry["name"], "outcome": "ERROR", "message": str(exc)[:300]}
         row["label"] = entry["label"]
+        row["env"] = env
         row["problem"] = "{m}x{n}x{k} {dtype}".format(**entry["problem"])
         with args.out.open("a") as f:
             f.write(json.dumps(row) + "\n")

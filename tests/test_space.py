@@ -292,6 +292,13 @@ def test_valid_configs_respect_the_hardware_budgets(config: Config) -> None:
         rows = rules.consumer_rows(config)
         assert rows in (64, 128)
         assert rows * config.blk_n // 128 <= rules.MAX_ACCUMULATOR_REGS
+        # setmaxnreg only redistributes the CTA's launch allocation: asking for more hangs.
+        groups, launch = rules.warpgroups(config), rules.launch_registers(config)
+        if rules.rebalances_registers(config):
+            consumer, other = (int(v) for v in config.reg_split.split("/"))
+            assert config.consumers * consumer + (groups - config.consumers) * other <= groups * launch
+            assert other <= launch <= consumer
+        assert config.blk_n // 2 + rules.WGMMA_OPERAND_REGS <= launch
 
 
 def test_known_points() -> None:
