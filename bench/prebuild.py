@@ -240,6 +240,8 @@ SET_V4_TAILS: list[tuple[Config, Problem]] = [
     (_c(256, 64, 64, 4, 4, True, **CH, **EWG), Problem(300, 200, 136, "bfloat16")),  # six warpgroups
     (_c(256, 64, 64, 4, 4, True, **G8, **CH, **EWG, **CL2M), TAIL_CL),  # four consumers in a cluster
     (_c(256, 128, 64, 3, 4, False, **P, **TMA), TAIL),  # four consumers, no producer
+    (_c(128, 128, 64, 4, 2, True, persistent=True, raster_group=0, **CL2M), TAIL_CL),  # column-major pairs
+    (_c(64, 128, 64, 4, 2, True, persistent=True, raster_group=0, **PP, **CH), TAIL_N8),  # column-major ping-pong
 ]
 SET_V4_PERF: list[tuple[Config, Problem]] = [
     (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE),  # hopper-gemm/3 bests
@@ -253,6 +255,8 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
     (_c(256, 128, 64, 3, 4, True, **G8, **TMA, reg_split="112/24"), SQUARE),
     (_c(256, 128, 64, 3, 4, False, **G8, **CH), SQUARE),
     (_c(64, 256, 64, 4, 2, True, **PP128, raster_group=16), SQUARE),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=0), SQUARE),  # column-major
+    (_c(128, 256, 64, 4, 2, True, persistent=True, raster_group=0, **CH), SQUARE),
     (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), BF16),
     (_c(128, 256, 64, 4, 2, True, **G8, **CH), BF16),
     (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **EWG, **R232_24), BF16),

@@ -372,3 +372,20 @@ def test_hopper_gemm_4_layouts_and_their_register_rules() -> None:
     # Without a producer four consumers start at 128 registers: 64 accumulators fit without setmaxnreg.
     assert HOPPER.is_valid(Config(256, 128, 64, 3, 4, False), p)
     assert not rules.rebalances_registers(Config(256, 128, 64, 3, 4, False))
+
+
+def test_column_major_raster_is_one_group_of_every_tile_row() -> None:
+    from types import SimpleNamespace
+
+    from tirtune.space.templates.skeleton import TileSchedule, raster
+
+    T = SimpleNamespace(min=min)  # raster's only TIR call, on plain ints here
+    sched = TileSchedule.of((5, 3), 1, True, 132, 0)
+    assert sched.raster_group == 5
+    assert [raster(T, t, 5, 3, sched.raster_group) for t in range(15)] == [(t % 5, t // 5) for t in range(15)]
+    assert [raster(T, t, 5, 3, 1) for t in range(15)] == [(t // 3, t % 3) for t in range(15)]  # row-major
+    assert Config(persistent=True, raster_group=0).label().endswith("persist gcol")
+    p = Problem(4096, 4096, 4096)
+    assert HOPPER.is_valid(Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0), p)
+    assert [v.rule for v in HOPPER.violations(Config(raster_group=0), p)] == ["raster_group_valid"]
+    assert "v3_values" in [v.rule for v in HOPPER_V3.violations(Config(persistent=True, raster_group=0), p)]

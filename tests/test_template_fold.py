@@ -104,6 +104,18 @@ PICKED = (
     ("sm_90a", Config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
      Problem(300, 200, 136, "bfloat16")),
     ("sm_90a", Config(256, 128, 64, 3, 4, False, persistent=True, epilogue="tma"), Problem(1000, 1000, 1000)),
+    # hopper-gemm/4's column-major raster (raster_group 0), ping-pong and in a 2-CTA cluster.
+    (
+        "sm_90a",
+        Config(128, 128, 64, 6, 2, True, persistent=True, raster_group=0, epilogue="tma_chunked",
+               schedule="pingpong"),
+        Problem(4096, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0, cluster=2),
+        Problem(1000, 1024, 200, "float16"),
+    ),
 )
 
 

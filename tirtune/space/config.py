@@ -21,7 +21,8 @@ class Config:
     warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one
     consumer thread issues them ahead of the MMAs.
     persistent: one CTA per SM (at most), each looping over output tiles; raster_group: tile rows
-    (along M) visited together by consecutive tile indices (1 = row-major), persistent only.
+    (along M) visited together by consecutive tile indices (1 = row-major, 0 = all of them:
+    column-major), persistent only.
     epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
     shared-memory staging tile, then a TMA store).
     epilogue "tma_chunked": the same, staged one 64x64 box at a time through two small buffers
@@ -101,10 +102,11 @@ class Config:
         """Short human form for tables: 128x128x64 s4 c2 ws."""
         roles = "ws" if self.warp_specialized else "mono"
         text = f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"
+        group = "col" if self.raster_group == 0 else str(self.raster_group)
         if self.persistent:
-            text += " persist" + (f" g{self.raster_group}" if self.raster_group != 1 else "")
+            text += " persist" + (f" g{group}" if self.raster_group != 1 else "")
         elif self.raster_group != 1:
-            text += f" g{self.raster_group}"
+            text += f" g{group}"
         if self.epilogue != "register":
             text += f" {self.epilogue}"
         if self.cluster != 1:

@@ -56,7 +56,8 @@ HOPPER_V3 = SearchSpace(
 )
 
 # hopper-gemm/4: a fourth consumer warpgroup (256-row tiles, 64 rows each), a separate epilogue
-# warpgroup that issues the TMA stores, and the register splits those layouts need. A
+# warpgroup that issues the TMA stores, the register splits those layouts need, and column-major
+# rasterization. A
 # hopper-gemm/3 config generates the same kernel as before (tests/test_template_fold.py).
 HOPPER = SearchSpace(
     arch="sm_90a",
@@ -64,6 +65,8 @@ HOPPER = SearchSpace(
     knobs={
         **_V3_KNOBS,
         "consumers": (1, 2, 3, 4),
+        # 0: column-major (one group of every tile row), beside row-major (1) and grouped.
+        "raster_group": (0, 1, 8, 16),
         "reg_split": REG_SPLITS,
         "epilogue_warpgroup": (False, True),
     },

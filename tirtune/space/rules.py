@@ -171,8 +171,9 @@ def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
 
 
 def raster_group_valid(config: Config, problem: Problem) -> str | None:
-    if config.raster_group < 1:
-        return f"raster_group={config.raster_group}: needs at least 1 tile row per group"
+    """Tile rows per group: 1 = row-major, N = groups of N rows, 0 = column-major (one group)."""
+    if config.raster_group < 0:
+        return f"raster_group={config.raster_group}: tile rows per group, 0 (all: column-major) or more"
     if config.raster_group != 1 and not config.persistent:
         return f"raster_group={config.raster_group} needs persistent: the one-tile-per-CTA grid is always row-major"
     return None
@@ -400,11 +401,13 @@ def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None
 
 
 def v3_values(config: Config, problem: Problem) -> str | None:
-    """hopper-gemm/3 (whose space replays recorded data) had 1-3 consumers and two register splits."""
-    if config.consumers > 3 or config.reg_split not in V3_REG_SPLITS:
+    """hopper-gemm/3 (whose space replays recorded data) had 1-3 consumers, two register splits
+    and grouped or row-major rasterization only."""
+    if config.consumers > 3 or config.reg_split not in V3_REG_SPLITS or config.raster_group == 0:
         return (
-            f"hopper-gemm/3 has 1-3 consumers and reg_split {' or '.join(V3_REG_SPLITS)}; "
-            f"got consumers={config.consumers}, reg_split={config.reg_split}"
+            f"hopper-gemm/3 has 1-3 consumers, reg_split {' or '.join(V3_REG_SPLITS)} and no column-major "
+            f"raster; got consumers={config.consumers}, reg_split={config.reg_split}, "
+            f"raster_group={config.raster_group}"
         )
     return None
 

@@ -103,10 +103,11 @@ class TileSchedule:
     def of(
         cls, grid: tuple[int, int], cluster: int, persistent: bool, max_ctas: int, raster_group: int
     ) -> TileSchedule:
-        """One cluster per cluster tile, or, persistent, at most max_ctas CTAs (whole clusters)."""
+        """One cluster per cluster tile, or, persistent, at most max_ctas CTAs (whole clusters).
+        raster_group 0 (column-major) is one group of every tile row."""
         tiles = grid[0] * grid[1]
         clusters = min(tiles, max_ctas // cluster) if persistent else tiles
-        return cls(grid[0], grid[1], cluster, clusters, raster_group)
+        return cls(grid[0], grid[1], cluster, clusters, raster_group or grid[0])
 
 
 @dataclass(frozen=True, slots=True)
