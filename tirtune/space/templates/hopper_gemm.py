@@ -51,7 +51,8 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   and phase come from a per-CTA running k-tile count (it*k_tiles + kt), so they carry across
   tiles, and the consumers also release the last stage of each tile. raster_group maps the
   linear tile index to (tile_m, tile_n): groups of raster_group tile rows, column-major inside a
-  group (1 = row-major, 0 = one group of all rows: column-major), so concurrently running CTAs share A and B tiles in L2.
+  group (1 = row-major, 0 = one group of all rows: column-major), so concurrently running CTAs
+  share A and B tiles in L2.
 * cluster 2 or 4 along M (or N), persistent: the cluster's CTAs compute adjacent tiles along M
   (N) of one cluster tile and share its B (A) tile: each loads 1/cluster of the shared tile's rows
   and multicasts it (cta_mask) into every CTA's stage at the same offset, signalling each CTA's
