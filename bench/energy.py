@@ -25,19 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-
-def _nvml(torch: Any) -> tuple[Any, Any]:
-    import pynvml
-
-    pynvml.nvmlInit()
-    props = torch.cuda.get_device_properties(0)
-    bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    return pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+from tirtune.workers.measure import Nvml
 
 
-def steady(torch: Any, nvml: tuple[Any, Any], launch: Any, seconds: float) -> dict[str, float]:
+def steady(torch: Any, nvml: Nvml, launch: Any, seconds: float) -> dict[str, float]:
     """Run `launch` back to back for about `seconds`: joules and milliseconds per call, watts, MHz."""
-    pynvml, handle = nvml
+    pynvml, handle = nvml.pynvml, nvml.handle
     launch()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -88,11 +81,12 @@ def _cublas_launch(torch: Any, a: Any, b: Any, d: Any) -> Any:
     return launch
 
 
-def measure(folder: Path, entries: list[dict[str, Any]], seconds: float, rounds: int) -> list[dict[str, Any]]:
+def measure(
+    folder: Path, entries: list[dict[str, Any]], seconds: float, rounds: int, nvml: Nvml
+) -> list[dict[str, Any]]:
     import torch
     import tvm_ffi
 
-    nvml = _nvml(torch)
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for e in entries:
         by_problem[json.dumps(e["problem"], sort_keys=True)].append(e)
@@ -172,9 +166,10 @@ def main() -> None:
     entries = [e for e in manifest["entries"] if not wanted or any(s in e["name"] for s in wanted)]
     unwanted = [s for s in args.exclude.split(",") if s]
     entries = [e for e in entries if not any(s in e["name"] for s in unwanted)]
-    records = measure(args.folder, entries, args.seconds, args.rounds)
-    pynvml, _ = _nvml(torch)
-    driver = pynvml.nvmlSystemGetDriverVersion()
+    nvml = Nvml(torch)  # the measuring child's NVML handle (the GPU torch sees as device 0)
+    if nvml.handle is None:
+        raise SystemExit("energy.py needs NVML (pynvml) and the GPU's handle")
+    records = measure(args.folder, entries, args.seconds, args.rounds, nvml)
     report = {
         "template_version": manifest.get("template_version"),
         "tvm": manifest.get("tvm"),
@@ -183,7 +178,7 @@ def main() -> None:
         "environment": {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "gpu_name": torch.cuda.get_device_name(0),
-            "driver": driver.decode() if isinstance(driver, bytes) else str(driver),
+            "driver": nvml.driver(),
             "cuda": torch.version.cuda,
             "torch": torch.__version__,
         },

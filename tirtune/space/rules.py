@@ -29,6 +29,7 @@ __all__ = [
     "consumer_rows",
     "epilogue_warpgroup_supported",
     "launch_registers",
+    "launch_share",
     "needs_rebalance",
     "consumers_split_m",
     "epilogue_supported",
@@ -212,10 +213,15 @@ def warpgroups(config: Config) -> int:
     return max(config.consumers, 1) + (1 if config.warp_specialized else 0) + (1 if config.epilogue_warpgroup else 0)
 
 
+def launch_share(warpgroups: int) -> int:
+    """Registers each thread of a CTA of `warpgroups` warpgroups has at launch: the register file
+    split evenly over its threads (multiples of 8, at most 255)."""
+    return min(255, REGISTER_FILE // (warpgroups * 128) // 8 * 8)
+
+
 def launch_registers(config: Config) -> int:
-    """Registers each thread has at launch: the register file split evenly over the CTA's threads
-    (multiples of 8, at most 255)."""
-    return min(255, REGISTER_FILE // (warpgroups(config) * 128) // 8 * 8)
+    """`launch_share` of this config's CTA."""
+    return launch_share(warpgroups(config))
 
 
 def needs_rebalance(warp_specialized: bool, consumers: int, warpgroups: int, accumulators: int) -> bool:
@@ -225,12 +231,11 @@ def needs_rebalance(warp_specialized: bool, consumers: int, warpgroups: int, acc
     hold 255 registers already; where ptxas allocates below the launch's share it ignores
     setmaxnreg ("unable to determine register count at entry"): seen with 64 accumulators and 4
     warpgroups (90 of 128 registers), not with 3 (168)."""
-    launch = min(255, REGISTER_FILE // (warpgroups * 128) // 8 * 8)
     return (
         warp_specialized
         and consumers in REBALANCING_CONSUMERS
         and accumulators >= REBALANCE_MIN_ACCUMULATORS
-        and (warpgroups <= 3 or accumulators + REGISTER_OVERHEAD > launch)
+        and (warpgroups <= 3 or accumulators + REGISTER_OVERHEAD > launch_share(warpgroups))
     )
 
 

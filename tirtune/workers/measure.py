@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "RemeasureReply", "RemeasureRequest", "serve"]
+__all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply", "RemeasureRequest", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class _Bench:
         self.device = torch.device("cuda", 0)
         self.modules: dict[str, Any] = {}
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
-        self.nvml = _Nvml(torch)
+        self.nvml = Nvml(torch)
         self.info = self._describe()
         self._warm_card()
 
@@ -292,7 +292,7 @@ class _Bench:
     _last_error: float | None = None
 
 
-class _Nvml:
+class Nvml:
     """SM clock and board power from NVML, when the bindings are installed."""
 
     def __init__(self, torch: Any) -> None:

@@ -359,6 +359,10 @@ def _trace(p: KernelPlan) -> Any:
             return (tm * CL + rank) * BM, tn * BN
         return tm * BM, (tn * CL + rank) * BN
 
+    def chunk_buffer(c: Any, i: Any) -> Any:
+        # "tma_chunked": consumer c's staging buffer for its box i (a constant with one consumer).
+        return c * 2 + i % 2 if C > 1 else i % 2
+
     def chunk_use(nt: Any, i: int) -> Any:
         # Epilogue warpgroup: the uses of staging buffer i % NBUF before piece i of a consumer's
         # nt-th tile (each of the buffer's barriers completes once per use).
@@ -621,7 +625,7 @@ def _trace(p: KernelPlan) -> Any:
             # one in the other buffer); a tile's first box waits for all (its buffer parity may
             # repeat the previous tile's last box).
             i = T.meta_var(mb * BOX_N + nb)
-            buf = T.meta_var(c * 2 + i % 2 if C > 1 else i % 2)
+            buf = T.meta_var(chunk_buffer(c, i))
             if EWG:
                 take_buffer(c, i % 2, chunk_use(nt, i))
             else:
@@ -786,7 +790,7 @@ def _trace(p: KernelPlan) -> Any:
                     for nb in T.unroll(BOX_N):
                         i = T.meta_var(mb * BOX_N + nb)
                         staged.wait(c * NBUF + i % 2, chunk_use(nt, i) & 1)
-                        store_box(c, c * 2 + i % 2 if C > 1 else i % 2, m0, n0, mb, nb)
+                        store_box(c, chunk_buffer(c, i), m0, n0, mb, nb)
                         bulk_wait_read(0)
                         drained.arrive(c * NBUF + i % 2)
 
