@@ -64,6 +64,9 @@ def test_a_ptxas_failure_is_a_compile_error_with_the_assembler_message(tmp_path:
     assert result.outcome is Outcome.COMPILE_ERROR
     assert result.message.startswith("nvcc failed") and "ptxas" in result.message
     assert "no_such_instruction" in result.message
+    # The first line is the root cause, not the head of the log.
+    first_line = result.message.splitlines()[0]
+    assert first_line.startswith("nvcc failed: ptxas: Unknown modifier '.no_such_instruction' (PTX line ")
 
 
 def test_a_hung_compile_is_killed_as_a_timeout(tmp_path: Path, local_ray: None) -> None:

@@ -8,8 +8,9 @@ into `--out`:
     build.log    lowering and nvcc output
     build.json   what was built, with timings and ptxas resources (written last)
 
-Exit status: 0 built, 2 lowering failed, 3 nvcc failed, 1 anything else. The error's tail goes to
-stderr, where the builder picks it up.
+Exit status: 0 built, 2 lowering failed, 3 nvcc failed, 1 anything else. The error goes to stderr,
+where the builder picks it up: first a `ROOT_CAUSE_MARK` line with the one-line root cause
+(`diagnosis.root_cause` of the tool's whole output, which the tail may have cut), then its tail.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from tirtune.space.config import Config
 from tirtune.space.problem import Problem
 from tirtune.workers import toolchain
 
-__all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "load_template", "main"]
+__all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "ROOT_CAUSE_MARK", "load_template", "main"]
 
 DEFAULT_TEMPLATE = "tirtune.space.templates.hopper_gemm:build"
 EXIT_LOWERING = 2
 EXIT_NVCC = 3
+ROOT_CAUSE_MARK = "tirtune-root-cause: "
 
 
 def load_template(spec: str) -> Callable[[Config, Problem], Any]:
@@ -95,10 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         record = compile_into(args.out, config, problem, args.template, args.cache_dir)
     except toolchain.LoweringError as exc:
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"{ROOT_CAUSE_MARK}{exc.root}\n{exc}\n")
         return EXIT_LOWERING
     except toolchain.NvccError as exc:
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"{ROOT_CAUSE_MARK}{exc.root}\n{exc}\n")
         return EXIT_NVCC
     # Written last: its presence says the directory holds a complete build.
     (args.out / "build.json").write_text(json.dumps(record, indent=1, sort_keys=True))

@@ -35,11 +35,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC
+from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC, ROOT_CAUSE_MARK
+from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.results import BuildResult, Candidate, Outcome
 from tirtune.workers.toolchain import tail
 
-__all__ = ["BUILD_MARK", "Compiler", "TirxBuilder", "compile_and_ship", "compile_candidate", "shipped"]
+__all__ = [
+    "BUILD_MARK", "Compiler", "TirxBuilder", "compile_and_ship", "compile_candidate", "failure_message", "shipped"
+]
 
 logger = logging.getLogger(__name__)
 
@@ -150,12 +153,22 @@ def compile_candidate(
             )
         if code != 0 or not (work / BUILD_MARK).exists():
             stage = {EXIT_LOWERING: "lowering", EXIT_NVCC: "nvcc"}.get(code, f"compiler process (exit {code})")
-            return BuildResult(
-                candidate, Outcome.COMPILE_ERROR, message=f"{stage} failed:\n{tail(output)}", seconds=seconds
-            )
+            message = failure_message(stage, output)
+            return BuildResult(candidate, Outcome.COMPILE_ERROR, message=message, seconds=seconds)
         return _publish(candidate, work, final, seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def failure_message(stage: str, output: str) -> str:
+    """"<stage> failed: <root cause>" on the first line (what tables and the dashboard show), the
+    output's tail below it. The compiler process names the root cause on a marked line, found
+    from its whole output; for anything else (a crash) it is looked for in what there is."""
+    lines = output.splitlines()
+    marked = [line[len(ROOT_CAUSE_MARK):] for line in lines if line.startswith(ROOT_CAUSE_MARK)]
+    rest = "\n".join(line for line in lines if not line.startswith(ROOT_CAUSE_MARK))
+    root = marked[0] if marked else root_cause(output)
+    return f"{stage} failed: {root}\n{tail(rest)}"
 
 
 def _publish(candidate: Candidate, work: Path, final: Path, seconds: float) -> BuildResult:

@@ -31,6 +31,7 @@ from typing import Any
 
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
+from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.errors import WorkerError
 
 __all__ = [
@@ -79,7 +80,12 @@ TAIL_CHARS = 4000
 
 
 class ToolchainError(WorkerError):
-    """A stage of the compile pipeline failed; the message holds the tool's output tail."""
+    """A stage of the compile pipeline failed; the message holds the tool's output tail and
+    `root` the one line that says why (`diagnosis.root_cause` of the tool's whole output)."""
+
+    def __init__(self, message: str, root: str | None = None) -> None:
+        super().__init__(message)
+        self.root = root or root_cause(message)
 
 
 class LoweringError(ToolchainError):
@@ -134,7 +140,8 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: 
             return str(tvm.backend.cuda.export_cuda_host(executable.mod))
     except Exception as exc:  # TVM raises many unrelated types; all mean "this kernel failed"
         what = f"lowering {config.label()} for {problem} failed"
-        raise LoweringError(f"{what}:\n{tail(_exception_chain(exc))}") from exc
+        chain = _exception_chain(exc)
+        raise LoweringError(f"{what}:\n{tail(chain)}", root=root_cause(chain)) from exc
 
 
 def nvcc_path() -> str:
@@ -230,7 +237,7 @@ def _run_nvcc(cmd: list[str], timeout_s: float | None) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     output = (proc.stdout or "") + (proc.stderr or "")
     if proc.returncode != 0:
-        raise NvccError(f"nvcc exited with {proc.returncode}:\n{tail(output)}")
+        raise NvccError(f"nvcc exited with {proc.returncode}:\n{tail(output)}", root=root_cause(output))
     return output
 
 
