@@ -1,0 +1,69 @@
+"""Shape classes of GEMM problems: what kind of kernel a problem needs before anything is measured.
+
+A job's first trials come from its class (each template branch keeps starting configs per class)
+and from the best configs of the nearest problems already tuned (transfer), so a decode problem
+does not start from the tiles of a 4096^3 square. The classes, in the order they are tested:
+
+* `decode`: M <= 16 (a token or a few per step): memory-bound, B streamed once; the small M
+  rides wgmma's N (swap-AB) and K is split so every SM streams;
+* `small_batch`: M <= 512: still short of the compute roofline's ridge or of tiles for 132 SMs;
+* `tall_skinny`: N <= 64: narrow output, few tiles along N;
+* `few_tiles`: fewer 128x128 output tiles than SMs (1024^3: 64): small tiles or split-K;
+* `k_heavy`: K >= 4 * max(M, N) (8192x8192x1024 is not; 1024x1024x8192 is): split-K candidates;
+* `ragged`: M or N not a multiple of 128 (4000^3, 3000x5000x2000): tails in every tile row/column;
+* `square`: the rest, big and aligned (4096^3, 8192^3, 4096x14336x4096).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from enum import Enum
+
+from tirtune.space.problem import Problem
+
+__all__ = ["SMS", "ShapeClass", "log_distance", "nearest_problems", "shape_class"]
+
+SMS = 132  # the H100/H200 SXM's streaming multiprocessors
+
+
+class ShapeClass(str, Enum):
+    DECODE = "decode"
+    SMALL_BATCH = "small_batch"
+    TALL_SKINNY = "tall_skinny"
+    FEW_TILES = "few_tiles"
+    K_HEAVY = "k_heavy"
+    RAGGED = "ragged"
+    SQUARE = "square"
+
+
+def shape_class(problem: Problem) -> ShapeClass:
+    """The first class (in the module docstring's order) whose test the problem passes."""
+    m, n, k = problem.m, problem.n, problem.k
+    if m <= 16:
+        return ShapeClass.DECODE
+    if m <= 512:
+        return ShapeClass.SMALL_BATCH
+    if n <= 64:
+        return ShapeClass.TALL_SKINNY
+    if math.ceil(m / 128) * math.ceil(n / 128) < SMS:
+        return ShapeClass.FEW_TILES
+    if k >= 4 * max(m, n):
+        return ShapeClass.K_HEAVY
+    if m % 128 or n % 128:
+        return ShapeClass.RAGGED
+    return ShapeClass.SQUARE
+
+
+def log_distance(a: Problem, b: Problem) -> float:
+    """Euclidean distance in log space, sqrt(sum over M, N, K of ln(a/b)^2): doubling a dimension
+    costs the same at any scale (4096^3 is as far from 2048x4096x4096 as from 8192x4096x4096)."""
+    return math.sqrt(sum(math.log(x / y) ** 2 for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k))))
+
+
+def nearest_problems(problem: Problem, candidates: Iterable[Problem], limit: int) -> list[Problem]:
+    """The `limit` candidates closest to `problem` (itself excluded), nearest first; ties go to
+    the smaller shape, then M, N, K order. The caller picks candidates of the same dtype."""
+    others = (c for c in candidates if (c.m, c.n, c.k) != (problem.m, problem.n, problem.k))
+    ranked = sorted(others, key=lambda c: (log_distance(problem, c), c.m * c.n * c.k, c.m, c.n, c.k))
+    return ranked[:limit]
