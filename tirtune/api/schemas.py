@@ -287,7 +287,9 @@ class BestOut(BaseModel):
     @classmethod
     def of(cls, choice: BestChoice, fallback: FallbackOut | None = None) -> BestOut:
         r, f = choice.best.trial, choice.best.figures
-        note = choice.note if r.source is Source.GPU else f"replayed from {r.recording}, not measured: {choice.note}"
+        note = choice.note if r.source is Source.GPU else (
+            f"replayed figures from {r.recording}, not measured by this service (a replay's re-measurement "
+            f"repeats the recording): {choice.note}")
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
             config=r.config.to_json(), config_label=r.config.label(), **_figures(f), confirmed=f.confirmed,

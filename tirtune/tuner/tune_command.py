@@ -243,14 +243,13 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
     table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}"
                   f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
                   "(re-measured first)")
-    for column in ("config", "ratio", "p10-p90", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio",
+    for column in ("config", "ratio (p10-p90)", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio",
                    "rel. error"):
         table.add_column(column, justify="left" if column == "config" else "right")
     for row in summary["top"]:
         table.add_row(
             row["label"],
-            f"{row['ratio']:.3f}",
-            _interval(row),
+            f"{row['ratio']:.3f} ({_interval(row)})",
             "yes" if row["confirmed"] else "no",
             _f(row["tflops"]),
             _f(row["cublas_tflops"]),
