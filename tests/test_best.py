@@ -323,6 +323,11 @@ def test_a_replay_stores_into_its_own_database_unless_told(env: Path, capsys: py
     assert main(["tune", P.shape, "--trials", "3", "--replay", str(V1), "--database", named]) == 0
     with transaction(open_database(named)) as s:
         assert repo.count_jobs(s) == 1
+    capsys.readouterr()
+    assert main(["best", P.shape, "--database", named]) == 1  # replayed figures are not served as measured
+    assert "replayed figures exist" in (said := capsys.readouterr().out) and "--source replay" in said
+    assert main(["best", P.shape, "--database", named, "--source", "replay"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "replay"
     settings = Settings(replay=V1)
     assert settings.service_database_url == f"sqlite:///{env / 'replay.db'}"
     assert Settings().service_database_url == f"sqlite:///{env / 'main.db'}"
@@ -333,14 +338,17 @@ def test_a_replay_stores_into_its_own_database_unless_told(env: Path, capsys: py
         assert c.get("/best", params={**BEST, "source": "replay"}).json()["source"] == "replay"
 
 
-def test_every_surface_names_the_same_best(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_surface_names_the_same_best(
+    env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A replay of the hopper-gemm/3 recording, where the most TFLOP/s (0.998x) is not the best
-    ratio (1.032x): the tune summary and table, `tirtune best`, GET /best, GET /jobs/{id} and the
-    dashboard's JSON name one config with one set of figures."""
+    ratio (1.032x): the tune summary, table and progress bar, `tirtune best`, GET /best,
+    GET /jobs/{id} and the dashboard's JSON name one config with one set of figures."""
+    monkeypatch.setenv("COLUMNS", "200")  # rich's width off a terminal: the bar's text is not cut
     out = env / "tune.json"
     assert main(["tune", P.shape, "--trials", "8", "--replay", str(V3), "--json", str(out)]) == 0
     summary = json.loads(out.read_text())
-    capsys.readouterr()
+    bar = capsys.readouterr().err  # the progress bar ends on the best it names
     assert main(["best", P.shape, "--source", "replay"]) == 0
     printed = json.loads(capsys.readouterr().out)
     url = f"sqlite:///{env / 'replay.db'}"
@@ -359,6 +367,7 @@ def test_every_surface_names_the_same_best(env: Path, capsys: pytest.CaptureFixt
     assert served["config"] == best_ratio.config.to_json() == summary["best_config"]
     assert summary["top"][0]["label"] == served["config_label"] == dashboard["top"][0]["config_label"]
     assert summary["ratio"] == served["ratio"] == summary["top"][0]["ratio"] == dashboard["top"][0]["ratio"]
+    assert f"best {served['ratio']:.3f}x cuBLAS ({served['ratio_p10']:.3f}-{served['ratio_p90']:.3f})" in bar
     assert job["best"]["id"] == served["trial"]["measurement_id"]
     assert job["best"]["remeasured"]["ratio"] == served["ratio"] and served["confirmed"] is True
     assert dashboard["ranked_source"] == "replay"

@@ -350,7 +350,8 @@ class StudyOut(BaseModel):
     dtype: str
     measurements: int
     ok: int
-    best_tflops: float | None
+    best_tflops: float | None = Field(description="the most TFLOP/s of any servable measurement; not necessarily "
+                                                  "the best's (GET /best ranks by the same-run ratio)")
 
     @classmethod
     def of(cls, stats: ProblemStats) -> StudyOut:

@@ -123,9 +123,9 @@ def _named(choice: BestChoice | None) -> str:
     if choice is None:
         return "no verified config"
     f = choice.best.figures
-    spread = f", p10-p90 {f.ratio_p10:.3f}-{f.ratio_p90:.3f}" if f.ratio_p10 is not None and f.ratio_p90 else ""
+    spread = f" ({f.ratio_p10:.3f}-{f.ratio_p90:.3f})" if f.ratio_p10 is not None and f.ratio_p90 else ""
     how = "re-measured" if f.confirmed else "trial, not re-measured"
-    return f"best {f.ratio:.3f}x cuBLAS{spread} ({f.tflops or 0:.0f} TFLOP/s, {how})"
+    return f"best {f.ratio:.3f}x cuBLAS{spread}, {f.tflops or 0:.0f} TFLOP/s, {how}"
 
 
 def _bar(console: Console) -> Progress:
@@ -243,8 +243,8 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
     table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}"
                   f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
                   "(re-measured first)")
-    for column in ("config", "ratio (p10-p90)", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio",
-                   "rel. error"):
+    # rel. error and the trials' times are in the JSON and markdown files; a terminal is narrow.
+    for column in ("config", "ratio (p10-p90)", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio"):
         table.add_column(column, justify="left" if column == "config" else "right")
     for row in summary["top"]:
         table.add_row(
@@ -254,7 +254,6 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
             _f(row["tflops"]),
             _f(row["cublas_tflops"]),
             _f(row["trial_ratio"], 3),
-            f"{row['rel_error'] or 0:.1e}",
         )
     Console().print(table)
     best = summary.get("best")
