@@ -185,7 +185,7 @@ class _Bench:
             clock, power = clocks[slot]
             replies[i] = MeasureReply(
                 "OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power,
-                info={"rounds": req.rounds}, round_ratios=tuple(ratios[slot]),
+                info={"rounds": req.rounds, "pid": os.getpid()}, round_ratios=tuple(ratios[slot]),
             )
         return RemeasureReply(tuple(r for r in replies if r is not None))
 
