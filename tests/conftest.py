@@ -37,6 +37,17 @@ def _admin_engine(url: URL) -> Engine:
     return sa.create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
 
 
+@pytest.fixture(autouse=True)
+def _replays_stay_in_the_test(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A replay writes to its own database (~/.tirtune/replay.db by default): never the home
+    directory's from a test. Tests that want a replay elsewhere set TIRTUNE_REPLAY_DATABASE_URL."""
+    from tirtune.settings import get_settings
+
+    replay_db = tmp_path_factory.mktemp("replay") / "replay.db"
+    monkeypatch.setenv("TIRTUNE_REPLAY_DATABASE_URL", f"sqlite:///{replay_db}")
+    get_settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> URL:
     """A reachable PostgreSQL server's maintenance database (CREATE/DROP DATABASE run there)."""

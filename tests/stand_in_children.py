@@ -26,7 +26,9 @@ def misbehaving_child(conn: Any) -> None:
         except EOFError:
             return
         if isinstance(request, RemeasureRequest):
-            conn.send(RemeasureReply(tuple(_ok(rounds=request.rounds) for _ in request.artifacts)))
+            # Two rounds; the second's ratio depends on this process, so a pooled spread shows both.
+            ratios = (1.1, round(1.2 + os.getpid() % 97 / 1000, 6))
+            conn.send(RemeasureReply(tuple(_ok(ratios, rounds=request.rounds) for _ in request.artifacts)))
             continue
         if request.artifact == "kill-actor":  # the actor (our parent) dies, as by an OOM kill
             os.kill(os.getppid(), signal.SIGKILL)
@@ -41,8 +43,9 @@ def misbehaving_child(conn: Any) -> None:
         conn.send(_ok())
 
 
-def _ok(**info: Any) -> MeasureReply:
-    return MeasureReply("OK", times_ms=(1.0, 1.1), cublas_times_ms=(1.2,), info={"pid": os.getpid(), **info})
+def _ok(round_ratios: tuple[float, ...] = (), **info: Any) -> MeasureReply:
+    return MeasureReply("OK", times_ms=(1.0, 1.1), cublas_times_ms=(1.2,), info={"pid": os.getpid(), **info},
+                        round_ratios=round_ratios)
 
 
 def gpu_less_child(conn: Any) -> None:

@@ -33,12 +33,18 @@ def test_tune_writes_the_result_files_and_best_serves_it(env: Path, capsys: pyte
         assert summary[field] is not None, field
     assert summary["problem"] == "4096x4096x4096" and summary["trials"] == 6
     assert summary["ratio"] == pytest.approx(summary["best_tflops"] / summary["cublas_tflops"])
-    assert "| config | TFLOP/s" in out.with_suffix(".md").read_text()
+    assert "| config | ratio | p10-p90 |" in out.with_suffix(".md").read_text()
     assert len(summary["remeasured"]) == 5 and summary["best_remeasured"]["outcome"] == "OK"
+    assert summary["confirmed"] is True and summary["source"] == "replay"
+    assert summary["database"].endswith("replay.db"), "a replay stores into the replay database"
     capsys.readouterr()
-    assert main(["best", "4096x4096x4096"]) == 0
+    assert main(["best", "4096x4096x4096"]) == 1, "DATABASE_URL got nothing from the replay"
+    assert "nothing tuned for 4096x4096x4096 float16" in capsys.readouterr().out
+    assert main(["best", "4096x4096x4096", "--source", "replay"]) == 0
     best = json.loads(capsys.readouterr().out)
-    assert best["config"] == summary["best_config"] and best["gpu"] == "NVIDIA H200"
+    assert best["config"] == summary["best_config"] and best["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert best["source"] == "replay" and best["recording"].startswith(DATA.name + " sha256:")
+    assert best == summary["best"]
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -322,20 +322,27 @@ def test_reuse_measurement_copies_it_into_the_job(db_factory: Factory) -> None:
     assert j.trials_done == 1 and j.best_measurement_id == reused.id
 
 
-def test_best_measurement(db_factory: Factory) -> None:
+def test_best_of(db_factory: Factory) -> None:
     h100 = Stack("NVIDIA H100", "570.1", "12.8", "0.27.0")
+
+    def best(**kwargs: object) -> int | None:
+        with transaction(db_factory) as s:
+            choice = repo.best_of(s, P, **kwargs)  # type: ignore[arg-type]
+        return None if choice is None else choice.best.trial.id
+
+    assert best() is None
     with transaction(db_factory) as s:
-        assert repo.best_measurement(s, P) is None
         record_ok(s, 2.0)
-        best = record_ok(s, 1.0, blk_n=256)
+        fastest = record_ok(s, 1.0, blk_n=256)
         record_ok(s, 0.5, problem=Problem(4096, 4096, 4096, "bfloat16"))
         h100_best = record_ok(s, 1.5, stack=h100)
         record_failure(s)
-        assert repo.best_measurement(s, P).id == best  # type: ignore[union-attr]
-        assert repo.best_measurement(s, P, gpu_name="NVIDIA H100").id == h100_best  # type: ignore[union-attr]
-        assert repo.best_measurement(s, P, gpu_name="NVIDIA B200") is None
+    assert best() == fastest
+    assert best(gpu_name="NVIDIA H100") == h100_best
+    assert best(gpu_name="NVIDIA B200") is None
+    with transaction(db_factory) as s:
         repo.mark_stale(s, keep_stack=Stack(H200.gpu_name, "580.0", H200.cuda, H200.tvm))
-        assert repo.best_measurement(s, P).id == h100_best  # type: ignore[union-attr]
+    assert best() == h100_best
 
 
 def test_list_and_count_measurements(db_factory: Factory) -> None:

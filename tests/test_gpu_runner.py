@@ -67,6 +67,20 @@ def test_remeasure_times_the_ok_builds_together_and_passes_failures_through(runn
     assert results[0].cublas_ms == pytest.approx(1.2)
 
 
+def test_remeasure_in_several_processes_pools_their_rounds(runner: GpuRunner) -> None:
+    """Each process after the first is a fresh measuring child; the figures pool every process's
+    repetitions and the ratio's spread every process's rounds (the stand-in's second round ratio
+    is 1.2 + pid % 97 / 1000, so the p90 is the larger of the two processes')."""
+    results = runner.remeasure([_build("ok"), _build("ok")], rounds=2, processes=2)
+    assert [r.outcome for r in results] == [Outcome.OK, Outcome.OK]
+    first = results[0]
+    pids = first.extra["pids"]
+    assert first.extra["processes"] == 2 and len(set(pids)) == 2, "two measuring processes"
+    assert first.repetitions == 4 and first.time_ms == pytest.approx(1.05)
+    assert first.ratio_p10 == 1.1 and first.ratio_p90 == pytest.approx(max(1.2 + p % 97 / 1000 for p in pids))
+    assert first.provenance is not None and first.provenance.source == "gpu" and first.provenance.measured_at
+
+
 def test_a_dead_actor_costs_one_candidate_and_the_restarted_actor_goes_on(runner: GpuRunner) -> None:
     [before] = runner.actor_pids()
     results = runner.run([_build("ok"), _build("kill-actor"), _build("ok")])

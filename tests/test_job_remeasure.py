@@ -40,14 +40,16 @@ class FixedProposer:
 
 
 class ReversedRemeasure(ReplayRunner):
-    """Re-measurement reverses the trials' ranking: the slowest top trial turns out fastest."""
+    """Re-measurement reverses the trials' ranking: the top trial with the lowest ratio turns out
+    the best (each result takes the figures of its mirror in the ratio order)."""
 
-    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
-        results = super().remeasure(batch, rounds)
-        times = sorted(r.time_ms or 0 for r in results)
-        order = sorted(range(len(results)), key=lambda i: results[i].time_ms or 0)
-        slowest_first = dict(zip(order, reversed(times), strict=True))
-        return [replace(r, time_ms=slowest_first[i]) for i, r in enumerate(results)]
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
+        results = super().remeasure(batch, rounds, processes)
+        order = sorted(range(len(results)), key=lambda i: results[i].ratio or 0)
+        mirror = dict(zip(order, reversed(order), strict=True))
+        return [replace(r, time_ms=results[mirror[i]].time_ms, cublas_ms=results[mirror[i]].cublas_ms,
+                        ratio_p10=results[mirror[i]].ratio_p10, ratio_p90=results[mirror[i]].ratio_p90)
+                for i, r in enumerate(results)]
 
 
 def _configs(n: int) -> list[Config]:
@@ -75,12 +77,14 @@ def test_the_best_is_named_from_the_interleaved_remeasurement(db_url: str) -> No
         job = repo.get_job(s, job_id)
         trials = repo.list_measurements(s, job_id=job_id, outcome=Outcome.OK)
         again = repo.job_remeasurements(s, job_id)
-    top = sorted(trials, key=lambda r: -(r.tflops or 0))[:5]
+    top = sorted(trials, key=lambda r: -(r.ratio or 0))[:5]  # the top five by same-run ratio
     assert runner.remeasured == 5 and len(again) == 5
     assert len({r.session for r in again}) == 1 and {r.measurement_id for r in again} == {r.id for r in top}
-    assert all(r.rounds == 5 and r.outcome is Outcome.OK for r in again)
-    # The 5th-best trial re-measured fastest: it is the job's best, not the trials' winner.
+    assert all(r.rounds == 5 and r.outcome is Outcome.OK and r.source == "replay" for r in again)
+    # The 5th-best trial re-measured best: it is the job's best, not the trials' winner.
     assert job.best_measurement_id == top[-1].id != top[0].id
+    [winner] = [r for r in again if r.measurement_id == top[-1].id]
+    assert winner.ratio == max(r.ratio or 0 for r in again) > (top[-1].ratio or 0)
 
 
 def test_known_remeasurements_are_reused_without_gpu_work(db_url: str) -> None:
@@ -94,7 +98,7 @@ def test_known_remeasurements_are_reused_without_gpu_work(db_url: str) -> None:
         best = repo.get_measurement(s, job.best_measurement_id or -1)
         trials = repo.list_measurements(s, job_id=job_id, outcome=Outcome.OK)
     assert best.job_id == job_id
-    assert best.config == sorted(trials, key=lambda r: -(r.tflops or 0))[4].config
+    assert best.config == sorted(trials, key=lambda r: -(r.ratio or 0))[4].config
 
 
 class FailsWideTiles(ReplayBuilder):

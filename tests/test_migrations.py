@@ -15,6 +15,10 @@ from tirtune.db import DbError, make_engine, migrate
 from tirtune.db.models import metadata
 
 OURS = {"tirtune_jobs", "tirtune_measurements", "tirtune_remeasurements"}
+ADDED_IN_0003 = {
+    *(("tirtune_measurements", c) for c in ("ratio_p10", "ratio_p90", "source", "recording", "measured_at")),
+    *(("tirtune_remeasurements", c) for c in ("ratio_p10", "ratio_p90", "source", "recording", "processes")),
+}
 
 
 def tables(url: str) -> set[str]:
@@ -70,7 +74,7 @@ def test_models_match_migrated_schema(empty_db_url: str) -> None:
 
 
 def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
-    with pytest.raises(DbError, match=r"at revision none.*expects 0002; run `tirtune db upgrade`"):
+    with pytest.raises(DbError, match=r"at revision none.*expects 0003; run `tirtune db upgrade`"):
         migrate.check(empty_db_url)
 
 
@@ -112,7 +116,8 @@ def test_migrations_ship_with_the_package() -> None:
         return any(Path(name).match(p) and name.count("/") == p.count("/") for p in patterns)
 
     assert all(covered(name) for name in shipped)
-    assert {"env.py", "script.py.mako", "versions/0001_initial.py", "versions/0002_remeasurements.py"} <= shipped
+    assert {"env.py", "script.py.mako", "versions/0001_initial.py", "versions/0002_remeasurements.py",
+            "versions/0003_ratio_spread_and_source.py"} <= shipped
 
 
 def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) -> None:
@@ -127,7 +132,9 @@ def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) 
                 "outcome, created_at) VALUES ('k', '{}', 'd', 64, 64, 64, 'float16', 't', 'OK', CURRENT_TIMESTAMP)"))
         migrate.upgrade(empty_db_url, "0002")
         assert migrate.current(empty_db_url) == "0002"
-        assert schema_diffs(empty_db_url) == []
+        # The models are at head: at 0002 only the columns 0003 adds are missing.
+        assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
+            ("add_column", table, column) for table, column in ADDED_IN_0003}
         with engine.begin() as connection:
             connection.execute(sa.text(
                 "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, created_at) "
@@ -136,5 +143,43 @@ def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) 
         assert "tirtune_remeasurements" not in tables(empty_db_url)
         with engine.connect() as connection:
             assert connection.execute(sa.text("SELECT count(*) FROM tirtune_measurements")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_0003_labels_existing_rows_gpu_and_keeps_everything(empty_db_url: str) -> None:
+    """0002 -> 0003: every stored row is a GPU measurement (source "gpu", measured when stored), the
+    re-measurements survive (SQLite: no table rebuild cascading into them), a bad source is refused;
+    0003 -> 0002 drops only the new columns; and up again."""
+    migrate.upgrade(empty_db_url, "0002")
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_measurements (key, config, config_digest, m, n, k, dtype, template_version, "
+                "outcome, ratio, created_at) VALUES ('k', '{}', 'd', 64, 64, 64, 'float16', 't', 'OK', 1.01, "
+                "CURRENT_TIMESTAMP)"))
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, ratio, created_at) "
+                "SELECT id, key, 's', 5, 'OK', 1.02, CURRENT_TIMESTAMP FROM tirtune_measurements"))
+        migrate.upgrade(empty_db_url, "0003")
+        assert schema_diffs(empty_db_url) == []
+        with engine.begin() as connection:
+            row = connection.execute(sa.text(
+                "SELECT source, recording, ratio, ratio_p10, measured_at = created_at FROM tirtune_measurements"
+            )).one()
+            again = connection.execute(sa.text(
+                "SELECT source, processes, ratio, ratio_p90 FROM tirtune_remeasurements")).one()
+        assert tuple(row) == ("gpu", None, 1.01, None, True)
+        assert tuple(again) == ("gpu", 1, 1.02, None)
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as connection:
+            connection.execute(sa.text("UPDATE tirtune_measurements SET source = 'guess'"))
+        migrate.downgrade(empty_db_url, "0002")
+        with engine.connect() as connection:
+            columns = {c["name"] for c in sa.inspect(connection).get_columns("tirtune_measurements")}
+            assert not {"source", "recording", "measured_at", "ratio_p10", "ratio_p90"} & columns
+            assert connection.execute(sa.text("SELECT count(*) FROM tirtune_remeasurements")).scalar() == 1
+        migrate.upgrade(empty_db_url)
+        assert migrate.current(empty_db_url) == "0003" and schema_diffs(empty_db_url) == []
     finally:
         engine.dispose()

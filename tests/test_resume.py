@@ -29,8 +29,9 @@ TRIALS = 12
 
 
 def _worker(db_url: str, tmp_path: Path, name: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": db_url, "TIRTUNE_REPLAY": str(DATA), "TIRTUNE_REPLAY_DELAY_S": "0.3",
-           "TIRTUNE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    # A replaying service writes to the replay database: this test names the job's database for it.
+    env = {**os.environ, "TIRTUNE_REPLAY_DATABASE_URL": db_url, "TIRTUNE_REPLAY": str(DATA),
+           "TIRTUNE_REPLAY_DELAY_S": "0.3", "TIRTUNE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     log = (tmp_path / f"{name}.log").open("wb")
     return subprocess.Popen([sys.executable, "-m", "tirtune", "-v", "worker"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, cwd=tmp_path)

@@ -44,6 +44,18 @@ class Settings(BaseSettings):
         "measure with the replay runner instead of a GPU (demos, tests).",
     )
     replay_delay_s: float = Field(default=0.0, description="Seconds the replay runner spends per candidate.")
+    replay_database_url: str = Field(
+        default=f"sqlite:///{_HOME / 'replay.db'}",
+        description="Where a replay (`tirtune tune --replay`, or the service with TIRTUNE_REPLAY) stores its "
+        "results: never the GPU measurements' database unless named here (or with `--database`), "
+        "so replayed figures cannot pass for measured ones.",
+    )
+    remeasure_processes: int = Field(
+        default=2,
+        ge=1,
+        description="Measuring processes the top trials of a job are re-measured in, one after another "
+        "(each a fresh child with fresh inputs): the spread of the best's ratio covers rounds and processes.",
+    )
     api_token: str | None = Field(default=None, description="If set, POST /tune needs 'Authorization: Bearer <token>'.")
     best_cache_check_s: float = Field(
         default=1.0,
@@ -52,6 +64,16 @@ class Settings(BaseSettings):
         "process and dropped when the measurements change, checked this "
         "often (a new best shows within it); 0 turns the cache off.",
     )
+
+
+    def database_url_for(self, *, replay: bool) -> str:
+        """The database a run stores into: the replay database for replays, else DATABASE_URL."""
+        return self.replay_database_url if replay else self.database_url
+
+    @property
+    def service_database_url(self) -> str:
+        """The database of `tirtune serve` / `tirtune worker`: the replay database when TIRTUNE_REPLAY is set."""
+        return self.database_url_for(replay=self.replay is not None)
 
 
 @lru_cache(maxsize=1)

@@ -50,15 +50,19 @@ def create_app(
     start_workers: bool = True,
     job_runner: RunnerFactory | None = None,
 ) -> FastAPI:
-    """Build the app. Without `session_factory` one is made from `settings.database_url` (and its
-    engine disposed at shutdown). Startup migrates an SQLite database, or refuses to start when
+    """Build the app. Without `session_factory` one is made from `settings.service_database_url`
+    (DATABASE_URL, or the replay database when TIRTUNE_REPLAY is set; its engine is disposed at
+    shutdown). Startup migrates an SQLite database, or refuses to start when
     another database is behind; with `start_workers`, the JobService runs for the app's lifetime.
     `job_runner` replaces that JobService (default `start_job_service`): it must return a started
     runner, e.g. one with replay workers in tests."""
     settings = settings or get_settings()
     owned: Engine | None = None
     if session_factory is None:
-        owned = make_engine(settings.database_url)
+        if settings.replay is not None:
+            log.warning("TIRTUNE_REPLAY is set: replaying %s into the replay database %s, not DATABASE_URL",
+                        settings.replay, settings.replay_database_url)
+        owned = make_engine(settings.service_database_url)
         session_factory = make_session_factory(owned)
     factory = session_factory
     runner = (job_runner or start_job_service) if start_workers else None

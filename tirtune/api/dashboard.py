@@ -14,13 +14,16 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from tirtune.api.best import answer
 from tirtune.api.deps import Factory
 from tirtune.api.errors import ApiError
 from tirtune.api.routes import MAX_INT, Limit, Offset
 from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
-from tirtune.api.summary import summarize
+from tirtune.api.summary import TOP, summarize
 from tirtune.db import JobRecord, repo, transaction
+from tirtune.db.best import choose
 from tirtune.space import Problem
+from tirtune.workers.results import Source
 
 __all__ = ["STATIC", "install_dashboard", "router"]
 
@@ -63,18 +66,24 @@ def study_summary(
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT, description="only this job's trials")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_POINTS, description="at most this many, the oldest")] = 5000,
 ) -> StudySummaryOut:
-    """Trials coloured by outcome, best-so-far against same-run cuBLAS, knob importance, top
-    configs and failures by reason, for one problem (of one job with `job_id`). 404 when the
-    problem has no measurements; a job's summary is empty, not 404, until its first one."""
+    """Trials coloured by outcome, best-so-far (highest same-run ratio) against same-run cuBLAS,
+    knob importance, the top configs and the best as GET /best ranks them (of this job, with
+    `job_id`; the GPU's measurements, or the replayed ones when there are no others), and
+    failures by reason, for one problem. 404 when the problem has no measurements; a job's
+    summary is empty, not 404, until its first one."""
     problem = Problem.parse(shape, dtype)
     with transaction(factory) as s:
         if job_id is not None:
             _check_job_tunes(repo.get_job(s, job_id), problem)
         records = repo.problem_measurements(s, problem, job_id=job_id, limit=limit)
         total = repo.count_measurements(s, job_id=job_id, problem=problem)
+        top = repo.ranked(s, problem, job_id=job_id, limit=TOP) or repo.ranked(
+            s, problem, job_id=job_id, limit=TOP, source=Source.REPLAY)
     if not records and job_id is None:
         raise ApiError(404, "not_found", f"no measurements of {problem} yet")
-    return StudySummaryOut.of(problem, job_id, summarize(records), truncated=total > len(records))
+    choice = choose(top[:2])
+    best = None if choice is None else answer(choice)
+    return StudySummaryOut.of(problem, job_id, summarize(records, top), truncated=total > len(records), best=best)
 
 
 def _check_job_tunes(job: JobRecord, problem: Problem) -> None:

@@ -9,24 +9,22 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from tirtune.api.best import NotTuned, find_best
 from tirtune.api.cache import ResponseCache
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
-from tirtune.api.nearest import log_distance, nearest
 from tirtune.api.schemas import (
     BestOut,
     ErrorOut,
-    FallbackOut,
     HealthOut,
     JobOut,
     MeasurementOut,
     Page,
     TuneRequest,
 )
-from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
+from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.space import HOPPER, Problem
-from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
-from tirtune.workers.results import Outcome
+from tirtune.workers.results import Outcome, Source
 
 __all__ = ["router"]
 
@@ -98,19 +96,27 @@ async def best(
         Query(description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
                           "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"),
     ] = "none",
+    source: Annotated[
+        Source,
+        Query(description="gpu (default): only figures this service measured on a GPU; replay: only figures read "
+                          "back from recordings (labelled so: `source`, `recording`, `branch_status`, `note`)"),
+    ] = Source.GPU,
 ) -> Response:
-    """The fastest verified, non-stale configuration measured for a problem. Answers are cached
-    per API process until the measurements change (checked every `best_cache_check_s`, 1 s by
-    default; see tirtune.api.cache): hits wait on neither the database nor a worker thread."""
+    """The best verified, non-stale configuration of a problem: the highest same-run ratio to
+    cuBLAS, re-measured figures first (tirtune.db.best), with its p10-p90, whether it was
+    re-measured (`confirmed`), and the runner-up with a statement when the two are within noise.
+    Answers are cached per API process until the measurements or re-measurements change (checked
+    every `best_cache_check_s`, 1 s by default; see tirtune.api.cache): hits wait on neither the
+    database nor a worker thread."""
     problem = Problem.parse(shape, dtype)
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)
-    key = (problem, gpu, fallback)
+    key = (problem, gpu, fallback, source)
     body = cache.get(key)
     if body is None:
         generation = cache.generation
-        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback)
+        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source)
         body = found.model_dump_json().encode()
         cache.put(key, body, generation)
     return Response(body, media_type="application/json")
@@ -137,23 +143,15 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
         cache.checked(version)  # None (a failed read) drops everything
 
 
-def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: str) -> BestOut:
+def _find_best(
+    factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: Literal["none", "nearest"],
+    source: Source,
+) -> BestOut:
     with transaction(factory) as s:
-        found = repo.best_measurement(s, problem, gpu_name=gpu)
-        if found is None and fallback == "nearest":
-            found = _nearest_best(s, problem, gpu)
-    if found is None:
-        where = f" on {gpu}" if gpu else ""
-        message = f"nothing tuned for {problem.shape} {problem.dtype}{where} yet; POST /tune to start"
-        if gpu and is_blackwell_gpu_name(gpu):
-            message += (f" (the Blackwell sm_100a branch is {BRANCH_STATUS['sm_100a']}: results for a Blackwell "
-                        "GPU come only from runs on one)")
-        raise ApiError(404, "not_found", message)
-    if fallback == "none":
-        return BestOut.of(found)
-    used = FallbackOut(used=found.problem != problem, requested=problem.shape, served=found.problem.shape,
-                       distance=log_distance(problem, found.problem))
-    return BestOut.of(found, used)
+        found = find_best(s, problem, gpu=gpu, source=source, fallback=fallback)
+    if isinstance(found, NotTuned):
+        raise ApiError(404, "not_found", found.message(start="POST /tune to start", ask_replayed="source=replay"))
+    return found
 
 
 @router.get("/trials")
@@ -173,7 +171,8 @@ def trials(
             s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset
         )
         total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
-    return Page(items=[MeasurementOut.of(r) for r in rows], total=total, limit=limit, offset=offset)
+        again = repo.remeasurements_of(s, rows)
+    return Page(items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit, offset=offset)
 
 
 @router.get("/healthz", responses={503: {"model": ErrorOut, "description": "database unreachable"}})
@@ -192,12 +191,9 @@ def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:
     return Problem.parse(shape, dtype or "float16")
 
 
-def _nearest_best(s: Session, problem: Problem, gpu: str | None) -> MeasurementRecord | None:
-    served = nearest(problem, repo.tuned_problems(s, problem.dtype, gpu_name=gpu))
-    return None if served is None else repo.best_measurement(s, served, gpu_name=gpu)
-
-
 def _jobs_out(s: Session, jobs: list[JobRecord]) -> list[JobOut]:
-    """JobOut for each job, their best measurements loaded in one query."""
+    """JobOut for each job, their best measurements and those's re-measurements loaded in one
+    query each (per source)."""
     best = repo.measurements_by_id(s, (j.best_measurement_id for j in jobs if j.best_measurement_id))
-    return [JobOut.of(j, best.get(j.best_measurement_id) if j.best_measurement_id else None) for j in jobs]
+    again = repo.remeasurements_of(s, best.values())
+    return [JobOut.of(j, best.get(j.best_measurement_id or 0), again.get(j.best_measurement_id or 0)) for j in jobs]

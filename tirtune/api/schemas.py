@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.db import JobRecord, JobState, MeasurementRecord
+from tirtune.db.best import BestChoice, Figures, Ranked
+from tirtune.db.records import RemeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
 from tirtune.space.arch import BRANCH_STATUS, branch_of
-from tirtune.workers.results import Outcome
+from tirtune.workers.results import Outcome, Source
 
 __all__ = [
     "BestOut",
@@ -27,11 +29,15 @@ __all__ = [
     "Page",
     "ProblemOut",
     "ProvenanceOut",
+    "RemeasuredOut",
+    "RunnerUpOut",
     "StudyOut",
     "StudySummaryOut",
     "TopConfigOut",
+    "TrialFiguresOut",
     "TrialPointOut",
     "TuneRequest",
+    "status_of",
 ]
 
 T = TypeVar("T")
@@ -90,13 +96,44 @@ class ProvenanceOut(BaseModel):
     template_version: str
     sm_clock_mhz: float | None
     power_w: float | None
+    source: Source = Field(description="gpu: measured by this service's GPU runner; replay: figures read back "
+                                       "from a recording, not measured here")
+    recording: str | None = Field(description="for replays: the recording's file name and content hash")
+    measured_at: datetime | None = Field(description="when the figures were measured; null: unknown (a recording "
+                                                     "that does not say)")
 
     @classmethod
     def of(cls, r: MeasurementRecord) -> ProvenanceOut:
         return cls(
             gpu_name=r.gpu_name, driver=r.driver, cuda=r.cuda, tvm_version=r.tvm_version,
             torch_version=r.torch_version, template_version=r.template_version,
-            sm_clock_mhz=r.sm_clock_mhz, power_w=r.power_w,
+            sm_clock_mhz=r.sm_clock_mhz, power_w=r.power_w, source=r.source, recording=r.recording,
+            measured_at=r.measured_at,
+        )
+
+
+class RemeasuredOut(BaseModel):
+    """A re-measurement of a trial: interleaved with the job's other top trials and cuBLAS."""
+
+    outcome: Outcome
+    ratio: float | None = Field(description="cuBLAS median / kernel median over all rounds and processes")
+    ratio_p10: float | None = Field(description="10th percentile of the per-round ratios (all processes)")
+    ratio_p90: float | None
+    tflops: float | None
+    cublas_tflops: float | None
+    time_ms: float | None
+    rounds: int = Field(description="interleaved rounds per process")
+    processes: int = Field(description="measuring processes, one after another, each with fresh inputs")
+    session: str
+    remeasured_at: datetime
+    source: Source
+
+    @classmethod
+    def of(cls, r: RemeasurementRecord, problem: Problem) -> RemeasuredOut:
+        return cls(
+            outcome=r.outcome, ratio=r.ratio, ratio_p10=r.ratio_p10, ratio_p90=r.ratio_p90, tflops=r.tflops,
+            cublas_tflops=None if r.cublas_ms is None else problem.tflops(r.cublas_ms), time_ms=r.time_ms,
+            rounds=r.rounds, processes=r.processes, session=r.session, remeasured_at=r.created_at, source=r.source,
         )
 
 
@@ -112,18 +149,24 @@ class MeasurementOut(BaseModel):
     tflops: float | None
     cublas_tflops: float | None
     ratio: float | None = Field(description="cuBLAS time / kernel time: above 1 is faster than cuBLAS")
+    ratio_p10: float | None = Field(description="10th percentile of the per-round ratios; null when not stored")
+    ratio_p90: float | None
     rel_error: float | None
     provenance: ProvenanceOut
     stale: bool
-    created_at: datetime
+    created_at: datetime = Field(description="when the row was stored (provenance.measured_at: when measured)")
+    remeasured: RemeasuredOut | None = Field(
+        None, description="the newest re-measurement of this config on this stack, if any: the figures the best "
+                          "is ranked by (tirtune.db.best)")
 
     @classmethod
-    def of(cls, r: MeasurementRecord) -> MeasurementOut:
+    def of(cls, r: MeasurementRecord, again: RemeasurementRecord | None = None) -> MeasurementOut:
         return cls(
             id=r.id, job_id=r.job_id, trial_number=r.trial_number, config=r.config.to_json(),
             config_label=r.config.label(), outcome=r.outcome, message=r.message, time_ms=r.time_ms,
-            tflops=r.tflops, cublas_tflops=r.cublas_tflops, ratio=r.ratio, rel_error=r.rel_error,
-            provenance=ProvenanceOut.of(r), stale=r.stale, created_at=r.created_at,
+            tflops=r.tflops, cublas_tflops=r.cublas_tflops, ratio=r.ratio, ratio_p10=r.ratio_p10,
+            ratio_p90=r.ratio_p90, rel_error=r.rel_error, provenance=ProvenanceOut.of(r), stale=r.stale,
+            created_at=r.created_at, remeasured=None if again is None else RemeasuredOut.of(again, r.problem),
         )
 
 
@@ -136,19 +179,21 @@ class JobOut(BaseModel):
     max_trials: int
     trials_done: int
     progress: float = Field(ge=0, le=1, description="trials done / max trials; 1 once DONE")
-    best: MeasurementOut | None
+    best: MeasurementOut | None = Field(description="the trial with the highest same-run ratio so far; once the "
+                                                    "job is done, the best after re-measurement (its `remeasured` "
+                                                    "figures decided)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
     message: str
 
     @classmethod
-    def of(cls, job: JobRecord, best: MeasurementRecord | None) -> JobOut:
+    def of(cls, job: JobRecord, best: MeasurementRecord | None, again: RemeasurementRecord | None = None) -> JobOut:
         progress = 1.0 if job.state is JobState.DONE else min(1.0, job.trials_done / job.max_trials)
         return cls(
             id=job.id, state=job.state, problem=ProblemOut.of(job.problem), shape=job.problem.shape,
             arch=job.arch, max_trials=job.max_trials, trials_done=job.trials_done, progress=progress,
-            best=None if best is None else MeasurementOut.of(best), created_at=job.created_at,
+            best=None if best is None else MeasurementOut.of(best, again), created_at=job.created_at,
             started_at=job.started_at, finished_at=job.finished_at, message=job.message,
         )
 
@@ -162,34 +207,112 @@ class FallbackOut(BaseModel):
     distance: float = Field(description="sqrt(sum of ln(requested/served)^2 over M, N, K); 0 when exact")
 
 
+class TrialFiguresOut(BaseModel):
+    """A config's figures from its own trial (one measuring process, against its own cuBLAS)."""
+
+    measurement_id: int
+    ratio: float | None
+    ratio_p10: float | None
+    ratio_p90: float | None
+    tflops: float | None
+    cublas_tflops: float | None
+    time_ms: float | None
+
+    @classmethod
+    def of(cls, r: MeasurementRecord) -> TrialFiguresOut:
+        return cls(measurement_id=r.id, ratio=r.ratio, ratio_p10=r.ratio_p10, ratio_p90=r.ratio_p90,
+                   tflops=r.tflops, cublas_tflops=r.cublas_tflops, time_ms=r.time_ms)
+
+
+class RunnerUpOut(BaseModel):
+    """The second config of the same ranking, with the figures it was ranked by."""
+
+    config: dict[str, Any]
+    config_label: str
+    measurement_id: int
+    job_id: int | None
+    confirmed: bool
+    ratio: float
+    ratio_p10: float | None
+    ratio_p90: float | None
+    tflops: float | None
+    cublas_tflops: float | None
+
+    @classmethod
+    def of(cls, r: Ranked) -> RunnerUpOut:
+        f = r.figures
+        return cls(config=r.trial.config.to_json(), config_label=r.trial.config.label(), measurement_id=r.trial.id,
+                   job_id=r.trial.job_id, confirmed=f.confirmed, ratio=f.ratio, ratio_p10=f.ratio_p10,
+                   ratio_p90=f.ratio_p90, tflops=f.tflops, cublas_tflops=f.cublas_tflops)
+
+
 class BestOut(BaseModel):
+    """The best config of a problem (tirtune.db.best): ranked by the same-run ratio, re-measured
+    figures first. GET /best and `tirtune best` print exactly this (tirtune.api.best)."""
+
     problem: ProblemOut
     shape: str
     dtype: str
     config: dict[str, Any]
     config_label: str
-    tflops: float | None
+    tflops: float | None = Field(description="the figures it is named by: its re-measurement's when confirmed")
     cublas_tflops: float | None
-    ratio: float | None
+    ratio: float | None = Field(description="cuBLAS time / kernel time in the same process: above 1 beats cuBLAS")
+    ratio_p10: float | None = Field(description="10th percentile of the per-round ratios (over rounds and, when "
+                                                "re-measured, processes); null when unknown")
+    ratio_p90: float | None
     time_ms: float | None
+    confirmed: bool = Field(description="true: the figures are a re-measurement's (interleaved with the other top "
+                                        "trials); false: no re-measurement exists, they are the trial's")
+    remeasurement: RemeasuredOut | None = Field(description="the re-measurement behind the figures, when confirmed")
+    trial: TrialFiguresOut = Field(description="the same config's figures in its trial")
+    runner_up: RunnerUpOut | None = Field(description="the second config of the same ranking")
+    within_noise_of_runner_up: bool | None = Field(
+        description="true when the p10-p90 intervals of the best and the runner-up overlap (either may be faster); "
+                    "null without a runner-up or when a spread is unknown")
+    note: str = Field(description="one line: how sure this answer is")
+    source: Source = Field(description="gpu: measured by this service; replay: read back from a recording "
+                                       "(served only with source=replay)")
+    recording: str | None = Field(description="for replays: the recording's file name and content hash")
     provenance: ProvenanceOut
-    measured_at: datetime
+    measured_at: datetime | None = Field(description="when its trial was measured; null: unknown (a replayed "
+                                                     "recording that does not say)")
     job_id: int | None
     fallback: FallbackOut | None = Field(None, description="only with fallback=nearest")
     branch: str = Field(description="target arch of the template branch that built it: sm_90a or sm_100a")
     branch_status: str = Field(description="how far that branch has been checked, e.g. "
-                                           "'compile-checked, not yet run on a B200' for sm_100a")
+                                           "'compile-checked, not yet run on a B200' for sm_100a; for replayed "
+                                           "figures, that they were replayed")
 
     @classmethod
-    def of(cls, r: MeasurementRecord, fallback: FallbackOut | None = None) -> BestOut:
-        branch = branch_of(r.template_version)
+    def of(cls, choice: BestChoice, fallback: FallbackOut | None = None) -> BestOut:
+        r, f = choice.best.trial, choice.best.figures
+        note = choice.note if r.source is Source.GPU else (
+            f"replayed figures from {r.recording}, not measured by this service (a replay's re-measurement "
+            f"repeats the recording): {choice.note}")
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
-            config=r.config.to_json(), config_label=r.config.label(), tflops=r.tflops,
-            cublas_tflops=r.cublas_tflops, ratio=r.ratio, time_ms=r.time_ms,
-            provenance=ProvenanceOut.of(r), measured_at=r.created_at, job_id=r.job_id, fallback=fallback,
-            branch=branch, branch_status=BRANCH_STATUS[branch],
+            config=r.config.to_json(), config_label=r.config.label(), **_figures(f), confirmed=f.confirmed,
+            remeasurement=None if f.remeasurement is None else RemeasuredOut.of(f.remeasurement, r.problem),
+            trial=TrialFiguresOut.of(r),
+            runner_up=None if choice.runner_up is None else RunnerUpOut.of(choice.runner_up),
+            within_noise_of_runner_up=choice.within_noise_of_runner_up, note=note, source=r.source,
+            recording=r.recording, provenance=ProvenanceOut.of(r), measured_at=r.measured_at, job_id=r.job_id,
+            fallback=fallback, branch=branch_of(r.template_version), branch_status=status_of(r),
         )
+
+
+def status_of(r: MeasurementRecord) -> str:
+    """The branch's status for a GPU measurement; for a replayed one, that it was replayed (a
+    replay must not read as a run on the GPU its recording names)."""
+    if r.source is Source.REPLAY:
+        return f"replayed: figures read back from the recording {r.recording}, not measured by this service"
+    return BRANCH_STATUS[branch_of(r.template_version)]
+
+
+def _figures(f: Figures) -> dict[str, float | None]:
+    return {"tflops": f.tflops, "cublas_tflops": f.cublas_tflops, "ratio": f.ratio, "ratio_p10": f.ratio_p10,
+            "ratio_p90": f.ratio_p90, "time_ms": f.time_ms}
 
 
 class Page(BaseModel, Generic[T]):
@@ -227,7 +350,8 @@ class StudyOut(BaseModel):
     dtype: str
     measurements: int
     ok: int
-    best_tflops: float | None
+    best_tflops: float | None = Field(description="the most TFLOP/s of any servable measurement; not necessarily "
+                                                  "the best's (GET /best ranks by the same-run ratio)")
 
     @classmethod
     def of(cls, stats: ProblemStats) -> StudyOut:
@@ -243,22 +367,27 @@ class TrialPointOut(BaseModel):
     outcome: Outcome
     tflops: float | None
     ratio: float | None
-    best_so_far_tflops: float | None
+    best_so_far_ratio: float | None = Field(description="the highest same-run ratio of the OK trials up to this one")
+    best_so_far_tflops: float | None = Field(description="the TFLOP/s of that trial (not the most TFLOP/s so far)")
     config: dict[str, Any]
     config_label: str
     message: str
+    source: Source
 
     @classmethod
-    def of(cls, trial: Trial, best_so_far: float | None) -> TrialPointOut:
+    def of(cls, trial: Trial, best_so_far: MeasurementRecord | None) -> TrialPointOut:
         r = trial.record
         return cls(
             trial=trial.number, measurement_id=r.id, job_id=r.job_id, outcome=r.outcome, tflops=r.tflops,
-            ratio=r.ratio, best_so_far_tflops=best_so_far, config=r.config.to_json(),
-            config_label=r.config.label(), message=r.message,
+            ratio=r.ratio, best_so_far_ratio=None if best_so_far is None else best_so_far.ratio,
+            best_so_far_tflops=None if best_so_far is None else best_so_far.tflops, config=r.config.to_json(),
+            config_label=r.config.label(), message=r.message, source=r.source,
         )
 
 
 class TopConfigOut(BaseModel):
+    """One config of the ranking GET /best uses (tirtune.db.best), with the figures it is ranked by."""
+
     rank: int
     measurement_id: int
     job_id: int | None
@@ -266,14 +395,21 @@ class TopConfigOut(BaseModel):
     config_label: str
     tflops: float | None
     cublas_tflops: float | None
-    ratio: float | None = Field(description="cuBLAS time / kernel time, same run: above 1 beats cuBLAS")
+    ratio: float | None = Field(description="cuBLAS time / kernel time, same run: above 1 beats cuBLAS; the "
+                                            "re-measured ratio when confirmed")
+    ratio_p10: float | None
+    ratio_p90: float | None
     time_ms: float | None
+    confirmed: bool = Field(description="figures from a re-measurement (true) or the trial (false)")
+    trial_ratio: float | None = Field(description="the ratio its trial measured")
+    source: Source
 
     @classmethod
-    def of(cls, rank: int, r: MeasurementRecord) -> TopConfigOut:
-        return cls(rank=rank, measurement_id=r.id, job_id=r.job_id, config=r.config.to_json(),
-                   config_label=r.config.label(), tflops=r.tflops, cublas_tflops=r.cublas_tflops,
-                   ratio=r.ratio, time_ms=r.time_ms)
+    def of(cls, rank: int, r: Ranked) -> TopConfigOut:
+        t, f = r.trial, r.figures
+        return cls(rank=rank, measurement_id=t.id, job_id=t.job_id, config=t.config.to_json(),
+                   config_label=t.config.label(), **_figures(f), confirmed=f.confirmed, trial_ratio=t.ratio,
+                   source=t.source)
 
 
 class ImportanceOut(BaseModel):
@@ -297,14 +433,18 @@ class StudySummaryOut(BaseModel):
     trials: list[TrialPointOut]
     cublas_tflops: float | None = Field(description="median same-run cuBLAS TFLOP/s of the OK trials")
     importance: list[ImportanceOut] = Field(description="eta^2 per knob over OK trials (tirtune.api.summary)")
-    top: list[TopConfigOut]
+    top: list[TopConfigOut] = Field(description="the ranking GET /best uses: same-run ratio, re-measured first")
+    best: BestOut | None = Field(description="what GET /best (of this job, with job_id) answers for these rows")
+    ranked_source: Source | None = Field(description="the rows `top` and `best` rank: the GPU's when there are "
+                                                     "any, else the replayed ones")
     failures: list[FailureOut]
     invalid: int = Field(description="configs refused by validity rules: counted in failures, never trials")
     knobs: list[str]
     truncated: bool = Field(description="true when only the oldest measurements fitted the limit")
 
     @classmethod
-    def of(cls, problem: Problem, job_id: int | None, s: StudySummary, truncated: bool) -> StudySummaryOut:
+    def of(cls, problem: Problem, job_id: int | None, s: StudySummary, truncated: bool,
+           best: BestOut | None = None) -> StudySummaryOut:
         return cls(
             problem=ProblemOut.of(problem), shape=problem.shape, dtype=problem.dtype, job_id=job_id,
             trials=[TrialPointOut.of(t, b) for t, b in zip(s.trials, s.best_so_far, strict=True)],
@@ -312,6 +452,7 @@ class StudySummaryOut(BaseModel):
             importance=[ImportanceOut(knob=i.knob, eta_squared=min(1.0, i.eta_squared))
                         for i in s.importance],
             top=[TopConfigOut.of(rank, r) for rank, r in enumerate(s.top, 1)],
+            best=best, ranked_source=s.top[0].trial.source if s.top else None,
             failures=[FailureOut(outcome=f.outcome, reason=f.reason, count=f.count) for f in s.failures],
             invalid=s.invalid, knobs=list(KNOBS), truncated=truncated,
         )

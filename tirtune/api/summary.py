@@ -2,6 +2,9 @@
 
 Trials are the measurements that cost one (every outcome but INVALID: a config refused by a
 validity rule is recorded, never built or run), numbered 1.. in the order they were recorded.
+The best so far after each trial is the OK trial with the highest same-run ratio up to it (the
+rule of tirtune.db.best, on trial figures); the top configs and the best are the repository's
+ranking (`repo.ranked`), passed in, so the dashboard names what GET /best names.
 
 Parameter importance is a documented, dependency-free main-effect analysis ("fANOVA-lite"): for
 each knob, the correlation ratio eta^2 = between-group variance / total variance of TFLOP/s over
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from tirtune.db import MeasurementRecord
+from tirtune.db.best import Ranked
 from tirtune.space import Config
 from tirtune.workers.results import Outcome
 
@@ -51,23 +55,24 @@ class Failure:
 @dataclass(frozen=True, slots=True)
 class StudySummary:
     trials: tuple[Trial, ...]
-    best_so_far: tuple[float | None, ...]  # one per trial: the best OK TFLOP/s up to it
+    best_so_far: tuple[MeasurementRecord | None, ...]  # one per trial: the highest-ratio OK trial up to it
     cublas_tflops: float | None  # median of the same-run cuBLAS measurements
     importance: tuple[Importance, ...]
-    top: tuple[MeasurementRecord, ...]
+    top: tuple[Ranked, ...]
     failures: tuple[Failure, ...]
     invalid: int  # configs refused by rules: in `failures`, not trials
 
 
-def summarize(records: Sequence[MeasurementRecord]) -> StudySummary:
-    """Records must be in recording order (repo.problem_measurements returns them so)."""
+def summarize(records: Sequence[MeasurementRecord], top: Sequence[Ranked] = ()) -> StudySummary:
+    """Records must be in recording order (repo.problem_measurements returns them so); `top` is
+    the ranking of the same problem (repo.ranked), best first."""
     trials = tuple(Trial(i, r) for i, r in enumerate((r for r in records if r.outcome != Outcome.INVALID), 1))
     ok = [t.record for t in trials if _ok(t.record)]
     cublas = [r.cublas_tflops for r in ok if r.cublas_tflops]
     return StudySummary(
         trials=trials, best_so_far=_best_so_far(trials),
         cublas_tflops=statistics.median(cublas) if cublas else None,
-        importance=importance(ok), top=_top(ok), failures=failure_reasons(records),
+        importance=importance(ok), top=tuple(top[:TOP]), failures=failure_reasons(records),
         invalid=sum(r.outcome == Outcome.INVALID for r in records),
     )
 
@@ -116,19 +121,12 @@ def _ok(r: MeasurementRecord) -> bool:
     return r.outcome == Outcome.OK and r.tflops is not None
 
 
-def _best_so_far(trials: Sequence[Trial]) -> tuple[float | None, ...]:
-    best: float | None = None
+def _best_so_far(trials: Sequence[Trial]) -> tuple[MeasurementRecord | None, ...]:
+    best: MeasurementRecord | None = None
     series = []
     for t in trials:
-        if _ok(t.record) and (best is None or (t.record.tflops or 0.0) > best):
-            best = t.record.tflops
+        r = t.record
+        if _ok(r) and r.ratio is not None and (best is None or r.ratio > (best.ratio or 0.0)):
+            best = r
         series.append(best)
     return tuple(series)
-
-
-def _top(ok: Sequence[MeasurementRecord]) -> tuple[MeasurementRecord, ...]:
-    """The fastest OK measurement of each distinct config, fastest first (ties: oldest)."""
-    fastest: dict[str, MeasurementRecord] = {}
-    for r in sorted(ok, key=lambda r: (-(r.tflops or 0.0), r.id)):
-        fastest.setdefault(r.config_digest, r)
-    return tuple(list(fastest.values())[:TOP])

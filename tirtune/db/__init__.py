@@ -10,7 +10,7 @@ from tirtune.db import migrate, repo
 from tirtune.db.engine import make_engine, normalize_url, session_factory
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.records import TERMINAL_STATES, JobRecord, JobState, MeasurementRecord
-from tirtune.db.session import open_database, transaction
+from tirtune.db.session import open_database, transaction, url_of
 
 __all__ = [
     "TERMINAL_STATES",
@@ -26,4 +26,5 @@ __all__ = [
     "repo",
     "session_factory",
     "transaction",
+    "url_of",
 ]

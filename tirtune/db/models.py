@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["JOB_STATES", "OUTCOMES", "Base", "Job", "Measurement", "Remeasurement", "UtcDateTime", "metadata",
-           "utcnow"]
+__all__ = ["JOB_STATES", "OUTCOMES", "SOURCES", "Base", "Job", "Measurement", "Remeasurement", "UtcDateTime",
+           "metadata", "utcnow"]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -30,6 +30,8 @@ metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 # them onto JobState and workers.Outcome.
 JOB_STATES = ("QUEUED", "RUNNING", "DONE", "FAILED", "CANCELLED")
 OUTCOMES = ("OK", "INVALID", "COMPILE_ERROR", "LAUNCH_ERROR", "TIMEOUT", "WRONG_RESULT")
+# Where a row's figures come from (workers.Source): this service's GPU runner or a replayed recording.
+SOURCES = ("gpu", "replay")
 
 
 def utcnow() -> datetime:
@@ -98,11 +100,18 @@ class Job(Base):
 
 
 class Measurement(Base):
-    """One candidate's fate: the outcome, its timings when OK, and the stack that measured it."""
+    """One candidate's fate: the outcome, its timings when OK, and the stack that measured it.
+
+    `ratio` is cuBLAS median / kernel median over the run's repetitions; `ratio_p10`/`ratio_p90`
+    the spread of its per-round ratios (None for rows measured before 0003 stored them).
+    `source` says whether a GPU measured it here or a recording (`recording`) was replayed;
+    `measured_at` is when the figures were measured (a replay's: the recording's time, None
+    when unknown), `created_at` when the row was stored."""
 
     __tablename__ = "tirtune_measurements"
     __table_args__ = (
         sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),
+        sa.CheckConstraint(_one_of("source", SOURCES), name="source"),
         # Serves best_measurement and the problem filter of list_measurements.
         sa.Index(None, "m", "n", "k", "dtype", "gpu_name", "outcome"),
     )
@@ -130,6 +139,8 @@ class Measurement(Base):
     cublas_ms: Mapped[float | None]
     cublas_tflops: Mapped[float | None]
     ratio: Mapped[float | None]
+    ratio_p10: Mapped[float | None]
+    ratio_p90: Mapped[float | None]
     rel_error: Mapped[float | None]
     gpu_name: Mapped[str] = mapped_column(sa.String(128), default="", server_default="")
     driver: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
@@ -142,6 +153,9 @@ class Measurement(Base):
     build_seconds: Mapped[float | None]
     stale: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    source: Mapped[str] = mapped_column(sa.String(16), default="gpu", server_default="gpu")
+    recording: Mapped[str | None] = mapped_column(sa.String(256))
+    measured_at: Mapped[datetime | None]
 
 
 class Remeasurement(Base):
@@ -153,7 +167,10 @@ class Remeasurement(Base):
     """
 
     __tablename__ = "tirtune_remeasurements"
-    __table_args__ = (sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),)
+    __table_args__ = (
+        sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),
+        sa.CheckConstraint(_one_of("source", SOURCES), name="source"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int | None] = mapped_column(
@@ -178,3 +195,9 @@ class Remeasurement(Base):
     sm_clock_mhz: Mapped[float | None]
     power_w: Mapped[float | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ratio_p10: Mapped[float | None]
+    ratio_p90: Mapped[float | None]
+    # Measuring processes whose rounds it pools (one before 0003).
+    processes: Mapped[int] = mapped_column(default=1, server_default=sa.text("1"))
+    source: Mapped[str] = mapped_column(sa.String(16), default="gpu", server_default="gpu")
+    recording: Mapped[str | None] = mapped_column(sa.String(256))

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from tirtune.db.models import Job, Measurement, Remeasurement
 from tirtune.space import Config, Problem
-from tirtune.workers.results import Outcome, Stack
+from tirtune.workers.results import Outcome, Source, Stack
 
 __all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
 
@@ -84,6 +84,8 @@ class MeasurementRecord:
     cublas_ms: float | None
     cublas_tflops: float | None
     ratio: float | None
+    ratio_p10: float | None
+    ratio_p90: float | None
     rel_error: float | None
     gpu_name: str
     driver: str
@@ -95,7 +97,10 @@ class MeasurementRecord:
     power_w: float | None
     build_seconds: float | None
     stale: bool
-    created_at: datetime
+    created_at: datetime  # when the row was stored
+    source: Source  # GPU: measured by this service; REPLAY: read back from `recording`
+    recording: str | None
+    measured_at: datetime | None  # when the figures were measured; None: unknown (a replay's recording did not say)
 
     @property
     def problem(self) -> Problem:
@@ -108,7 +113,8 @@ class MeasurementRecord:
     @classmethod
     def from_row(cls, row: Measurement) -> MeasurementRecord:
         values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
-        return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome)})
+        return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome),
+                      "source": Source(row.source)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +139,13 @@ class RemeasurementRecord:
     sm_clock_mhz: float | None
     power_w: float | None
     created_at: datetime
+    ratio_p10: float | None
+    ratio_p90: float | None
+    processes: int  # measuring processes whose rounds the figures pool
+    source: Source
+    recording: str | None
 
     @classmethod
     def from_row(cls, row: Remeasurement) -> RemeasurementRecord:
         values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
-        return cls(**{**values, "outcome": Outcome(row.outcome)})
+        return cls(**{**values, "outcome": Outcome(row.outcome), "source": Source(row.source)})

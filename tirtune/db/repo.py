@@ -18,16 +18,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
 from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
 from tirtune.space import Problem
 from tirtune.space.arch import BLACKWELL_FAMILY
-from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
+from tirtune.workers.results import Candidate, Outcome, RunResult, Source, Stack
 
 __all__ = [
     "ProblemStats",
-    "best_measurement",
+    "best_of",
     "claim_job",
     "claim_next_job",
     "count_jobs",
@@ -50,8 +51,10 @@ __all__ = [
     "ping",
     "problem_measurements",
     "problem_stats",
+    "ranked",
     "record_measurement",
     "record_remeasurements",
+    "remeasurements_of",
     "requeue_running",
     "reuse_measurement",
     "set_job_best",
@@ -209,18 +212,21 @@ def record_measurement(
     message: str,
     result: RunResult | None,
     build_seconds: float | None = None,
+    source: Source = Source.GPU,
 ) -> MeasurementRecord:
-    """Store one candidate's fate; provenance comes from `result.provenance` when present.
+    """Store one candidate's fate; provenance (and with it the source, the recording and when
+    the figures were measured) comes from `result.provenance` when present, else `source` says
+    what ran the job (e.g. an INVALID config refused during a replay is a replay's row).
 
-    With a job, its `trials_done` grows by one (not for INVALID configs) and an OK measurement faster than the job's
-    current best becomes the best. The job row is locked first so concurrent recorders for
-    one job neither lose increments nor race on the best.
+    With a job, its `trials_done` grows by one (not for INVALID configs) and an OK measurement
+    with a higher same-run ratio than the job's current best becomes the best. The job row is
+    locked first so concurrent recorders for one job neither lose increments nor race on the best.
     """
     job = None if job_id is None else _job_row(s, job_id, lock=True)
     row = Measurement(
         job_id=job_id, trial_number=trial_number, key=key, outcome=Outcome(outcome).value,
         message=message, build_seconds=build_seconds, **_candidate_columns(candidate),
-        **_result_columns(candidate.problem, result),
+        **_origin_columns(result, source), **_result_columns(candidate.problem, result),
     )
     s.add(row)
     s.flush()
@@ -264,25 +270,57 @@ def measurements_by_id(s: Session, ids: Iterable[int]) -> dict[int, MeasurementR
     return {row.id: MeasurementRecord.from_row(row) for row in rows}
 
 
-def find_measurement(s: Session, key: str) -> MeasurementRecord | None:
-    """The newest non-stale measurement with this identity key: a key is not measured twice."""
+def find_measurement(s: Session, key: str, source: Source = Source.GPU) -> MeasurementRecord | None:
+    """The newest non-stale measurement with this identity key from `source`: a key is not
+    measured twice, and a replayed figure never stands in for a GPU measurement (or back)."""
     stmt = (
-        sa.select(Measurement).where(Measurement.key == key, Measurement.stale.is_(False))
+        sa.select(Measurement)
+        .where(Measurement.key == key, Measurement.stale.is_(False), Measurement.source == Source(source).value)
         .order_by(Measurement.id.desc()).limit(1)
     )
     row = s.scalars(stmt).first()
     return None if row is None else MeasurementRecord.from_row(row)
 
 
-def best_measurement(
-    s: Session, problem: Problem, *, gpu_name: str | None = None
-) -> MeasurementRecord | None:
-    """The fastest OK, non-stale measurement of `problem` (on `gpu_name` if given); ties go to the oldest."""
-    stmt = sa.select(Measurement).where(*_same_problem(Measurement, problem), _usable())
+@dataclass(frozen=True, slots=True)
+class _Light:
+    """The columns ranking needs, read for every candidate row before whole rows are loaded."""
+
+    id: int
+    key: str
+    config_digest: str
+    template_version: str
+    ratio: float | None
+
+
+def ranked(
+    s: Session, problem: Problem, *, gpu_name: str | None = None, source: Source = Source.GPU,
+    job_id: int | None = None, limit: int = 10,
+) -> list[Ranked]:
+    """The best configs of `problem` (on `gpu_name`, of `job_id`, if given) from `source`, best
+    first, at most `limit`, ranked by `tirtune.db.best.order` (same-run ratio, re-measured first)
+    over the rows `best_of` may serve: OK, not stale, with a ratio."""
+    where = [*_same_problem(Measurement, problem), _usable(), Measurement.source == Source(source).value]
     if gpu_name is not None:
-        stmt = stmt.where(Measurement.gpu_name == gpu_name)
-    row = s.scalars(stmt.order_by(Measurement.tflops.desc(), Measurement.id).limit(1)).first()
-    return None if row is None else MeasurementRecord.from_row(row)
+        where.append(Measurement.gpu_name == gpu_name)
+    if job_id is not None:
+        where.append(Measurement.job_id == job_id)
+    columns = (Measurement.id, Measurement.key, Measurement.config_digest, Measurement.template_version,
+               Measurement.ratio)
+    light = [_Light(*row) for row in s.execute(sa.select(*columns).where(*where))]
+    again = _newest_by_key(s, sa.select(Measurement.key).where(*where), source)
+    top = order(light, again)[:limit]
+    rows = measurements_by_id(s, [row.id for row, _ in top])
+    return [Ranked(rows[row.id], Figures.of(rows[row.id], confirmed)) for row, confirmed in top]
+
+
+def best_of(
+    s: Session, problem: Problem, *, gpu_name: str | None = None, source: Source = Source.GPU,
+    job_id: int | None = None,
+) -> BestChoice | None:
+    """The best config of `problem` (of one job, with `job_id`) and its runner-up: what GET /best,
+    `tirtune best`, the tune command and the dashboard serve. None when nothing qualifies."""
+    return choose(ranked(s, problem, gpu_name=gpu_name, source=source, job_id=job_id, limit=2))
 
 
 def list_measurements(
@@ -310,9 +348,12 @@ def count_measurements(
     return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome))
 
 
-def mark_stale(s: Session, *, keep_stack: Stack, template_version: str | None = None) -> int:
-    """Mark stale the measurements taken on `keep_stack.gpu_name` with another driver, CUDA or
-    TVM (or, when given, another template version); returns how many were newly marked.
+def mark_stale(
+    s: Session, *, keep_stack: Stack, template_version: str | None = None, source: Source = Source.GPU
+) -> int:
+    """Mark stale the measurements from `source` taken on `keep_stack.gpu_name` with another
+    driver, CUDA or TVM (or, when given, another template version); returns how many were newly
+    marked. A replay marks only replayed rows: a recording's old stack says nothing about the GPU.
 
     Stale rows stay visible (the dashboard shows them) but are never reused or called best.
     """
@@ -325,7 +366,8 @@ def mark_stale(s: Session, *, keep_stack: Stack, template_version: str | None = 
         differs.append(Measurement.template_version != template_version)
     stmt = (
         sa.update(Measurement)
-        .where(Measurement.gpu_name == keep_stack.gpu_name, Measurement.stale.is_(False), sa.or_(*differs))
+        .where(Measurement.gpu_name == keep_stack.gpu_name, Measurement.stale.is_(False),
+               Measurement.source == Source(source).value, sa.or_(*differs))
         .values(stale=True)
         .execution_options(synchronize_session=False)
     )
@@ -346,9 +388,10 @@ def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None
     # An INVALID config is refused by a rule before any work: recorded, but no trial spent.
     if measurement.outcome != Outcome.INVALID.value:
         job.trials_done += 1
-    if measurement.outcome == Outcome.OK.value and measurement.tflops is not None:
+    # The best so far is the highest same-run ratio (tirtune.db.best), not the most TFLOP/s.
+    if measurement.outcome == Outcome.OK.value and measurement.ratio is not None:
         best = None if job.best_measurement_id is None else s.get(Measurement, job.best_measurement_id)
-        if best is None or best.tflops is None or measurement.tflops > best.tflops:
+        if best is None or best.ratio is None or measurement.ratio > best.ratio:
             job.best_measurement_id = measurement.id
     s.flush()
 
@@ -362,14 +405,27 @@ def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
     }
 
 
+def _origin_columns(result: RunResult | None, source: Source) -> dict[str, Any]:
+    """source, recording, measured_at: from the provenance, else `source` at this moment (a
+    replay's row without a recorded time says unknown, never the time of the replay)."""
+    p = None if result is None else result.provenance
+    origin = Source(p.source if p is not None else source)
+    measured_at = p.measured_at if p is not None else None
+    if measured_at is None and origin is Source.GPU:
+        measured_at = utcnow()
+    return {"source": origin.value, "recording": None if p is None else p.recording, "measured_at": measured_at}
+
+
 def _result_columns(problem: Problem, result: RunResult | None) -> dict[str, Any]:
     if result is None:
         return {}
+    has_ratio = bool(result.time_ms and result.cublas_ms)
     columns: dict[str, Any] = {
         "time_ms": result.time_ms, "time_p10_ms": result.time_p10_ms, "time_p90_ms": result.time_p90_ms,
         "repetitions": result.repetitions, "cublas_ms": result.cublas_ms, "rel_error": result.rel_error,
         "tflops": _tflops(problem, result.time_ms), "cublas_tflops": _tflops(problem, result.cublas_ms),
-        "ratio": result.ratio if result.time_ms and result.cublas_ms else None,
+        "ratio": result.ratio if has_ratio else None,
+        "ratio_p10": result.ratio_p10 if has_ratio else None, "ratio_p90": result.ratio_p90 if has_ratio else None,
     }
     if result.provenance is not None:
         p = result.provenance
@@ -452,10 +508,12 @@ def count_problems(s: Session) -> int:
     return s.scalar(sa.select(sa.func.count()).select_from(problems)) or 0
 
 
-def tuned_problems(s: Session, dtype: str, *, gpu_name: str | None = None) -> list[Problem]:
-    """The problems of `dtype` that `best_measurement` has an answer for (on `gpu_name` if given)."""
+def tuned_problems(
+    s: Session, dtype: str, *, gpu_name: str | None = None, source: Source = Source.GPU
+) -> list[Problem]:
+    """The problems of `dtype` that `best_of` has an answer for (on `gpu_name` if given, from `source`)."""
     stmt = sa.select(Measurement.m, Measurement.n, Measurement.k).distinct().where(
-        Measurement.dtype == dtype, _usable()
+        Measurement.dtype == dtype, _usable(), Measurement.source == Source(source).value
     )
     if gpu_name is not None:
         stmt = stmt.where(Measurement.gpu_name == gpu_name)
@@ -463,11 +521,13 @@ def tuned_problems(s: Session, dtype: str, *, gpu_name: str | None = None) -> li
 
 
 def _usable() -> sa.ColumnElement[bool]:
-    """What best_measurement may serve: OK, not stale, with a throughput, and a Blackwell-branch
-    kernel only if it ran on the GPU its sm_100a code runs on (compute capability 10.0): that branch
-    is compile-checked, so a figure from anywhere else (a replay, a hand-made row) is never ranked."""
+    """What best_of may serve: OK, not stale, with a throughput and a same-run ratio, and a
+    Blackwell-branch kernel only if it ran on the GPU its sm_100a code runs on (compute capability
+    10.0): that branch is compile-checked, so a figure from anywhere else (a replay, a hand-made
+    row) is never ranked."""
     return sa.and_(
         Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None),
+        Measurement.ratio.is_not(None),
         sa.or_(~Measurement.template_version.startswith(BLACKWELL_FAMILY),
                Measurement.compute_capability == "10.0"),
     )
@@ -480,7 +540,9 @@ def record_remeasurements(
     s: Session, *, job_id: int | None, session_id: str, rounds: int,
     pairs: Sequence[tuple[MeasurementRecord, RunResult]],
 ) -> list[RemeasurementRecord]:
-    """Store one interleaved re-measurement: each (trial, result) pair becomes a row of `session_id`."""
+    """Store one interleaved re-measurement: each (trial, result) pair becomes a row of `session_id`.
+    Its source is the result's (else the trial's); `processes` comes from the result
+    (`extra["processes"]`, else 1)."""
     rows = []
     for trial, result in pairs:
         p = result.provenance
@@ -490,6 +552,9 @@ def record_remeasurements(
             time_p10_ms=result.time_p10_ms, time_p90_ms=result.time_p90_ms, repetitions=result.repetitions,
             tflops=_tflops(trial.problem, result.time_ms), cublas_ms=result.cublas_ms,
             ratio=result.ratio, sm_clock_mhz=p.sm_clock_mhz if p else None, power_w=p.power_w if p else None,
+            ratio_p10=result.ratio_p10, ratio_p90=result.ratio_p90,
+            processes=int(result.extra.get("processes", 1)),
+            source=(p.source if p else trial.source).value, recording=p.recording if p else trial.recording,
         )
         s.add(row)
         rows.append(row)
@@ -497,12 +562,36 @@ def record_remeasurements(
     return [RemeasurementRecord.from_row(row) for row in rows]
 
 
-def latest_remeasurements(s: Session, keys: Iterable[str]) -> dict[str, RemeasurementRecord]:
-    """The newest re-measurement of each key that has one (keys carry the stack: never stale)."""
+def latest_remeasurements(
+    s: Session, keys: Iterable[str], source: Source = Source.GPU
+) -> dict[str, RemeasurementRecord]:
+    """The newest re-measurement from `source` of each key that has one (keys carry the stack:
+    never stale)."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    stmt = sa.select(Remeasurement).where(Remeasurement.key.in_(wanted)).order_by(Remeasurement.id)
+    return _newest_by_key(s, wanted, source)
+
+
+def remeasurements_of(s: Session, trials: Iterable[MeasurementRecord]) -> dict[int, RemeasurementRecord]:
+    """For each trial (by id) that has one: the newest re-measurement of its key and source, the
+    one that confirms (or refutes) it for `best_of`."""
+    trials = list(trials)
+    found: dict[int, RemeasurementRecord] = {}
+    for source in {t.source for t in trials}:
+        newest = _newest_by_key(s, sorted({t.key for t in trials if t.source is source}), source)
+        found |= {t.id: newest[t.key] for t in trials if t.source is source and t.key in newest}
+    return found
+
+
+def _newest_by_key(
+    s: Session, keys: Sequence[str] | sa.Select[Any], source: Source
+) -> dict[str, RemeasurementRecord]:
+    stmt = (
+        sa.select(Remeasurement)
+        .where(Remeasurement.key.in_(keys), Remeasurement.source == Source(source).value)
+        .order_by(Remeasurement.id)
+    )
     return {row.key: RemeasurementRecord.from_row(row) for row in s.scalars(stmt)}
 
 
@@ -520,10 +609,12 @@ def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
     return JobRecord.from_row(job)
 
 
-def measurements_version(s: Session) -> tuple[int, int]:
-    """(newest measurement id, number of stale rows): it changes whenever a measurement is
-    recorded or marked stale, so caches of read answers can tell when to drop them. The id comes
-    from the primary key's index; the stale count is a scan, meant for about one call a second."""
+def measurements_version(s: Session) -> tuple[int, int, int]:
+    """(newest measurement id, number of stale rows, newest re-measurement id): it changes
+    whenever a measurement or a re-measurement (which can change the best) is recorded or a row is
+    marked stale, so caches of read answers can tell when to drop them. The ids come from the
+    primary keys' indexes; the stale count is a scan, meant for about one call a second."""
     newest = s.scalar(sa.select(sa.func.max(Measurement.id))) or 0
     stale = s.scalar(sa.select(sa.func.count()).where(Measurement.stale.is_(True))) or 0
-    return newest, stale
+    again = s.scalar(sa.select(sa.func.max(Remeasurement.id))) or 0
+    return newest, stale, again

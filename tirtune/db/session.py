@@ -13,7 +13,7 @@ from tirtune.db import migrate
 from tirtune.db.engine import make_engine, session_factory
 from tirtune.db.errors import DbError
 
-__all__ = ["open_database", "transaction"]
+__all__ = ["open_database", "transaction", "url_of"]
 
 
 def open_database(url: str | URL) -> sessionmaker[Session]:
@@ -26,6 +26,15 @@ def open_database(url: str | URL) -> sessionmaker[Session]:
         engine.dispose()
         raise
     return session_factory(engine)
+
+
+def url_of(factory: sessionmaker[Session]) -> str:
+    """The URL (password included) of the database `factory`'s sessions use: where Optuna's
+    studies of those jobs must live too."""
+    bind = factory.kw.get("bind")
+    if bind is None or not hasattr(bind, "url"):
+        raise DbError("the session factory is not bound to an engine")
+    return str(bind.url.render_as_string(hide_password=False))
 
 
 @contextmanager

@@ -8,7 +8,6 @@ import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from tirtune import TirtuneError, __version__
 from tirtune.settings import get_settings
@@ -30,14 +29,23 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials", type=int, default=64, help="distinct configurations to try (default 64)")
     tune.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
     tune.add_argument("--replay", default=None, metavar="PATH",
-                      help="measure with recorded GPU data (a .jsonl file or folder) instead of a GPU")
+                      help="measure with recorded GPU data (a .jsonl file or folder) instead of a GPU; the "
+                           "results go to the replay database (TIRTUNE_REPLAY_DATABASE_URL, default "
+                           "~/.tirtune/replay.db) unless --database names one")
+    tune.add_argument("--database", default=None, metavar="URL",
+                      help="store the job here (default: DATABASE_URL, or the replay database for a replay)")
     tune.add_argument("--json", default=None, metavar="FILE", help="also write the result summary as JSON")
     tune.add_argument("--top", type=int, default=10, help="rows in the final table")
 
-    best = sub.add_parser("best", help="show the best stored configuration for a problem")
+    best = sub.add_parser("best", help="show the best stored configuration for a problem (the JSON of GET /best)")
     best.add_argument("shape")
     best.add_argument("--dtype", default="float16")
     best.add_argument("--gpu", default=None, help="GPU name (default: any)")
+    best.add_argument("--source", choices=["gpu", "replay"], default="gpu",
+                      help="gpu (default): figures measured on a GPU; replay: figures read back from recordings, "
+                           "from the replay database unless --database names one")
+    best.add_argument("--database", default=None, metavar="URL",
+                      help="read this database (default: DATABASE_URL, or the replay database with --source replay)")
 
     serve = sub.add_parser("serve", help="run the HTTP API, dashboard and job worker")
     serve.add_argument("--host", default="127.0.0.1")
@@ -50,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     db = sub.add_parser("db", help="database migrations")
     db.add_argument("action", choices=["upgrade", "current"])
+    db.add_argument("--database", default=None, metavar="URL", help="this database instead of DATABASE_URL")
     return p
 
 
@@ -75,8 +84,10 @@ def _tune(args: argparse.Namespace) -> int:
         raise _usage("--trials must be at least 1")
     if args.time is not None and args.time <= 0:
         raise _usage("--time must be a positive number of seconds")
-    summary = run_tune(get_settings(), args.shape, args.dtype, trials=args.trials, time_s=args.time,
-                       replay=args.replay, top=args.top)
+    settings = get_settings()
+    replaying = (args.replay or settings.replay) is not None
+    summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time, replay=args.replay,
+                       top=args.top, database_url=args.database or settings.database_url_for(replay=replaying))
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,33 +98,27 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _best(args: argparse.Namespace) -> int:
-    from tirtune.db import repo
+    """Prints what GET /best answers, from the same function (tirtune.api.best.find_best)."""
+    from tirtune.api.best import NotTuned, find_best
     from tirtune.db.session import open_database
     from tirtune.space import Problem
-    from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
+    from tirtune.workers.results import Source
 
     problem = Problem.parse(args.shape, args.dtype)
-    sessions = open_database(get_settings().database_url)
-    with sessions() as s:
-        best = repo.best_measurement(s, problem, gpu_name=args.gpu)
-    if best is None:
-        print(f"nothing tuned for {problem} yet; run: tirtune tune {problem.shape} --dtype {problem.dtype}")  # noqa: T201
-        if args.gpu and is_blackwell_gpu_name(args.gpu):
-            print(f"the Blackwell (sm_100a) branch is {BRANCH_STATUS['sm_100a']}; "  # noqa: T201
-                  "results for a Blackwell GPU come only from runs on one")
+    source = Source(args.source)
+    settings = get_settings()
+    sessions = open_database(args.database or settings.database_url_for(replay=source is Source.REPLAY))
+    try:
+        with sessions() as s:
+            found = find_best(s, problem, gpu=args.gpu, source=source)
+    finally:
+        sessions.kw["bind"].dispose()
+    if isinstance(found, NotTuned):
+        start = f"run: tirtune tune {problem.shape} --dtype {problem.dtype}"
+        print(found.message(start=start, ask_replayed="`tirtune best --source replay`"))  # noqa: T201
         return 1
-    print(json.dumps(_best_json(best), indent=2))  # noqa: T201
+    print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
-
-
-def _best_json(m: Any) -> dict[str, Any]:
-    from tirtune.space.arch import BRANCH_STATUS, branch_of
-
-    return {"problem": m.problem.shape, "dtype": m.dtype, "config": m.config.to_json(),
-            "tflops": m.tflops, "cublas_tflops": m.cublas_tflops, "ratio": m.ratio,
-            "gpu": m.gpu_name, "driver": m.driver, "cuda": m.cuda, "tvm": m.tvm_version,
-            "template_version": m.template_version, "measured_at": m.created_at.isoformat(),
-            "branch": branch_of(m.template_version), "branch_status": BRANCH_STATUS[branch_of(m.template_version)]}
 
 
 def _branches(args: argparse.Namespace) -> int:
@@ -131,7 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from tirtune.api.app import create_app
 
-    app = create_app(get_settings(), start_workers=not args.no_worker)
+    app = create_app(get_settings(), start_workers=not args.no_worker)  # TIRTUNE_REPLAY: the replay database
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
@@ -144,7 +149,7 @@ def _worker(args: argparse.Namespace) -> int:
     from tirtune.tuner.service import JobService
 
     settings = get_settings()
-    service = JobService(settings, open_database(settings.database_url))
+    service = JobService(settings, open_database(settings.service_database_url))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     service.start()
@@ -158,7 +163,7 @@ def _worker(args: argparse.Namespace) -> int:
 def _db(args: argparse.Namespace) -> int:
     from tirtune.db import migrate
 
-    url = get_settings().database_url
+    url = args.database or get_settings().database_url
     if args.action == "upgrade":
         migrate.upgrade(url)
     print(f"database revision: {migrate.current(url)}")  # noqa: T201

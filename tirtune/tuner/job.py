@@ -4,8 +4,11 @@ Builds of the next batch overlap the measurement of the current one, so the GPU 
 only at the start. Every candidate ends as one stored measurement (OK or a failure with its
 reason); a config measured before on the same stack is reused, not measured again. A resumed
 job answers configs it already recorded from its rows, so no config is measured twice in a job.
-When the budget is spent, the top trials are re-measured interleaved in one process and the
-job's best is chosen from those figures (DESIGN.md decision 3, docs/measurement.md).
+The best so far is the trial with the highest same-run ratio (not the most TFLOP/s). When the
+budget is spent, the top trials by that ratio are re-measured interleaved, in
+`remeasure_processes` measuring processes, and the job's best is chosen from those figures by
+`repo.best_of`, the rule every surface uses (tirtune.db.best; DESIGN.md decision 3,
+docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.db import repo
+from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.space.config import Config
 from tirtune.space.space import SearchSpace
@@ -28,7 +32,7 @@ from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Stack
+from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.workers.runner import Runner
 
 __all__ = ["JobLoop", "JobSummary", "Progress"]
@@ -89,7 +93,7 @@ class Progress:
     trials_done: int
     max_trials: int
     last: MeasurementRecord | None
-    best: MeasurementRecord | None
+    best: MeasurementRecord | None  # the highest same-run ratio so far (trial figures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,7 @@ class JobSummary:
     best: MeasurementRecord | None
     message: str
     remeasured: tuple[RemeasurementRecord, ...] = ()
+    choice: BestChoice | None = None  # repo.best_of for this job: the best with the figures it is named by
 
 
 class JobLoop:
@@ -118,9 +123,10 @@ class JobLoop:
         proposer_factory: Callable[[JobRecord], Proposer] | None = None,
         remeasure_top: int = 5,
         remeasure_rounds: int = 5,
+        remeasure_processes: int = 2,
     ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
-        rounds, before the job's best is named."""
+        rounds in each of `remeasure_processes` measuring processes, before the job's best is named."""
         self.sessions = sessions
         self.storage_url = storage_url
         self.space = space
@@ -131,6 +137,8 @@ class JobLoop:
         self.proposer_factory = proposer_factory or self._optuna
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds
+        self.remeasure_processes = max(1, remeasure_processes)
+        self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
         return OptunaProposer(
@@ -154,7 +162,7 @@ class JobLoop:
         stack = self.runner.stack()
         with self._tx() as s:
             repo.set_job_gpu(s, job_id, stack.gpu_name)
-            repo.mark_stale(s, keep_stack=stack)
+            repo.mark_stale(s, keep_stack=stack, source=self.source)
         state = _Run(self, job, stack, self.proposer_factory(job))
         return state.loop()
 
@@ -174,6 +182,7 @@ class _Run:
         self.idle_asks = 0
         self.best: MeasurementRecord | None = None
         self.remeasured: tuple[RemeasurementRecord, ...] = ()
+        self.choice: BestChoice | None = None
         self._recall()
 
     def _recall(self) -> None:
@@ -184,8 +193,7 @@ class _Run:
         for row in reversed(rows):  # oldest first, so the newest record of a config wins
             ok = row.outcome is Outcome.OK
             self.seen[row.config] = Feedback(-1, row.tflops if ok else None, row.outcome.value, row.message)
-            if ok and (self.best is None or (row.tflops or 0) > (self.best.tflops or 0)):
-                self.best = row
+            self._consider(row)
 
     def remaining(self) -> int:
         return self.job.max_trials - self.done
@@ -215,48 +223,62 @@ class _Run:
             pool.shutdown(wait=True)
             self.proposer.abandon()
         self._remeasure_top()
-        return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured)
+        self._name_best()
+        return JobSummary(
+            self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice
+        )
+
+    def _consider(self, record: MeasurementRecord) -> None:
+        """The best so far: the OK trial with the highest same-run ratio (ties: the earlier)."""
+        if record.outcome is not Outcome.OK or record.ratio is None:
+            return
+        if self.best is None or record.ratio > (self.best.ratio or 0.0):
+            self.best = record
 
     def _remeasure_top(self) -> None:
-        """Name the best from an interleaved re-measurement of the top trials, not from trial
-        figures taken minutes apart under a drifting clock; known re-measurements are reused."""
+        """Re-measure the top trials interleaved, so that the best is named from figures taken
+        side by side, not from trial figures taken minutes apart under a drifting clock; known
+        re-measurements (every top key's, same source) are reused."""
         top = self._top_trials()
         if len(top) < 2:
             return
         with self.o._tx() as s:
-            known = repo.latest_remeasurements(s, [r.key for r in top])
+            known = repo.latest_remeasurements(s, [r.key for r in top], self.o.source)
         figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
-        ranked = sorted(
-            ((f.tflops or 0.0, i) for i, f in enumerate(figures) if f.outcome is Outcome.OK and f.tflops), reverse=True
-        )
         self.remeasured = tuple(figures)
-        if not ranked:
-            log.warning("job %d: no top trial survived re-measurement; the best stays the trials' best", self.job.id)
-            return
-        winner = top[ranked[0][1]]
+        if not any(f.outcome is Outcome.OK for f in figures):
+            log.warning("job %d: no top trial survived re-measurement", self.job.id)
+
+    def _name_best(self) -> None:
+        """The job's best is `repo.best_of` over its trials: the re-measured ratio decides."""
         with self.o._tx() as s:
-            repo.set_job_best(s, self.job.id, winner.id)
+            self.choice = repo.best_of(s, self.job.problem, source=self.o.source, job_id=self.job.id)
+            if self.choice is None:
+                return
+            repo.set_job_best(s, self.job.id, self.choice.best.trial.id)
+        winner, figures = self.choice.best.trial, self.choice.best.figures
         self.best = winner
         log.info(
-            "job %d: best after re-measuring %d: %s at %.1f TFLOP/s (trial figure %.1f)",
-            self.job.id,
-            len(top),
-            winner.config.label(),
-            ranked[0][0],
-            winner.tflops or 0,
+            "job %d: best %s at %.3fx cuBLAS (%s; trial figure %.3fx): %s",
+            self.job.id, winner.config.label(), figures.ratio,
+            "re-measured" if figures.confirmed else "not re-measured", winner.ratio or 0.0, self.choice.note,
         )
 
     def _top_trials(self) -> list[MeasurementRecord]:
+        """The job's best `remeasure_top` configs by trial ratio, on this stack (one per config)."""
         if self.o.remeasure_top < 2:
             return []
         with self.o._tx() as s:
             rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)
-        ok = [r for r in rows if r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
-        return sorted(ok, key=lambda r: -(r.tflops or 0))[: self.o.remeasure_top]
+        ok = [r for r in rows if r.ratio and r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
+        top: dict[str, MeasurementRecord] = {}
+        for r in sorted(ok, key=lambda r: (-(r.ratio or 0.0), r.id)):
+            top.setdefault(r.key, r)
+        return list(top.values())[: self.o.remeasure_top]
 
     def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
         builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
-        results = self.o.runner.remeasure(builds, self.o.remeasure_rounds)
+        results = self.o.runner.remeasure(builds, self.o.remeasure_rounds, self.o.remeasure_processes)
         with self.o._tx() as s:
             return repo.record_remeasurements(
                 s,
@@ -316,7 +338,7 @@ class _Run:
         self.idle_asks = 0
         key = candidate.measurement_key(self.stack)
         with self.o._tx() as s:
-            previous = repo.find_measurement(s, key)
+            previous = repo.find_measurement(s, key, self.o.source)
         if previous is not None:
             self._reuse(proposal, candidate, previous)
             return True
@@ -339,6 +361,7 @@ class _Run:
                 message=refusal.message,
                 result=None,
                 build_seconds=None,
+                source=self.o.source,
             )
         self.seen[refusal.config] = Feedback(refusal.trial, None, Outcome.INVALID.value, refusal.message)
 
@@ -356,7 +379,7 @@ class _Run:
                 next(measured)
                 if build.ok
                 else RunResult.failed(candidate, build.outcome, build.message).with_provenance(
-                    Provenance(self.stack, candidate.template_version)
+                    Provenance(self.stack, candidate.template_version, source=self.o.source)
                 )
             )
             self._record(proposal, candidate, result.outcome, result.message, result, build.seconds)
@@ -381,6 +404,7 @@ class _Run:
                 message=message,
                 result=result,
                 build_seconds=build_seconds,
+                source=self.o.source,
             )
         self._after(proposal, record)
 
@@ -394,14 +418,14 @@ class _Run:
             self.idle_asks += 1  # refused by a rule: recorded, but no trial spent
             return
         self.done += 1
-        if ok and (self.best is None or (record.tflops or 0) > (self.best.tflops or 0)):
-            self.best = record
+        self._consider(record)
         log.info(
             "job %d trial %d: %s %s",
             self.job.id,
             proposal.trial,
             record.outcome.value,
-            f"{record.tflops:.1f} TFLOP/s" if ok and record.tflops else record.message[:120],
+            f"{record.tflops:.1f} TFLOP/s, {record.ratio or 0:.3f}x cuBLAS" if ok and record.tflops
+            else record.message[:120],
         )
         if self.o.on_progress is not None:
             self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))

@@ -7,7 +7,7 @@ import threading
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.db import repo
+from tirtune.db import repo, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.runtime import Workers, make_workers
@@ -55,8 +55,9 @@ class JobService:
         try:
             if self._workers is None:
                 self._workers = make_workers(self.settings)
-            loop = JobLoop(self.sessions, self.settings.database_url, self._workers.space, self._workers.builder,
-                           self._workers.runner, batch_size=self._workers.batch_size)
+            loop = JobLoop(self.sessions, url_of(self.sessions), self._workers.space, self._workers.builder,
+                           self._workers.runner, batch_size=self._workers.batch_size,
+                           remeasure_processes=self.settings.remeasure_processes)
             summary = loop.run(job_id)
             state, message = "DONE", summary.message
         except Exception as exc:  # the job fails, the service lives on

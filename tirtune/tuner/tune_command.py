@@ -1,4 +1,9 @@
-"""`tirtune tune`: one job through the service's own path, with a progress bar and a table."""
+"""`tirtune tune`: one job through the service's own path, with a progress bar and a table.
+
+The bar, the table, the summary file and GET /best name one best, chosen by `repo.ranked`
+(tirtune.db.best): the highest same-run ratio, re-measured figures first. The summary's `best`
+is GET /best's answer (tirtune.api.best), printed by the same model.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tirtune.db import repo
+from tirtune.api.best import answer, find_best
+from tirtune.api.schemas import BestOut
+from tirtune.db import normalize_url, repo
+from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
 from tirtune.settings import Settings
@@ -21,6 +29,8 @@ from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.runtime import make_workers
+from tirtune.workers.replay_runner import ReplayRunner
+from tirtune.workers.results import Source
 
 __all__ = ["run_tune", "summarize"]
 
@@ -34,33 +44,41 @@ def run_tune(
     time_s: float | None,
     replay: str | Path | None,
     top: int = 10,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
+    """Tune one problem in the foreground and return the summary. `database_url` defaults to
+    DATABASE_URL, or for a replay (`replay` or TIRTUNE_REPLAY) to the replay database."""
     problem = Problem.parse(shape, dtype)
     HOPPER.check_problem(problem)  # refuse before anything starts
     console = Console(stderr=True)
-    sessions = open_database(settings.database_url)
+    url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
+    sessions = open_database(url)
     workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
     workers.space.check_problem(problem)
+    source = Source(workers.runner.source)
     with sessions() as s, s.begin():
         job = repo.create_job(s, problem, workers.space.arch, trials, time_s)
         repo.claim_job(s, job.id)
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
+    if source is Source.REPLAY:
+        console.print(f"replaying recorded measurements (not a GPU run) into {_shown(url)}; `tirtune best "
+                      "--source replay` and GET /best?source=replay serve them, labelled")
     began = time.monotonic()
     with _bar(console) as bar:
         task = bar.add_task("tuning", total=trials, best="-")
 
         def update(p: JobProgress) -> None:
-            best = f"best {p.best.tflops:.0f} TFLOP/s ({p.best.ratio:.3f}x cuBLAS)" if p.best and p.best.tflops else "-"
-            bar.update(task, completed=p.trials_done, best=best)
+            bar.update(task, completed=p.trials_done, best=_so_far(p.best))
 
         loop = JobLoop(
             sessions,
-            settings.database_url,
+            url,
             workers.space,
             workers.builder,
             workers.runner,
             batch_size=workers.batch_size,
             on_progress=update,
+            remeasure_processes=settings.remeasure_processes,
         )
         try:
             result = loop.run(job.id)
@@ -68,22 +86,46 @@ def run_tune(
             with sessions() as s, s.begin():
                 repo.finish_job(s, job.id, "CANCELLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", str(exc))
             raise
+        bar.update(task, best=_named(result.choice))  # the bar ends on the best the table names
     with sessions() as s, s.begin():
-        finished = repo.finish_job(s, job.id, "DONE", result.message)
+        repo.finish_job(s, job.id, "DONE", result.message)
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
         remeasured = repo.job_remeasurements(s, job.id)
+        ranked = repo.ranked(s, problem, job_id=job.id, source=source, limit=max(top, 2))
+        overall = find_best(s, problem, source=source)
     summary = summarize(
-        problem,
-        rows,
-        job_id=job.id,
-        elapsed_s=time.monotonic() - began,
-        top=top,
-        best_id=finished.best_measurement_id,
+        problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top, ranked=ranked,
         remeasured=remeasured,
     )
     summary["stopped_because"] = result.message
+    summary["replayed_from"] = workers.runner.recordings() if isinstance(workers.runner, ReplayRunner) else None
+    summary["database"] = _shown(url)
     _print_table(console, summary)
+    if isinstance(overall, BestOut) and overall.trial.measurement_id != (summary["best"] or {}).get("trial", {}).get(
+        "measurement_id"
+    ):
+        console.print(f"the best stored for {problem} is another job's: {overall.config_label} "
+                      f"({overall.ratio:.3f}x, job {overall.job_id}); GET /best serves that one")
     return summary
+
+
+def _shown(url: str) -> str:
+    return str(normalize_url(url).render_as_string(hide_password=True))
+
+
+def _so_far(best: MeasurementRecord | None) -> str:
+    if best is None or best.ratio is None:
+        return "-"
+    return f"best so far {best.ratio:.3f}x cuBLAS ({best.tflops or 0:.0f} TFLOP/s, trial)"
+
+
+def _named(choice: BestChoice | None) -> str:
+    if choice is None:
+        return "no verified config"
+    f = choice.best.figures
+    spread = f" ({f.ratio_p10:.3f}-{f.ratio_p90:.3f})" if f.ratio_p10 is not None and f.ratio_p90 else ""
+    how = "re-measured" if f.confirmed else "trial, not re-measured"
+    return f"best {f.ratio:.3f}x cuBLAS{spread}, {f.tflops or 0:.0f} TFLOP/s, {how}"
 
 
 def _bar(console: Console) -> Progress:
@@ -104,44 +146,56 @@ def summarize(
     job_id: int,
     elapsed_s: float,
     top: int = 10,
-    best_id: int | None = None,
+    ranked: Sequence[Ranked] = (),
     remeasured: Sequence[RemeasurementRecord] = (),
 ) -> dict[str, Any]:
     """The result file's content: the best config, same-run cuBLAS, provenance, outcome counts.
 
-    The best is the job's (after the interleaved re-measurement of the top trials, when there
-    was one); its figures are its trial's, and `best_remeasured` gives the re-measured ones."""
-    ok = sorted((r for r in rows if r.outcome == "OK" and r.tflops), key=lambda r: -(r.tflops or 0))
-    best = next((r for r in ok if r.id == best_id), ok[0] if ok else None)
+    The best and the top rows are `ranked` (repo.ranked of this job: the same-run ratio, the
+    re-measured figures first), so the table, the summary and GET /best name the same config with
+    the same figures; `best` is exactly GET /best's answer for this job, `best_trial` its trial's
+    figures, `best_remeasured` its re-measurement."""
+    choice = choose(ranked[:2])
+    best = None if choice is None else choice.best
+    trial = None if best is None else best.trial
+    figures = None if best is None else best.figures
     by_id = {r.id: r for r in rows}
     return {
         "problem": problem.shape,
         "dtype": problem.dtype,
         "job_id": job_id,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "gpu": best.gpu_name if best else (rows[0].gpu_name if rows else None),
-        "driver": best.driver if best else None,
-        "cuda": best.cuda if best else None,
-        "tvm": best.tvm_version if best else None,
-        "torch": best.torch_version if best else None,
+        "gpu": trial.gpu_name if trial else (rows[0].gpu_name if rows else None),
+        "driver": trial.driver if trial else None,
+        "cuda": trial.cuda if trial else None,
+        "tvm": trial.tvm_version if trial else None,
+        "torch": trial.torch_version if trial else None,
+        "source": trial.source.value if trial else (rows[0].source.value if rows else None),
         # What was measured (a replay of recorded data keeps its recording's version).
-        "template_version": best.template_version if best else (rows[0].template_version if rows
-                                                                else HOPPER.template_version),
+        "template_version": trial.template_version if trial else (rows[0].template_version if rows
+                                                                  else HOPPER.template_version),
         "trials": sum(1 for r in rows if r.outcome != "INVALID"),
         "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
         "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),
         "elapsed_s": round(elapsed_s, 1),
-        "best_config": best.config.to_json() if best else None,
-        "best_tflops": best.tflops if best else None,
-        "best_time_ms": best.time_ms if best else None,
-        "cublas_tflops": best.cublas_tflops if best else None,
-        "ratio": best.ratio if best else None,
-        "best_rel_error": best.rel_error if best else None,
-        "sm_clock_mhz": best.sm_clock_mhz if best else None,
-        "power_w": best.power_w if best else None,
-        "best_remeasured": next((_again(m, by_id) for m in remeasured if best and m.measurement_id == best.id), None),
+        "best_config": trial.config.to_json() if trial else None,
+        "best_tflops": figures.tflops if figures else None,
+        "best_time_ms": figures.time_ms if figures else None,
+        "cublas_tflops": figures.cublas_tflops if figures else None,
+        "ratio": figures.ratio if figures else None,
+        "ratio_p10": figures.ratio_p10 if figures else None,
+        "ratio_p90": figures.ratio_p90 if figures else None,
+        "confirmed": figures.confirmed if figures else None,
+        "best_trial": {"tflops": trial.tflops, "ratio": trial.ratio, "ratio_p10": trial.ratio_p10,
+                       "ratio_p90": trial.ratio_p90} if trial else None,
+        "best_rel_error": trial.rel_error if trial else None,
+        "sm_clock_mhz": trial.sm_clock_mhz if trial else None,
+        "power_w": trial.power_w if trial else None,
+        "best": None if choice is None else answer(choice).model_dump(mode="json"),
+        "best_remeasured": None if figures is None or figures.remeasurement is None
+        else _again(figures.remeasurement, by_id),
         "remeasured": [_again(m, by_id) for m in remeasured],
-        "top": [_row(r) for r in ok[:top]],
+        "top": [_row(r) for r in ranked[:top]],
         "failures": [
             {"config": r.config.to_json(), "outcome": r.outcome, "message": r.message[:300]}
             for r in rows
@@ -159,37 +213,52 @@ def _again(m: RemeasurementRecord, by_id: dict[int, MeasurementRecord]) -> dict[
         "time_ms": m.time_ms,
         "cublas_tflops": None if m.cublas_ms is None or trial is None else trial.problem.tflops(m.cublas_ms),
         "ratio": m.ratio,
+        "ratio_p10": m.ratio_p10,
+        "ratio_p90": m.ratio_p90,
         "rounds": m.rounds,
+        "processes": m.processes,
     }
 
 
-def _row(r: MeasurementRecord) -> dict[str, Any]:
+def _row(ranked: Ranked) -> dict[str, Any]:
+    r, f = ranked.trial, ranked.figures
     return {
         "config": r.config.to_json(),
         "label": r.config.label(),
-        "tflops": r.tflops,
-        "time_ms": r.time_ms,
-        "time_p10_ms": r.time_p10_ms,
-        "time_p90_ms": r.time_p90_ms,
-        "cublas_tflops": r.cublas_tflops,
-        "ratio": r.ratio,
+        "ratio": f.ratio,
+        "ratio_p10": f.ratio_p10,
+        "ratio_p90": f.ratio_p90,
+        "confirmed": f.confirmed,
+        "tflops": f.tflops,
+        "time_ms": f.time_ms,
+        "cublas_tflops": f.cublas_tflops,
+        "trial_ratio": r.ratio,
+        "trial_time_p10_ms": r.time_p10_ms,
+        "trial_time_p90_ms": r.time_p90_ms,
         "rel_error": r.rel_error,
     }
 
 
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
-    table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}: top configs")
-    for column in ("config", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"):
+    table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}"
+                  f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
+                  "(re-measured first)")
+    # rel. error and the trials' times are in the JSON and markdown files; a terminal is narrow.
+    for column in ("config", "ratio (p10-p90)", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio"):
         table.add_column(column, justify="left" if column == "config" else "right")
     for row in summary["top"]:
         table.add_row(
             row["label"],
-            f"{row['tflops']:.1f}",
-            f"{row['cublas_tflops'] or 0:.1f}",
-            f"{row['ratio'] or 0:.3f}",
-            f"{row['rel_error'] or 0:.1e}",
+            f"{row['ratio']:.3f} ({_interval(row)})",
+            "yes" if row["confirmed"] else "no",
+            _f(row["tflops"]),
+            _f(row["cublas_tflops"]),
+            _f(row["trial_ratio"], 3),
         )
     Console().print(table)
+    best = summary.get("best")
+    if best is not None:
+        Console().print(f"best: {best['config_label']}: {best['note']}")
     counts = _counts(summary["outcomes"])
     Console().print(
         f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
@@ -201,35 +270,41 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
 def to_markdown(summary: dict[str, Any]) -> str:
     """The result file's table: provenance first, then the top configs against same-run cuBLAS."""
     s = summary
+    best = s.get("best") or {}
     lines = [
         f"# tirtune tune {s['problem']} {s['dtype']}",
         "",
         f"- date: {s['date']}; GPU: {s['gpu']}; driver {s['driver']}; CUDA {s['cuda']}; TVM {s['tvm']}; "
-        f"torch {s['torch']}; template {s['template_version']}",
+        f"torch {s['torch']}; template {s['template_version']}"
+        + (f"; replayed from {', '.join(s['replayed_from'])} (not a GPU run)" if s.get("replayed_from") else ""),
         f"- {s['trials']} trials ({_counts(s['outcomes'])}), "
         f"{s['invalid_configs_refused']} invalid configs refused by rules, {s['elapsed_s']} s; "
         f"{s.get('stopped_because', '')}",
-        f"- best: {_label(s['best_config'])}: {_f(s['best_tflops'])} TFLOP/s, cuBLAS {_f(s['cublas_tflops'])} "
-        f"TFLOP/s in the same run, ratio {_f(s['ratio'], 3)}",
-        *(
-            [
-                f"- re-measured interleaved with the top {len(s['remeasured'])} trials: "
-                f"{_f(s['best_remeasured']['tflops'])} TFLOP/s, ratio {_f(s['best_remeasured']['ratio'], 3)}"
-            ]
-            if s.get("best_remeasured")
-            else []
-        ),
+        f"- best (highest same-run ratio, {'re-measured' if s.get('confirmed') else 'trial figures, not re-measured'})"
+        f": {_label(s['best_config'])}: ratio {_f(s['ratio'], 3)}{_spread(s)}, {_f(s['best_tflops'])} TFLOP/s, "
+        f"cuBLAS {_f(s['cublas_tflops'])} TFLOP/s in the same run"
+        + (f"; its trial: ratio {_f(s['best_trial']['ratio'], 3)}" if s.get("best_trial") else ""),
+        *([f"- {best['note']}"] if best.get("note") else []),
         "",
-        "| config | TFLOP/s | time ms (p10-p90) | cuBLAS TFLOP/s | ratio | rel. error |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| config | ratio | p10-p90 | re-measured | TFLOP/s | cuBLAS TFLOP/s | trial ratio | rel. error |",
+        "| --- | ---: | ---: | :---: | ---: | ---: | ---: | ---: |",
     ]
     for r in s["top"]:
         lines.append(
-            f"| {r['label']} | {_f(r['tflops'])} | {_f(r['time_ms'], 4)} ({_f(r['time_p10_ms'], 4)}-"
-            f"{_f(r['time_p90_ms'], 4)}) | {_f(r['cublas_tflops'])} | {_f(r['ratio'], 3)} | "
-            f"{r['rel_error']:.1e} |"
+            f"| {r['label']} | {_f(r['ratio'], 3)} | {_interval(r)} | {'yes' if r['confirmed'] else 'no'} | "
+            f"{_f(r['tflops'])} | {_f(r['cublas_tflops'])} | {_f(r['trial_ratio'], 3)} | {r['rel_error']:.1e} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _interval(row: dict[str, Any]) -> str:
+    low, high = row.get("ratio_p10"), row.get("ratio_p90")
+    return "-" if low is None or high is None else f"{low:.3f}-{high:.3f}"
+
+
+def _spread(s: dict[str, Any]) -> str:
+    interval = _interval(s)
+    return "" if interval == "-" else f" (p10-p90 {interval})"
 
 
 def _counts(outcomes: dict[str, int]) -> str:

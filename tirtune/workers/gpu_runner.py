@@ -27,16 +27,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
+from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 
-__all__ = ["ActorUsage", "GpuRunner", "pool_by_model", "reply_to_result", "tvm_version"]
+__all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]
 
 REVIVE_TIMEOUT_S = 300.0  # a restarted actor starts a child that warms the card: allow minutes
 
@@ -56,8 +57,12 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch_version: str, seed: int) -> RunResult:
-    """Turn the child's raw reply into the RunResult value object."""
-    provenance = Provenance(stack, build.candidate.template_version, torch_version, reply.sm_clock_mhz, reply.power_w)
+    """Turn the child's raw reply into the RunResult value object: medians of every repetition,
+    the ratio's p10-p90 over the reply's rounds (None when it has none, e.g. cuBLAS not timed)."""
+    provenance = Provenance(
+        stack, build.candidate.template_version, torch_version, reply.sm_clock_mhz, reply.power_w,
+        source=Source.GPU, measured_at=datetime.now(UTC),
+    )
     outcome = Outcome(reply.outcome)
     if outcome is not Outcome.OK:
         return RunResult(
@@ -68,7 +73,7 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
             provenance=provenance,
             extra={"seed": seed},
         )
-    times, ref = reply.times_ms, reply.cublas_times_ms
+    times, ref, ratios = reply.times_ms, reply.cublas_times_ms, reply.round_ratios
     return RunResult(
         candidate=build.candidate,
         outcome=Outcome.OK,
@@ -84,6 +89,30 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
             "cublas_p10_ms": _percentile(ref, 0.1) if ref else None,
             "cublas_p90_ms": _percentile(ref, 0.9) if ref else None,
         },
+        ratio_p10=_percentile(ratios, 0.1) if ratios else None,
+        ratio_p90=_percentile(ratios, 0.9) if ratios else None,
+    )
+
+
+def merge_replies(replies: Sequence[MeasureReply]) -> MeasureReply:
+    """One candidate measured by several processes, as one reply: every repetition and every
+    round of all of them (so medians and the ratio's spread cover processes as well as rounds);
+    clock and power are the medians of the processes'. Any failure is the answer (the first)."""
+    failed = next((r for r in replies if r.outcome != Outcome.OK.value), None)
+    if failed is not None or len(replies) == 1:
+        return failed or replies[0]
+    clocks = [r.sm_clock_mhz for r in replies if r.sm_clock_mhz is not None]
+    powers = [r.power_w for r in replies if r.power_w is not None]
+    errors = [r.rel_error for r in replies if r.rel_error is not None]
+    return MeasureReply(
+        "OK",
+        times_ms=tuple(t for r in replies for t in r.times_ms),
+        cublas_times_ms=tuple(t for r in replies for t in r.cublas_times_ms),
+        rel_error=max(errors) if errors else None,
+        sm_clock_mhz=statistics.median(clocks) if clocks else None,
+        power_w=statistics.median(powers) if powers else None,
+        info={"processes": len(replies), "pids": [r.info.get("pid") for r in replies]},
+        round_ratios=tuple(x for r in replies for x in r.round_ratios),
     )
 
 
@@ -159,18 +188,30 @@ class _GpuActor:
         reply = cast(MeasureReply, self.supervisor.measure(request))
         return self._tagged(reply_to_result(build, reply, self._stack, self.torch_version, seed))
 
-    def remeasure(self, builds: Sequence[BuildResult], rounds: int) -> list[RunResult]:
-        """Verify and time `builds` interleaved in one child (all OK builds of one problem)."""
+    def remeasure(self, builds: Sequence[BuildResult], rounds: int, processes: int = 1) -> list[RunResult]:
+        """Verify and time `builds` interleaved, in `processes` measuring children one after
+        another (each after the first is a fresh one, with its own fresh inputs), all OK builds of
+        one problem; each build's figures pool every process's rounds."""
         p = builds[0].candidate.problem
-        seed = secrets.randbits(31)
         artifacts = tuple(self._local(b) for b in builds)
-        request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds)
-        reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
-        replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds)
+        seeds = [secrets.randbits(31) for _ in range(max(1, processes))]
+        per_process = []
+        for i, seed in enumerate(seeds):
+            if i:
+                self.supervisor.close()  # the next request starts a fresh child
+            request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds)
+            reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
+            per_process.append(reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds))
+        merged = [merge_replies([replies[j] for replies in per_process]) for j in range(len(builds))]
         results = [
-            reply_to_result(b, r, self._stack, self.torch_version, seed) for b, r in zip(builds, replies, strict=True)
+            reply_to_result(b, r, self._stack, self.torch_version, seeds[0])
+            for b, r in zip(builds, merged, strict=True)
         ]
-        return [self._tagged(replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds})) for r in results]
+        extra = {"remeasure": True, "rounds": rounds, "processes": len(seeds)}
+        return [
+            self._tagged(replace(r, extra={**r.extra, **extra, "pids": m.info.get("pids", [m.info.get("pid")])}))
+            for r, m in zip(results, merged, strict=True)
+        ]
 
 
 class GpuRunner:
@@ -180,6 +221,8 @@ class GpuRunner:
     the GPUs are, on this host or on other nodes of the cluster. When the GPUs are of several
     models, only those of `gpu_model` (default: the model most of them are) keep an actor.
     """
+
+    source = Source.GPU
 
     def __init__(
         self,
@@ -277,12 +320,13 @@ class GpuRunner:
             idle.append(actor)
         return [r for r in results if r is not None]
 
-    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
-        """Time the OK builds of `batch` again, interleaved round by round in one process with
-        cuBLAS, so their figures compare; failed builds come back as their failures, in order."""
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
+        """Time the OK builds of `batch` again, interleaved round by round with cuBLAS in each of
+        `processes` measuring processes on one GPU, so their figures compare and their spread
+        covers rounds and processes; failed builds come back as their failures, in order."""
         runnable = [b for b in batch if b.ok and b.artifact is not None]
         measured = iter(
-            self._collect(self._actors[0].remeasure.remote(runnable, rounds), self._actors[0], runnable)
+            self._collect(self._actors[0].remeasure.remote(runnable, rounds, processes), self._actors[0], runnable)
             if runnable
             else []
         )

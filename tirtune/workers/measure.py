@@ -72,6 +72,9 @@ class MeasureReply:
     power_w: float | None = None
     fatal: bool = False  # the CUDA context is unusable: the child exits after replying
     info: dict[str, Any] = field(default_factory=dict)
+    # One per timed round: the round's median cuBLAS time over its median kernel time (the
+    # same-run ratio of that round); their spread is the ratio's p10-p90.
+    round_ratios: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +158,13 @@ class _Bench:
             verdict = self._verify(fn, a, b, req)
             if verdict is not None:
                 return verdict
-            times, cublas = self._time(fn, a, b, req)
+            times, cublas, ratios = self._time(fn, a, b, req)
         except Exception as exc:  # a CUDA fault: the context is poisoned, the child must go
             return MeasureReply("LAUNCH_ERROR", f"kernel failed: {_short(exc)}", fatal=True)
         clock, power = self.nvml.clock_and_power()
-        return MeasureReply("OK", "", tuple(times), tuple(cublas), self._last_error, clock, power)
+        return MeasureReply(
+            "OK", "", tuple(times), tuple(cublas), self._last_error, clock, power, round_ratios=tuple(ratios)
+        )
 
     def remeasure(self, req: RemeasureRequest) -> RemeasureReply:
         torch = self.torch
@@ -171,7 +176,7 @@ class _Bench:
             b = torch.randn(req.n, req.k, dtype=dtype, device=self.device, generator=gen)
             checked = [self._checked(artifact, a, b, one) for artifact in req.artifacts]
             timed = [i for i, (_, verdict, _) in enumerate(checked) if verdict is None]
-            times, cublas, clocks = self._interleaved([checked[i][0] for i in timed], a, b, req)
+            times, cublas, clocks, ratios = self._interleaved([checked[i][0] for i in timed], a, b, req)
         except Exception as exc:  # a CUDA fault: nothing measured in this process can be trusted
             failed = MeasureReply("LAUNCH_ERROR", f"kernel failed during re-measurement: {_short(exc)}")
             return RemeasureReply(tuple(failed for _ in req.artifacts), fatal=True)
@@ -179,7 +184,8 @@ class _Bench:
         for slot, i in enumerate(timed):
             clock, power = clocks[slot]
             replies[i] = MeasureReply(
-                "OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power, info={"rounds": req.rounds}
+                "OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power,
+                info={"rounds": req.rounds, "pid": os.getpid()}, round_ratios=tuple(ratios[slot]),
             )
         return RemeasureReply(tuple(r for r in replies if r is not None))
 
@@ -197,8 +203,9 @@ class _Bench:
 
     def _interleaved(
         self, fns: list[Any], a: Any, b: Any, req: RemeasureRequest
-    ) -> tuple[list[list[float]], list[float], list[tuple[float | None, float | None]]]:
-        """Round-robin timing; the starting kernel rotates so no one always follows cuBLAS."""
+    ) -> tuple[list[list[float]], list[float], list[tuple[float | None, float | None]], list[list[float]]]:
+        """Round-robin timing; the starting kernel rotates so no one always follows cuBLAS. Each
+        kernel's ratio of a round is that round's cuBLAS median over the kernel's block median."""
         torch = self.torch
         d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
         launches = [lambda fn=fn: self._call(fn, a, b, d) for fn in fns]
@@ -208,14 +215,20 @@ class _Bench:
         ]
         times: list[list[float]] = [[] for _ in fns]
         samples: list[list[tuple[float | None, float | None]]] = [[] for _ in fns]
+        ratios: list[list[float]] = [[] for _ in fns]
         ref: list[float] = []
         for r in range(req.rounds):
+            blocks: list[list[float]] = [[] for _ in fns]
             for j in range(len(fns)):
                 i = (j + r) % len(fns)
-                times[i] += self._events(launches[i], reps[i])
+                blocks[i] = self._events(launches[i], reps[i])
+                times[i] += blocks[i]
                 samples[i].append(self.nvml.clock_and_power())
-            ref += self._events(cublas, round(_median([float(x) for x in reps])) if reps else 2)
-        return times, ref, [_median_pair(s) for s in samples]
+            block = self._events(cublas, round(_median([float(x) for x in reps])) if reps else 2)
+            ref += block
+            for i, kernel_block in enumerate(blocks):
+                ratios[i].append(_median(block) / _median(kernel_block))
+        return times, ref, [_median_pair(s) for s in samples], ratios
 
     def _load(self, artifact: str) -> Any:
         if artifact not in self.modules:
@@ -260,7 +273,8 @@ class _Bench:
             return MeasureReply("WRONG_RESULT", "two runs on the same inputs differ: a race", rel_error=err)
         return None
 
-    def _time(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> tuple[list[float], list[float]]:
+    def _time(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> tuple[list[float], list[float], list[float]]:
+        """Kernel times, cuBLAS times and the ratio of each round (cuBLAS median / kernel median)."""
         torch = self.torch
         d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
         kernel = lambda: self._call(fn, a, b, d)  # noqa: E731
@@ -269,11 +283,15 @@ class _Bench:
         reps = max(2, min(200, int(req.target_ms / max(estimate, 1e-3) / ROUNDS)))
         times: list[float] = []
         ref: list[float] = []
+        ratios: list[float] = []
         for _ in range(ROUNDS):  # interleaved so clock and power drift hit both alike
-            times += self._events(kernel, reps)
+            block = self._events(kernel, reps)
+            times += block
             if req.cublas:
-                ref += self._events(cublas, reps)
-        return times, ref
+                against = self._events(cublas, reps)
+                ref += against
+                ratios.append(_median(against) / _median(block))
+        return times, ref, ratios
 
     def _events(self, launch: Any, reps: int) -> list[float]:
         torch = self.torch

@@ -5,14 +5,26 @@ one JSON object per line, written by `to_record` (see bench/data/README.md):
 {"template_version", "problem": {m,n,k,dtype}, "config": {...}, "outcome", "message",
  "time_ms", "time_p10_ms", "time_p90_ms", "repetitions", "cublas_ms", "rel_error",
  "stack": {gpu_name, driver, cuda, tvm, compute_capability}, "torch", "sm_clock_mhz", "power_w"}
+and, in recordings made since they were added, "measured_at" (ISO 8601) and "ratio_p10",
+"ratio_p90" (the spread of the per-round ratios).
+
+Every result says it is a replay (`Provenance.source` REPLAY) and which recording it came from
+(file name and the first 16 hex digits of its content's SHA-256). `measured_at` is the
+recording's own time when it has one, else None: unknown, never the time of the replay. A
+recording without per-round figures gives a spread derived from what it has: the kernel's own
+p10 and p90 times against the recorded cuBLAS median (`cublas_ms / time_p90_ms` ..
+`cublas_ms / time_p10_ms`), which covers the kernel's repetition noise but not cuBLAS's or the
+drift between rounds and processes that a GPU re-measurement's spread covers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +33,18 @@ from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
+from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Source, Stack
 
 __all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
 
 NOT_RECORDED = "not in the recorded dataset"
+_RECORDING = "_recording"  # where a loaded record came from (added on load, never written)
 
 
 def to_record(result: RunResult) -> dict[str, Any]:
     c = result.candidate
     prov = result.provenance
+    measured_at = prov.measured_at if prov and prov.measured_at else datetime.now(UTC)
     return {
         "template_version": c.template_version,
         "problem": c.problem.to_json(),
@@ -47,6 +61,9 @@ def to_record(result: RunResult) -> dict[str, Any]:
         "torch": prov.torch if prov else "",
         "sm_clock_mhz": prov.sm_clock_mhz if prov else None,
         "power_w": prov.power_w if prov else None,
+        "measured_at": measured_at.isoformat(timespec="seconds"),
+        "ratio_p10": result.ratio_p10,
+        "ratio_p90": result.ratio_p90,
     }
 
 
@@ -60,6 +77,8 @@ class ReplayRunner:
     """Runner over recorded measurements; a candidate nobody recorded is a LAUNCH_ERROR result.
 
     `delay_s` is spent per measured candidate, as a GPU would (demos, resume tests)."""
+
+    source = Source.REPLAY
 
     def __init__(self, paths: Iterable[str | Path], delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
@@ -80,10 +99,16 @@ class ReplayRunner:
     def _load(self, path: Path) -> None:
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         for file in files:
-            for line in file.read_text().splitlines():
+            content = file.read_bytes()
+            recording = f"{file.name} sha256:{hashlib.sha256(content).hexdigest()[:16]}"
+            for line in content.decode().splitlines():
                 if line.strip():
                     key, data = from_record(json.loads(line))
-                    self._records[key] = data
+                    self._records[key] = {**data, _RECORDING: recording}
+
+    def recordings(self) -> list[str]:
+        """The recordings replayed (file name and content hash), in name order."""
+        return sorted({data[_RECORDING] for data in self._records.values()})
 
     def problems(self) -> set[Problem]:
         return {key[1] for key in self._records}
@@ -110,11 +135,12 @@ class ReplayRunner:
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
         return [self._one(build) for build in batch]
 
-    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
-        """The recorded figures again: a replay has nothing new to say about them."""
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
+        """The recorded figures again: a replay has nothing new to say about them (one recorded
+        process, whatever `processes` asks)."""
         results = [self._replay(build) for build in batch]
         self.remeasured += sum(1 for b in batch if b.ok)
-        return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds}) for r in results]
+        return [replace(r, extra={**r.extra, "remeasure": True, "rounds": rounds, "processes": 1}) for r in results]
 
     def _one(self, build: BuildResult) -> RunResult:
         if build.ok:
@@ -136,7 +162,11 @@ class ReplayRunner:
             data.get("torch", ""),
             data.get("sm_clock_mhz"),
             data.get("power_w"),
+            source=Source.REPLAY,
+            recording=data[_RECORDING],
+            measured_at=_recorded_time(data.get("measured_at")),
         )
+        low, high = _recorded_spread(data)
         return RunResult(
             candidate=c,
             outcome=Outcome(data["outcome"]),
@@ -149,7 +179,31 @@ class ReplayRunner:
             rel_error=data.get("rel_error"),
             provenance=provenance,
             extra={"replayed": True},
+            ratio_p10=low,
+            ratio_p90=high,
         )
+
+
+def _recorded_time(value: Any) -> datetime | None:
+    """The recording's own time of measurement, if it has one (a naive time is taken as UTC)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _recorded_spread(data: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The ratio's p10-p90 as recorded, else derived from the kernel's p10/p90 times against the
+    cuBLAS median (see the module docstring for what that covers); (None, None) without them."""
+    if data.get("ratio_p10") is not None and data.get("ratio_p90") is not None:
+        return float(data["ratio_p10"]), float(data["ratio_p90"])
+    cublas, fast, slow = data.get("cublas_ms"), data.get("time_p10_ms"), data.get("time_p90_ms")
+    if not cublas or not fast or not slow:
+        return None, None
+    return cublas / slow, cublas / fast
 
 
 class ReplayBuilder:

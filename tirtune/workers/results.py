@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from datetime import datetime
+from enum import Enum, StrEnum
 from typing import Any
 
 from tirtune.space.config import Config
 from tirtune.space.problem import Problem
 
-__all__ = ["BuildResult", "Candidate", "Outcome", "Provenance", "RunResult", "Stack"]
+__all__ = ["BuildResult", "Candidate", "Outcome", "Provenance", "RunResult", "Source", "Stack"]
 
 
 class Outcome(str, Enum):
@@ -23,6 +24,13 @@ class Outcome(str, Enum):
     LAUNCH_ERROR = "LAUNCH_ERROR"
     TIMEOUT = "TIMEOUT"
     WRONG_RESULT = "WRONG_RESULT"
+
+
+class Source(StrEnum):
+    """Where a measurement's figures come from: this service's GPU runner, or a replayed recording."""
+
+    GPU = "gpu"
+    REPLAY = "replay"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +81,18 @@ class Stack:
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
+    """What measured a result, and when. `source` REPLAY: the figures are a recording's, read back
+    (`recording` names the file and its content hash); `measured_at` is then the recording's own
+    time, None when the recording does not say. For GPU results it is when the child answered."""
+
     stack: Stack
     template_version: str
     torch: str = ""
     sm_clock_mhz: float | None = None
     power_w: float | None = None
+    source: Source = Source.GPU
+    recording: str | None = None
+    measured_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +101,9 @@ class Provenance:
             "torch": self.torch,
             "sm_clock_mhz": self.sm_clock_mhz,
             "power_w": self.power_w,
+            "source": self.source.value,
+            "recording": self.recording,
+            "measured_at": None if self.measured_at is None else self.measured_at.isoformat(),
         }
 
 
@@ -108,7 +126,12 @@ class BuildResult:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """A verified and timed candidate, or why it is not. Times are medians in milliseconds."""
+    """A verified and timed candidate, or why it is not. Times are medians in milliseconds.
+
+    `ratio` is the same-run ratio, cuBLAS median / kernel median over every timed repetition;
+    `ratio_p10`/`ratio_p90` are the 10th/90th percentiles of the per-round ratios (each round: the
+    median cuBLAS time of the round over the median kernel time of the round), pooled over every
+    process that measured it (docs/measurement.md); None when unknown."""
 
     candidate: Candidate
     outcome: Outcome
@@ -121,6 +144,8 @@ class RunResult:
     rel_error: float | None = None
     provenance: Provenance | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    ratio_p10: float | None = None
+    ratio_p90: float | None = None
 
     @property
     def tflops(self) -> float | None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tirtune.workers.results import BuildResult, RunResult, Stack
+from tirtune.workers.results import BuildResult, RunResult, Source, Stack
 
 __all__ = ["Runner"]
 
 
 @runtime_checkable
 class Runner(Protocol):
+    source: Source  # GPU: measured here; REPLAY: figures read back from a recording
+
     def stack(self) -> Stack:
         """The GPU and toolchain this runner measures on (part of every measurement's identity)."""
         ...
@@ -20,7 +22,8 @@ class Runner(Protocol):
         """One RunResult per build, in order; only OK builds are measured."""
         ...
 
-    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5) -> list[RunResult]:
-        """Measure OK builds again, interleaved in `rounds` within one process so that their
-        figures compare (the job's best is chosen from these); one RunResult per build, in order."""
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
+        """Measure OK builds again, interleaved in `rounds` within each of `processes` measuring
+        processes so that their figures compare and their spread covers rounds and processes
+        (the job's best is chosen from these); one RunResult per build, in order."""
         ...

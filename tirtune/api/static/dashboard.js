@@ -28,6 +28,8 @@ function el(tag, attrs = {}, ...children) {
 
 const fmt = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
 const ratio = (x) => (x === null || x === undefined ? "–" : `${Number(x).toFixed(3)}×`);
+const spread = (lo, hi) => (lo === null || lo === undefined || hi === null || hi === undefined
+  ? "–" : `${Number(lo).toFixed(3)}–${Number(hi).toFixed(3)}`);
 const badge = (text, color) => el("span", { class: "badge", style: `background:${color}` }, text);
 
 async function getJson(path) {
@@ -55,17 +57,26 @@ function renderJobs(jobs) {
   document.getElementById("jobs-empty").hidden = jobs.length > 0;
 }
 
+// A job's best is named by its re-measured figures once it has them (tirtune.db.best), else by its trial's.
+function jobBest(job) {
+  const again = job.best?.remeasured;
+  if (again && again.outcome === "OK") return { tflops: again.tflops, ratio: again.ratio, how: "re-measured" };
+  return job.best ? { tflops: job.best.tflops, ratio: job.best.ratio, how: "trial" } : null;
+}
+
 function jobRow(job) {
   const pct = Math.round(job.progress * 100);
   const bar = el("div", { class: "progress" }, el("div", { style: `width:${pct}%` }));
+  const best = jobBest(job);
+  const source = job.best?.provenance?.source === "replay" ? " (replayed)" : "";
   const row = el("tr", { "data-job-id": job.id, "data-state": job.state },
     el("td", {}, `#${job.id}`),
     el("td", {}, `${job.shape} ${job.problem.dtype}`),
     el("td", {}, badge(job.state, STATE_COLORS[job.state] || "#656d76")),
     el("td", {}, bar, el("span", { class: "progress-label" }, `${job.trials_done}/${job.max_trials} trials`)),
-    el("td", { class: "num" }, fmt(job.best?.tflops)),
-    el("td", { class: "num" }, ratio(job.best?.ratio)),
-    el("td", {}, job.best?.provenance?.gpu_name || ""),
+    el("td", { class: "num", "data-best-ratio": best?.ratio ?? "" }, best ? `${ratio(best.ratio)} ${best.how}` : "–"),
+    el("td", { class: "num" }, fmt(best?.tflops)),
+    el("td", {}, (job.best?.provenance?.gpu_name || "") + source),
     el("td", {}, new Date(job.created_at).toLocaleString()));
   if (state.choice === `job:${job.id}`) row.classList.add("selected");
   row.addEventListener("click", () => choose(`job:${job.id}`));
@@ -113,20 +124,29 @@ function renderStudy(summary, title) {
   renderFailures(summary);
 }
 
+// The best is the summary's `best`: the answer GET /best gives for these rows (same ranking, same figures).
 function renderCards(summary) {
   const cards = document.getElementById("cards");
-  if (!summary) return cards.replaceChildren();
+  const note = document.getElementById("best-note");
+  if (!summary) {
+    note.textContent = "";
+    return cards.replaceChildren();
+  }
   const ok = summary.trials.filter((t) => t.outcome === "OK");
-  const best = summary.top[0];
+  const best = summary.best;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "v" }, v), el("div", { class: "k" }, k));
+  const how = best ? (best.confirmed ? "re-measured" : "trial figures, not re-measured") : "";
   cards.replaceChildren(
     card("trials", String(summary.trials.length)),
     card("OK", String(ok.length)),
     card("refused by rules", String(summary.invalid)),
+    card(`best vs cuBLAS (${how || "same run"})`, ratio(best?.ratio)),
+    card("p10–p90 of that ratio", spread(best?.ratio_p10, best?.ratio_p90)),
     card("best TFLOP/s", fmt(best?.tflops)),
     card("cuBLAS TFLOP/s (same run)", fmt(summary.cublas_tflops)),
-    card("best vs cuBLAS", ratio(best?.ratio)),
-    card("best config", best ? best.config_label : "–"));
+    card(best?.source === "replay" ? "best config (replayed)" : "best config", best ? best.config_label : "–"));
+  note.textContent = best ? best.note : "";
+  document.body.dataset.bestConfig = best ? best.config_label : "";
 }
 
 // Labels the cuBLAS line at its right end, so the screenshot says what the dashed line is.
@@ -153,12 +173,14 @@ function trialDatasets(summary) {
   const outcomes = [...new Set(trials.map((t) => t.outcome))].sort((a, b) => (a === "OK" ? -1 : b === "OK" ? 1 : a < b ? -1 : 1));
   const sets = outcomes.map((outcome) => ({
     type: "scatter", label: outcome === "OK" ? "OK (TFLOP/s)" : `${outcome} (failed, shown at 0)`,
-    data: trials.filter((t) => t.outcome === outcome).map((t) => ({ x: t.trial, y: t.tflops ?? 0, label: t.config_label })),
+    data: trials.filter((t) => t.outcome === outcome).map((t) => ({
+      x: t.trial, y: t.tflops ?? 0, label: `${t.config_label}${t.ratio ? ` ${ratio(t.ratio)} cuBLAS` : ""}` })),
     backgroundColor: OUTCOME_COLORS[outcome], borderColor: OUTCOME_COLORS[outcome],
     pointStyle: outcome === "OK" ? "circle" : "crossRot", pointRadius: outcome === "OK" ? 4 : 6, order: 2,
   }));
   sets.push({
-    type: "line", label: "best so far", data: trials.map((t) => ({ x: t.trial, y: t.best_so_far_tflops })),
+    type: "line", label: "best so far (highest same-run ratio; its TFLOP/s)",
+    data: trials.map((t) => ({ x: t.trial, y: t.best_so_far_tflops, label: `${ratio(t.best_so_far_ratio)} cuBLAS` })),
     borderColor: BEST_COLOR, backgroundColor: BEST_COLOR, stepped: "after", pointStyle: "line", pointRadius: 0, borderWidth: 2, order: 1,
   });
   if (summary && summary.cublas_tflops && trials.length) {
@@ -256,10 +278,13 @@ function renderTop(summary) {
   const rows = (summary ? summary.top : []).map((t) => el("tr", {},
     el("td", {}, String(t.rank)),
     el("td", {}, el("code", {}, t.config_label)),
+    el("td", { class: "num" }, ratio(t.ratio)),
+    el("td", { class: "num" }, spread(t.ratio_p10, t.ratio_p90)),
+    el("td", {}, t.confirmed ? "re-measured" : `trial`),
     el("td", { class: "num" }, fmt(t.tflops)),
     el("td", { class: "num" }, fmt(t.cublas_tflops)),
-    el("td", { class: "num" }, ratio(t.ratio)),
     el("td", { class: "num" }, fmt(t.time_ms, 4)),
+    el("td", {}, t.source === "replay" ? "replayed" : "GPU"),
     el("td", {}, t.job_id ? `#${t.job_id}` : "")));
   document.querySelector("#top tbody").replaceChildren(...rows);
 }
