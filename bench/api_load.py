@@ -48,10 +48,10 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack  # noqa: E402
 from tirtune.db import make_engine, migrate, normalize_url, repo, session_factory, transaction  # noqa: E402
 from tirtune.space import Problem  # noqa: E402
 from tirtune.workers.replay_runner import from_record  # noqa: E402
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack  # noqa: E402
 
 log = logging.getLogger("api_load")
 RECORDED = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

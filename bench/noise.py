@@ -23,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import BuildResult, Candidate, RunResult, Stack
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.workers.gpu_runner import reply_to_result, tvm_version
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.results import BuildResult, Candidate, RunResult, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 from tirtune.workers.tirx_builder import compile_candidate
 

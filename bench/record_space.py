@@ -43,12 +43,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from tirtune.core import BuildResult, Candidate, Outcome, RunResult
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.tuner.job import START_WITH
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner, to_record
-from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
 from tirtune.workers.tirx_builder import compile_candidate
 
 

@@ -25,12 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Candidate
 from tirtune.db import migrate, repo
 from tirtune.db.session import open_database
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.workers.gpu_runner import GpuRunner, tvm_version
-from tirtune.workers.results import Candidate
 from tirtune.workers.tirx_builder import TirxBuilder
 
 NOISE_FILE = Path(__file__).resolve().parent / "results" / "noise.json"

@@ -9,8 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from tirtune.core import Candidate, Outcome, RunResult, Stack
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -57,8 +57,8 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
 
 
 def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) -> None:
+    from tirtune.core import Provenance
     from tirtune.workers.replay_runner import ReplayRunner, to_record
-    from tirtune.workers.results import Provenance
 
     record = _bench("record_space")
     stack = Stack("NVIDIA H200", "580", "13.0", "0.27")

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
 from tirtune.settings import Settings, get_settings
@@ -20,7 +21,6 @@ from tirtune.space import Config, Problem
 from tirtune.space.blackwell import JOURNEY, STATUS
 from tirtune.space.blackwell import TEMPLATE_VERSION as BLACKWELL_VERSION
 from tirtune.tuner.cli import main
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.core import Candidate, Outcome
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import Candidate, Outcome
 from tirtune.workers.tirx_builder import BUILD_MARK, TirxBuilder
 
 ray = pytest.importorskip("ray")

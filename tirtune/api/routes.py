@@ -23,10 +23,10 @@ from tirtune.api.schemas import (
     Page,
     TuneRequest,
 )
+from tirtune.core import Outcome
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
 from tirtune.space import HOPPER, Problem
 from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
-from tirtune.workers.results import Outcome
 
 __all__ = ["router"]
 

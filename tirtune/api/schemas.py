@@ -8,11 +8,11 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
+from tirtune.core import Outcome
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
 from tirtune.space.arch import BRANCH_STATUS, branch_of
-from tirtune.workers.results import Outcome
 
 __all__ = [
     "BestOut",

@@ -18,12 +18,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from tirtune.core import Candidate, Outcome, Problem, RunResult, Stack
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
 from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
-from tirtune.space import Problem
 from tirtune.space.arch import BLACKWELL_FAMILY
-from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
 __all__ = [
     "ProblemStats",

@@ -20,15 +20,14 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
-from tirtune.space.config import Config
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.workers.runner import Runner
 
 __all__ = ["JobLoop", "JobSummary", "Progress"]

@@ -14,8 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.proposer import Feedback, Proposal, Refusal
 

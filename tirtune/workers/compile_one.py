@@ -24,8 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 from tirtune.workers import toolchain
 
 __all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "ROOT_CAUSE_MARK", "load_template", "main"]

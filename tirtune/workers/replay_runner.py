@@ -16,12 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
+from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Stack
 from tirtune.space.hopper import TEMPLATE_VERSION
-from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Stack
 
 __all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
 

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.errors import WorkerError
 
