@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.cli import main
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
@@ -20,7 +21,6 @@ from tirtune.space import TEMPLATE_VERSION as HOPPER_VERSION
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import JOURNEY, STATUS
 from tirtune.space.blackwell import TEMPLATE_VERSION as BLACKWELL_VERSION
-from tirtune.tuner.cli import main
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)

@@ -6,12 +6,16 @@ import argparse
 import json
 import logging
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tirtune import TirtuneError, __version__
 from tirtune.settings import get_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from tirtune.api.app import RunnerFactory
 
 __all__ = ["main"]
 
@@ -131,9 +135,25 @@ def _serve(args: argparse.Namespace) -> int:
 
     from tirtune.api.app import create_app
 
-    app = create_app(get_settings(), start_workers=not args.no_worker)
+    app = create_app(get_settings(), job_runner=None if args.no_worker else _job_service())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
+
+
+def service_app() -> FastAPI:
+    """The API with its job worker, for `uvicorn --factory tirtune.cli:service_app` (what
+    `tirtune serve` runs); `tirtune.api.app:create_app` alone serves the API without one."""
+    from tirtune.api.app import create_app
+
+    return create_app(get_settings(), job_runner=_job_service())
+
+
+def _job_service() -> RunnerFactory:
+    """The app's job runner: the tuner's JobService, handed to the API here so that the API never
+    imports the tuner. Imported on use: it pulls in Ray and the builders."""
+    from tirtune.tuner.service import start_job_service
+
+    return start_job_service
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -171,9 +191,3 @@ class _UsageError(TirtuneError):
 
 def _usage(message: str) -> _UsageError:
     return _UsageError(message)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
