@@ -10,7 +10,7 @@ cuBLAS). The builds of the next chunk overlap the measurement of the current one
 Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
 configs (seeded, so a rerun measures the same sample), spread over the whole space, plus the
-job's starting points (`tirtune.tuner.job.START_WITH`) that are valid for the problem.
+job's starting points (`tirtune.space.branches`: the Hopper branch's `start_configs`) that are valid for the problem.
 
 A rerun appends to the existing files and measures only the configs they lack, so an
 interrupted recording resumes.
@@ -46,7 +46,7 @@ from typing import IO, Any
 from tirtune.core import BuildResult, Candidate, Outcome, RunResult
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.tuner.job import START_WITH
+from tirtune.space.branches import branch
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner, to_record
 from tirtune.workers.tirx_builder import compile_candidate
@@ -77,7 +77,8 @@ def _sample(problem: Problem, limit: int) -> list[Candidate]:
     configs = HOPPER.valid_configs(problem)
     if limit:
         sample = random.Random(0).sample(configs, min(limit, len(configs)))
-        starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
+        known = branch(HOPPER.arch).start_configs(problem)
+        starts = [c for c in known if HOPPER.is_valid(c, problem) and c not in sample]
         configs = sorted(sample) + starts
     return [Candidate(c, problem, HOPPER.template_version) for c in configs]
 

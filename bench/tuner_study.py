@@ -3,7 +3,7 @@
 Replays recorded measurements (bench/data/*.jsonl, a sample of the space per problem) and runs,
 per problem and seed, the service's own proposer the way a job does (ask 4, measure, tell 4):
 
-- `tpe`: OptunaProposer from the job's starting points (`START_WITH`), as `POST /tune` runs;
+- `tpe`: OptunaProposer from the job's starting points (its branch's `start_configs`), as `POST /tune` runs;
 - `tpe-cold`: the same without starting points (what TPE alone learns);
 - `random`: the recorded configs in a seeded random order.
 
@@ -31,9 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tirtune.space import Config, Problem  # noqa: E402
+from tirtune.space.branches import branch  # noqa: E402
 from tirtune.space.hopper import space_for  # noqa: E402
 from tirtune.space.space import SearchSpace  # noqa: E402
-from tirtune.tuner.job import START_WITH  # noqa: E402
 from tirtune.tuner.optuna_proposer import OptunaProposer  # noqa: E402
 from tirtune.tuner.proposer import Feedback  # noqa: E402
 from tirtune.workers.replay_runner import ReplayRunner  # noqa: E402
@@ -64,7 +64,7 @@ def tpe_trace(
             "study",
             space,
             seed=seed,
-            start_with=START_WITH if warm else (),
+            start_with=branch(space.arch).start_configs(problem) if warm else (),
             problem=problem,
         )
         while len(trace) < trials:
@@ -127,7 +127,7 @@ def main() -> int:
             "recorded": len(replay.configs(problem)),
             "correct": len(score),
             "best_recorded": {"config": best_config.label(), "tflops": round(best, 1)},
-            "starts_recorded": sum(c in score for c in START_WITH),
+            "starts_recorded": sum(c in score for c in branch("sm_90a").start_configs(problem)),
             "strategies": {},
         }
         for name in ("tpe", "tpe-cold", "random"):

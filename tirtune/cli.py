@@ -94,7 +94,7 @@ def _best(args: argparse.Namespace) -> int:
     from tirtune.db import repo
     from tirtune.db.session import open_database
     from tirtune.space import Problem
-    from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
+    from tirtune.space.branches import branch_for_gpu_name
 
     problem = Problem.parse(args.shape, args.dtype)
     sessions = open_database(get_settings().database_url)
@@ -102,31 +102,33 @@ def _best(args: argparse.Namespace) -> int:
         best = repo.best_measurement(s, problem, gpu_name=args.gpu)
     if best is None:
         print(f"nothing tuned for {problem} yet; run: tirtune tune {problem.shape} --dtype {problem.dtype}")  # noqa: T201
-        if args.gpu and is_blackwell_gpu_name(args.gpu):
-            print(f"the Blackwell (sm_100a) branch is {BRANCH_STATUS['sm_100a']}; "  # noqa: T201
-                  "results for a Blackwell GPU come only from runs on one")
+        named = branch_for_gpu_name(args.gpu) if args.gpu else None
+        if named is not None and not named.measured:
+            print(f"the {named.name} ({named.arch}) branch is {named.status_text}; "  # noqa: T201
+                  f"results for a {named.name} GPU come only from runs on one")
         return 1
     print(json.dumps(_best_json(best), indent=2))  # noqa: T201
     return 0
 
 
 def _best_json(m: Any) -> dict[str, Any]:
-    from tirtune.space.arch import BRANCH_STATUS, branch_of
+    from tirtune.space.branches import branch_for_version
 
+    branch = branch_for_version(m.template_version)
     return {"problem": m.problem.shape, "dtype": m.dtype, "config": m.config.to_json(),
             "tflops": m.tflops, "cublas_tflops": m.cublas_tflops, "ratio": m.ratio,
             "gpu": m.gpu_name, "driver": m.driver, "cuda": m.cuda, "tvm": m.tvm_version,
             "template_version": m.template_version, "measured_at": m.created_at.isoformat(),
-            "branch": branch_of(m.template_version), "branch_status": BRANCH_STATUS[branch_of(m.template_version)]}
+            "branch": branch.arch, "branch_status": branch.status_text}
 
 
 def _branches(args: argparse.Namespace) -> int:
-    from tirtune.space.arch import BRANCH_STATUS
-    from tirtune.space.blackwell import BLACKWELL
-    from tirtune.space.hopper import HOPPER
+    from tirtune.space.branches import BRANCHES
 
-    for space, gpus in ((HOPPER, "compute capability 9.x (H100, H200)"), (BLACKWELL, "10.0 (B200, GB200)")):
-        print(f"{space.arch:<8} {space.template_version:<17} {gpus}: {BRANCH_STATUS[space.arch]}")  # noqa: T201
+    for i, b in enumerate(BRANCHES.values()):
+        where = f"{', '.join(b.compute_capabilities)} ({', '.join(b.gpu_models)})"
+        gpus = f"compute capability {where}" if i == 0 else where  # the table's first row says what the figures are
+        print(f"{b.arch:<8} {b.space.template_version:<17} {gpus}: {b.status_text}")  # noqa: T201
     return 0
 
 

@@ -25,8 +25,8 @@ from tirtune.api.schemas import (
 )
 from tirtune.core import Outcome
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
-from tirtune.space import HOPPER, Problem
-from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
+from tirtune.space import Problem
+from tirtune.space.branches import branch, branch_for_gpu_name
 
 __all__ = ["router"]
 
@@ -54,7 +54,7 @@ Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
     """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
     problem = body.problem()
-    HOPPER.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
+    branch(body.arch).space.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
         job = repo.find_active_job(s, problem, body.arch)
@@ -145,8 +145,9 @@ def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None
     if found is None:
         where = f" on {gpu}" if gpu else ""
         message = f"nothing tuned for {problem.shape} {problem.dtype}{where} yet; POST /tune to start"
-        if gpu and is_blackwell_gpu_name(gpu):
-            message += (f" (the Blackwell sm_100a branch is {BRANCH_STATUS['sm_100a']}: results for a Blackwell "
+        named = branch_for_gpu_name(gpu) if gpu else None
+        if named is not None and not named.measured:
+            message += (f" (the {named.name} {named.arch} branch is {named.status_text}: results for a {named.name} "
                         "GPU come only from runs on one)")
         raise ApiError(404, "not_found", message)
     if fallback == "none":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -12,7 +12,7 @@ from tirtune.core import Outcome
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
-from tirtune.space.arch import BRANCH_STATUS, branch_of
+from tirtune.space.branches import ARCHS, DEFAULT_ARCH, branch_for_version
 
 __all__ = [
     "BestOut",
@@ -38,6 +38,14 @@ T = TypeVar("T")
 Dim = Annotated[int, Field(strict=True, gt=0, description="A GEMM dimension; D(M,N) = A(M,K) @ B(N,K).T")]
 
 
+# The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
+# that the schema lists them.
+if TYPE_CHECKING:
+    Arch = str
+else:
+    Arch = Literal[ARCHS]
+
+
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
@@ -49,8 +57,8 @@ class TuneRequest(BaseModel):
     dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, bf16 accepted.")
     max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000)] = 64
     time_budget_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
-    arch: Literal["sm_90a", "sm_100a"] = Field(
-        "sm_90a",
+    arch: Arch = Field(
+        DEFAULT_ARCH,
         description="Template branch: sm_90a (Hopper, run on an H200) or sm_100a (Blackwell B200: compile-checked, "
         "not yet run on a B200); a job runs only on a worker whose GPUs take that arch.",
     )
@@ -182,13 +190,13 @@ class BestOut(BaseModel):
 
     @classmethod
     def of(cls, r: MeasurementRecord, fallback: FallbackOut | None = None) -> BestOut:
-        branch = branch_of(r.template_version)
+        branch = branch_for_version(r.template_version)
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
             config=r.config.to_json(), config_label=r.config.label(), tflops=r.tflops,
             cublas_tflops=r.cublas_tflops, ratio=r.ratio, time_ms=r.time_ms,
             provenance=ProvenanceOut.of(r), measured_at=r.created_at, job_id=r.job_id, fallback=fallback,
-            branch=branch, branch_status=BRANCH_STATUS[branch],
+            branch=branch.arch, branch_status=branch.status_text,
         )
 
 

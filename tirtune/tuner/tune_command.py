@@ -17,7 +17,7 @@ from tirtune.db import repo
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
 from tirtune.settings import Settings
-from tirtune.space import HOPPER, Problem
+from tirtune.space import Problem, branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.runtime import make_workers
@@ -36,7 +36,7 @@ def run_tune(
     top: int = 10,
 ) -> dict[str, Any]:
     problem = Problem.parse(shape, dtype)
-    HOPPER.check_problem(problem)  # refuse before anything starts
+    branches.check_problem(problem)  # refuse what no branch can tune before anything starts
     console = Console(stderr=True)
     sessions = open_database(settings.database_url)
     workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
@@ -126,7 +126,7 @@ def summarize(
         "torch": best.torch_version if best else None,
         # What was measured (a replay of recorded data keeps its recording's version).
         "template_version": best.template_version if best else (rows[0].template_version if rows
-                                                                else HOPPER.template_version),
+                                                                else _default_version()),
         "trials": sum(1 for r in rows if r.outcome != "INVALID"),
         "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
         "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),
@@ -240,6 +240,10 @@ def _label(config: dict[str, Any] | None) -> str:
     from tirtune.space import Config
 
     return "none" if config is None else Config.from_json(config).label()
+
+
+def _default_version() -> str:
+    return branches.BRANCHES[branches.DEFAULT_ARCH].space.template_version
 
 
 def _f(value: float | None, digits: int = 1) -> str:
