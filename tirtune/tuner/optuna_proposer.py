@@ -174,14 +174,6 @@ class OptunaProposer:
             self.study.tell(trial, state=TrialState.FAIL)
         self._open.clear()
 
-    def best(self) -> dict[str, Any] | None:
-        done = [
-            t
-            for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("outcome") == "OK"
-        ]
-        return max(done, key=lambda t: t.value or 0.0).params if done else None
-
 
 def _storage(url: str) -> optuna.storages.RDBStorage:
     kwargs: dict[str, Any] = {}
