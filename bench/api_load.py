@@ -45,13 +45,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
+from tirtune.db import make_engine, migrate, normalize_url, repo, session_factory, transaction
+from tirtune.space import Problem
+from tirtune.workers.replay_runner import from_record
 
-from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack  # noqa: E402
-from tirtune.db import make_engine, migrate, normalize_url, repo, session_factory, transaction  # noqa: E402
-from tirtune.space import Problem  # noqa: E402
-from tirtune.workers.replay_runner import from_record  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("api_load")
 RECORDED = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

@@ -27,11 +27,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace  # noqa: E402
-from tirtune.workers.results import Candidate, Outcome  # noqa: E402
-from tirtune.workers.tirx_builder import compile_candidate  # noqa: E402
+from tirtune.core import Candidate, Outcome
+from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
+from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("prebuild")
 
@@ -267,7 +265,7 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
 
 
 def _journey() -> list[tuple[str, Config, Problem]]:
-    from journey import JOURNEY  # bench/journey.py, beside this file
+    from bench.journey import JOURNEY
 
     return [(step.name, step.config, step.problem) for step in JOURNEY]
 

@@ -21,22 +21,19 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import Config, Problem  # noqa: E402
-from tirtune.space.branches import branch  # noqa: E402
-from tirtune.space.hopper import space_for  # noqa: E402
-from tirtune.space.space import SearchSpace  # noqa: E402
-from tirtune.tuner.optuna_proposer import OptunaProposer  # noqa: E402
-from tirtune.tuner.proposer import Feedback  # noqa: E402
-from tirtune.workers.replay_runner import ReplayRunner  # noqa: E402
+from tirtune.space import Config, Problem
+from tirtune.space.branches import branch
+from tirtune.space.hopper import space_for
+from tirtune.space.space import SearchSpace
+from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.proposer import Feedback
+from tirtune.workers.replay_runner import ReplayRunner
 
 BATCH = 4  # a job's ask size on one GPU with the replay's batch
 CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)

@@ -29,7 +29,6 @@ import json
 import multiprocessing
 import os
 import random
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -141,9 +140,6 @@ def _drawn(arch: str) -> Iterator[tuple[Config, Problem]]:
 
 
 def _bench_sets() -> dict[str, list[tuple[Config, Problem]]]:
-    for path in (ROOT, ROOT / "bench"):  # prebuild's journey set imports bench/journey.py by name
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
     from bench import prebuild
 
     return {name: [(item[-2], item[-1]) for item in prebuild.SETS[name]()] for name in ("v3", "journey")}
