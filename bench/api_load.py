@@ -1,6 +1,6 @@
 """Load benchmark: GET /best under 200 concurrent clients against PostgreSQL, on loopback only.
 
-    python bench/api_load.py [--clients 200] [--seconds 20] [--workers 2] [--rate 1000]
+    python -m bench.api_load [--clients 200] [--seconds 20] [--workers 2] [--rate 1000]
 
 1. Creates a throwaway PostgreSQL database (dropped at the end), migrates it, and fills it with
    realistic measurements: the 156 configs recorded on an H200 (bench/data/*.jsonl) replayed for

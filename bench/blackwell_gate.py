@@ -2,7 +2,7 @@
 
     python bench/blackwell_gate.py --count 110 --jobs 2 --out bench/results/blackwell-gate
 
-Each sampled (config, problem) goes through `tirtune.workers.static_gate.gate`: TIRx lowering,
+Each sampled (config, problem) goes through `bench.static_gate.gate`: TIRx lowering,
 `nvcc -cubin` for sm_100a, and the static checks (no spills or local memory, register / shared
 memory / TMEM budgets, tcgen05 families present and wgmma absent, the MMA shape and types from the
 instruction descriptor, launch dimensions). Writes OUT.json (every report) and OUT.md (summary).

@@ -8,7 +8,7 @@ stored (SQLite, `faults.db`) and written to `faults.json`; the study passes when
 its expected outcome, every good config measured OK, and the GPU still works afterwards (a good
 config measured again, a torch matmul in a fresh process).
 
-    python bench/fault_study.py --out bench/results            # ~3-4 min on the H200
+    python -m bench.fault_study --out bench/results            # ~3-4 min on the H200
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The seed's nine-step GEMM journey (V1..V9, written for a B200) as configs of our Hopper template.
 
-    python bench/journey.py                 # print the mapping
-    python bench/journey.py --build [--out .build/journey] [--jobs 2]
+    python -m bench.journey                 # print the mapping
+    python -m bench.journey --build [--out .build/journey] [--jobs 2]
 
 Each step is one (Config, Problem) pair of hopper-gemm/3 and changes one idea relative to the
 step before, as in the seed: V1-V3 copy A and B with the consumer threads into the swizzled

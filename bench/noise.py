@@ -9,7 +9,7 @@
 
 Writes noise.json. No Ray: builds run as plain subprocesses, measurements in supervised children.
 
-    python bench/noise.py --out bench/results            # ~2-3 min on the H200
+    python -m bench.noise --out bench/results            # ~2-3 min on the H200
 """
 
 from __future__ import annotations

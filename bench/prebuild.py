@@ -1,6 +1,6 @@
 """Build the template-verification set on this (CPU) machine: .so files plus manifest.json.
 
-    python bench/prebuild.py [--set v1|v2|v3|v3-perf|journey] [--out .build/verify] [--jobs 2] [--timeout 600]
+    python -m bench.prebuild [--set v1|v2|v3|v3-perf|journey] [--out .build/verify] [--jobs 2] [--timeout 600]
 
 The v1 set covers every knob value of hopper-gemm/1 and the tail problems; the v2 set covers
 the knobs hopper-gemm/2 added (persistent, raster_group, epilogue) around the best 4096^3 shape,

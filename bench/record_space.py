@@ -5,7 +5,7 @@ so the tuner can be tested and studied without a GPU. Uses the service's own pat
 as Ray CPU tasks, measurements by the GPU runner (one actor per GPU; verify, then time against
 cuBLAS). The builds of the next chunk overlap the measurement of the current one.
 
-    python bench/record_space.py 4096x4096x4096:float16 8192x8192x1024:float16 --limit 300 --out bench/data
+    python -m bench.record_space 4096x4096x4096:float16 8192x8192x1024:float16 --limit 300 --out bench/data
 
 Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
@@ -23,7 +23,7 @@ TIRTUNE_CACHE_DIR at it, and the measuring run finds every build there.
 largest relative error of the correct ones and the best ratio to cuBLAS; this is the correctness
 sweep (every measurement is verified against a float32 reference before it is timed):
 
-    python bench/record_space.py 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
+    python -m bench.record_space 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
         --limit 100 --out /tmp/sweep --summary bench/results/sweep
 
 `--summarize FILE... --summary PREFIX` writes the same report from recorded JSONL files (several

@@ -1,6 +1,6 @@
 """Scaling over GPUs: the same study run with 1, 2 (4, 8) GPUs, one runner actor per GPU.
 
-    python bench/scaling.py 4096x4096x4096 --dtype float16 --trials 64 --gpus 1 2 --out bench/results
+    python -m bench.scaling 4096x4096x4096 --dtype float16 --trials 64 --gpus 1 2 --out bench/results
 
 For each GPU count: a fresh database and a fresh (cold) build cache, the same problem and the
 same Optuna seed, the service's own path (TirxBuilder on Ray CPUs, GpuRunner with that many

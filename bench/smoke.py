@@ -1,4 +1,4 @@
-"""Hang-safe first run of prebuilt kernels: each one once, checked, with a watchdog.
+"""Hang-safe first run of prebuilt kernels: each one checked, under a watchdog.
 
     python -m bench.smoke .build/v4 --out bench/results/smoke-v4.jsonl [--watchdog-s 10]
 

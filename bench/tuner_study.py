@@ -11,7 +11,7 @@ The space each searches is the recorded sample (`ReplayRunner.restrict`), so eve
 real measurement. Reported: the median over seeds of the best TFLOP/s found after n trials as a
 fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
 
-    python bench/tuner_study.py bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
+    python -m bench.tuner_study bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
         --out bench/results/tuner-study
 """
 
