@@ -1,6 +1,6 @@
 """Load benchmark: GET /best under 200 concurrent clients against PostgreSQL, on loopback only.
 
-    python bench/api_load.py [--clients 200] [--seconds 20] [--workers 2] [--rate 1000]
+    python -m bench.api_load [--clients 200] [--seconds 20] [--workers 2] [--rate 1000]
 
 1. Creates a throwaway PostgreSQL database (dropped at the end), migrates it, and fills it with
    realistic measurements: the 156 configs recorded on an H200 (bench/data/*.jsonl) replayed for
@@ -45,13 +45,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
+from tirtune.db import make_engine, migrate, normalize_url, repo, session_factory, transaction
+from tirtune.space import Problem
+from tirtune.workers.replay_runner import from_record
 
-from tirtune.db import make_engine, migrate, normalize_url, repo, session_factory, transaction  # noqa: E402
-from tirtune.space import Problem  # noqa: E402
-from tirtune.workers.replay_runner import from_record  # noqa: E402
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("api_load")
 RECORDED = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

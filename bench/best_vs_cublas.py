@@ -1,7 +1,7 @@
 """The best configs against cuBLAS: the service's own measuring child, re-measured interleaved,
 median over several fresh processes. Writes bench/results/best-vs-cublas.{json,md}.
 
-    python bench/best_vs_cublas.py .build/best --processes 3 --rounds 7 --out bench/results
+    python -m bench.best_vs_cublas .build/best --processes 3 --rounds 7 --out bench/results
 
 Input: a folder made by bench/prebuild.py (manifest.json + .so files), e.g. the tuner's winners.
 Needs torch and tvm_ffi on the GPU host, not TVM. For each process: a fresh measuring child

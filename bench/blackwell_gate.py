@@ -2,7 +2,7 @@
 
     python bench/blackwell_gate.py --count 110 --jobs 2 --out bench/results/blackwell-gate
 
-Each sampled (config, problem) goes through `tirtune.workers.static_gate.gate`: TIRx lowering,
+Each sampled (config, problem) goes through `bench.static_gate.gate`: TIRx lowering,
 `nvcc -cubin` for sm_100a, and the static checks (no spills or local memory, register / shared
 memory / TMEM budgets, tcgen05 families present and wgmma absent, the MMA shape and types from the
 instruction descriptor, launch dimensions). Writes OUT.json (every report) and OUT.md (summary).
@@ -25,11 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import Config, Problem  # noqa: E402
-from tirtune.space.blackwell import BLACKWELL, STATUS, TEMPLATE_VERSION  # noqa: E402
-from tirtune.workers import toolchain  # noqa: E402
+from tirtune.space import Config, Problem
+from tirtune.space.blackwell import BLACKWELL, STATUS, TEMPLATE_VERSION
+from tirtune.workers import toolchain
 
 # Mostly the seed's problem; some bf16 and some shapes with tails along M, N and K.
 PROBLEMS = (
@@ -55,7 +53,7 @@ def sample(count: int, seed: int) -> list[tuple[Config, Problem]]:
 
 
 def _gate_one(item: tuple[Config, Problem]) -> dict[str, Any]:
-    from tirtune.workers.static_gate import gate
+    from bench.static_gate import gate
 
     config, problem = item
     started = time.perf_counter()
@@ -203,7 +201,7 @@ def _commit() -> str:
         "tirtune/space/templates/blackwell_gemm.py",
         "tirtune/space/blackwell.py",
         "tirtune/space/blackwell_rules.py",
-        "tirtune/workers/static_gate.py",
+        "bench/static_gate.py",
         "tirtune/workers/toolchain.py",
     ]
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *ours], cwd=root, check=False).returncode != 0

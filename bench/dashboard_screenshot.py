@@ -2,7 +2,7 @@
 
     cp bench/data/h200-tune-4096x4096x4096-float16.sqlite /tmp/copy.sqlite
     DATABASE_URL=sqlite:////tmp/copy.sqlite tirtune serve --no-worker --port 8765 &
-    python bench/dashboard_screenshot.py http://127.0.0.1:8765/dashboard docs/dashboard-h200.png
+    python -m bench.dashboard_screenshot http://127.0.0.1:8765/dashboard docs/dashboard-h200.png
 
 Waits until the page has drawn its trials, then saves a full-page PNG. Needs the `playwright`
 Python package and a Chromium binary (default /usr/bin/chromium; `playwright install` not needed).

@@ -1,6 +1,6 @@
 """Energy per GEMM: prebuilt kernels and cuBLAS at steady state, from NVML's energy counter.
 
-    python bench/energy.py .build/v4 --only 4096x4096x4096 --seconds 2 --rounds 3 --out bench/results
+    python -m bench.energy .build/v4 --only 4096x4096x4096 --seconds 2 --rounds 3 --out bench/results
 
 The question it answers: is a kernel's speed against cuBLAS set by the board's power limit? For
 each problem, every kernel and cuBLAS (`torch.mm`) run back to back for `--seconds` each, in

@@ -8,7 +8,7 @@ stored (SQLite, `faults.db`) and written to `faults.json`; the study passes when
 its expected outcome, every good config measured OK, and the GPU still works afterwards (a good
 config measured again, a torch matmul in a fresh process).
 
-    python bench/fault_study.py --out bench/results            # ~3-4 min on the H200
+    python -m bench.fault_study --out bench/results            # ~3-4 min on the H200
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.faults.kernels import FAULTS
+from tirtune.core import BuildResult, Candidate, Outcome, RunResult
 from tirtune.db import open_database, repo, transaction
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.runtime import start_ray
 from tirtune.workers.gpu_runner import GpuRunner
-from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
 from tirtune.workers.tirx_builder import TirxBuilder
 
 TORCH_CHECK = ("import torch; a = torch.randn(4096, 4096, device='cuda', dtype=torch.float16); "

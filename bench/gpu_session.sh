@@ -9,6 +9,10 @@
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
+#   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
+#   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
+#                                               # it found correct (whose names hold ONLY, default 4096x4096x4096)
+#                                               # against cuBLAS in 3 processes, then energy per GEMM
 # Everything worth keeping is written under $OUT (the device tool brings it back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +37,7 @@ case "$1" in
     # when RECORD_TIMEOUT_S ends the run before the call's own limit would.
     DATA=/root/tirtune/data; mkdir -p "$DATA"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    timeout "${RECORD_TIMEOUT_S:-540}" python3 bench/record_space.py "${@:3}" --limit "$2" --out "$DATA" >>"$DATA/record.log" 2>&1
+    timeout "${RECORD_TIMEOUT_S:-540}" python3 -m bench.record_space "${@:3}" --limit "$2" --out "$DATA" >>"$DATA/record.log" 2>&1
     rc=$?
     cp "$DATA"/* "$OUT"/
     tail -n 12 "$DATA/record.log"
@@ -42,31 +46,52 @@ case "$1" in
     # A build cache made elsewhere (record_space.py --build-only), as a .tar.xz of its entries.
     mkdir -p "$TIRTUNE_CACHE_DIR" && tar -xJf "$2" -C "$TIRTUNE_CACHE_DIR" && ls "$TIRTUNE_CACHE_DIR" | wc -l ;;
   prebuild)
-    python3 bench/prebuild.py --set "$2" --out "$3" --cache-dir "$TIRTUNE_CACHE_DIR" --jobs "${4:-16}" 2>&1 | tail -n 5 ;;
+    python3 -m bench.prebuild --set "$2" --out "$3" --cache-dir "$TIRTUNE_CACHE_DIR" --jobs "${4:-16}" 2>&1 | tail -n 5 ;;
   scaling)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    python3 bench/scaling.py "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
+    python3 -m bench.scaling "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
     rc=$?
     tail -n 30 "$OUT/scaling.log"
     exit $rc ;;
   best)
-    python3 bench/best_vs_cublas.py "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
+    python3 -m bench.best_vs_cublas "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
     rc=$?
     tail -n 20 "$OUT/best.log"
     exit $rc ;;
   faults)
-    python3 bench/fault_study.py --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"
+    python3 -m bench.fault_study --good "${2:-50}" --run-timeout 20 --out "$OUT" 2>"$OUT/faults.log"
     rc=$?
-    python3 bench/render_md.py "$OUT/faults.json"
+    python3 -m bench.render_md "$OUT/faults.json"
     tail -n 30 "$OUT/faults.log"
     exit $rc ;;
   noise)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    python3 bench/noise.py --out "$OUT" 2>"$OUT/noise.log"
+    python3 -m bench.noise --out "$OUT" 2>"$OUT/noise.log"
     rc=$?
-    python3 bench/render_md.py "$OUT/noise.json"
+    python3 -m bench.render_md "$OUT/noise.json"
     tail -n 30 "$OUT/noise.log"
     exit $rc ;;
+  gputest)
+    nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_measure.py > "$OUT/gputest.log" 2>&1
+    rc=$?
+    tail -n 30 "$OUT/gputest.log"
+    exit $rc ;;
+  prebuilt)
+    # Needs only torch, tvm-ffi and the prebuilt .so files (no TVM): a tvm-ffi wheel under .whl/ is
+    # installed on the side when the stash has none. (Was bench/v4_device.sh, the hopper-gemm/4 session.)
+    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
+      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    SET=${2:-.build/v4}; ONLY=${3:-4096x4096x4096}
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    for _ in $(seq 1 12); do timeout 90 python3 -m bench.smoke "$SET" --out "$OUT/smoke.jsonl" --watchdog-s 8 && break; done
+    EXCL=$(python3 -m bench.smoke --failed "$OUT/smoke.jsonl")
+    timeout 260 python3 -m bench.best_vs_cublas "$SET" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --processes 3 --rounds 7 \
+      --timeout 15 --out "$OUT/perf" > "$OUT/perf.log" 2>&1
+    grep -E "^\|" "$OUT/perf.log" | cut -c1-200
+    timeout 150 python3 -m bench.energy "$SET" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --seconds 1 --rounds 3 \
+      --out "$OUT" > "$OUT/energy.log" 2>&1
+    grep -E "^\|" "$OUT/energy.log" | cut -c1-200 ;;
   *)
     echo "unknown step $1" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 """The seed's nine-step GEMM journey (V1..V9, written for a B200) as configs of our Hopper template.
 
-    python bench/journey.py                 # print the mapping
-    python bench/journey.py --build [--out .build/journey] [--jobs 2]
+    python -m bench.journey                 # print the mapping
+    python -m bench.journey --build [--out .build/journey] [--jobs 2]
 
 Each step is one (Config, Problem) pair of hopper-gemm/3 and changes one idea relative to the
 step before, as in the seed: V1-V3 copy A and B with the consumer threads into the swizzled
@@ -35,9 +35,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import HOPPER, Config, Problem  # noqa: E402
+from tirtune.space import HOPPER, Config, Problem
 
 __all__ = ["JOURNEY", "Step"]
 
@@ -99,9 +97,8 @@ def main() -> int:
         print(f"{step.name}  {step.config.label():<44} {step.problem}  {state}\n    {step.what}")  # noqa: T201
     if not args.build:
         return 0
-    prebuild = Path(__file__).with_name("prebuild.py")
-    cmd = [sys.executable, str(prebuild), "--set", "journey", "--out", args.out, "--jobs", args.jobs]
-    return subprocess.run(cmd, check=False).returncode
+    cmd = [sys.executable, "-m", "bench.prebuild", "--set", "journey", "--out", args.out, "--jobs", args.jobs]
+    return subprocess.run(cmd, check=False, cwd=Path(__file__).resolve().parents[1]).returncode
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 
 Writes noise.json. No Ray: builds run as plain subprocesses, measurements in supervised children.
 
-    python bench/noise.py --out bench/results            # ~2-3 min on the H200
+    python -m bench.noise --out bench/results            # ~2-3 min on the H200
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import BuildResult, Candidate, RunResult, Stack
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.workers.gpu_runner import reply_to_result, tvm_version
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.results import BuildResult, Candidate, RunResult, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 from tirtune.workers.tirx_builder import compile_candidate
 

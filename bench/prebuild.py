@@ -1,6 +1,6 @@
 """Build the template-verification set on this (CPU) machine: .so files plus manifest.json.
 
-    python bench/prebuild.py [--set v1|v2|v3|v3-perf|journey] [--out .build/verify] [--jobs 2] [--timeout 600]
+    python -m bench.prebuild [--set v1|v2|v3|v3-perf|journey] [--out .build/verify] [--jobs 2] [--timeout 600]
 
 The v1 set covers every knob value of hopper-gemm/1 and the tail problems; the v2 set covers
 the knobs hopper-gemm/2 added (persistent, raster_group, epilogue) around the best 4096^3 shape,
@@ -27,11 +27,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace  # noqa: E402
-from tirtune.workers.results import Candidate, Outcome  # noqa: E402
-from tirtune.workers.tirx_builder import compile_candidate  # noqa: E402
+from tirtune.core import Candidate, Outcome
+from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
+from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("prebuild")
 
@@ -267,7 +265,7 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
 
 
 def _journey() -> list[tuple[str, Config, Problem]]:
-    from journey import JOURNEY  # bench/journey.py, beside this file
+    from bench.journey import JOURNEY
 
     return [(step.name, step.config, step.problem) for step in JOURNEY]
 

@@ -5,12 +5,12 @@ so the tuner can be tested and studied without a GPU. Uses the service's own pat
 as Ray CPU tasks, measurements by the GPU runner (one actor per GPU; verify, then time against
 cuBLAS). The builds of the next chunk overlap the measurement of the current one.
 
-    python bench/record_space.py 4096x4096x4096:float16 8192x8192x1024:float16 --limit 300 --out bench/data
+    python -m bench.record_space 4096x4096x4096:float16 8192x8192x1024:float16 --limit 300 --out bench/data
 
 Each problem writes `<template version>-<shape>-<dtype>.jsonl` (e.g.
 hopper-gemm-2-4096x4096x4096-float16.jsonl); `--limit N` measures a random sample of N valid
 configs (seeded, so a rerun measures the same sample), spread over the whole space, plus the
-job's starting points (`tirtune.tuner.job.START_WITH`) that are valid for the problem.
+job's starting points (`tirtune.space.branches`: the Hopper branch's `start_configs`) that are valid for the problem.
 
 A rerun appends to the existing files and measures only the configs they lack, so an
 interrupted recording resumes.
@@ -23,7 +23,7 @@ TIRTUNE_CACHE_DIR at it, and the measuring run finds every build there.
 largest relative error of the correct ones and the best ratio to cuBLAS; this is the correctness
 sweep (every measurement is verified against a float32 reference before it is timed):
 
-    python bench/record_space.py 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
+    python -m bench.record_space 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
         --limit 100 --out /tmp/sweep --summary bench/results/sweep
 
 `--summarize FILE... --summary PREFIX` writes the same report from recorded JSONL files (several
@@ -43,12 +43,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from tirtune.core import BuildResult, Candidate, Outcome, RunResult
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.tuner.job import START_WITH
+from tirtune.space.branches import branch
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner, to_record
-from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult
 from tirtune.workers.tirx_builder import compile_candidate
 
 
@@ -77,7 +77,8 @@ def _sample(problem: Problem, limit: int) -> list[Candidate]:
     configs = HOPPER.valid_configs(problem)
     if limit:
         sample = random.Random(0).sample(configs, min(limit, len(configs)))
-        starts = [c for c in START_WITH if HOPPER.is_valid(c, problem) and c not in sample]
+        known = branch(HOPPER.arch).start_configs(problem)
+        starts = [c for c in known if HOPPER.is_valid(c, problem) and c not in sample]
         configs = sorted(sample) + starts
     return [Candidate(c, problem, HOPPER.template_version) for c in configs]
 

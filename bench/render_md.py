@@ -1,6 +1,6 @@
 """Markdown tables for the JSON results of bench/fault_study.py and bench/noise.py.
 
-    python bench/render_md.py bench/results/faults.json bench/results/noise.json
+    python -m bench.render_md bench/results/faults.json bench/results/noise.json
 writes faults.md and noise.md beside them.
 """
 

@@ -1,6 +1,6 @@
 """Scaling over GPUs: the same study run with 1, 2 (4, 8) GPUs, one runner actor per GPU.
 
-    python bench/scaling.py 4096x4096x4096 --dtype float16 --trials 64 --gpus 1 2 --out bench/results
+    python -m bench.scaling 4096x4096x4096 --dtype float16 --trials 64 --gpus 1 2 --out bench/results
 
 For each GPU count: a fresh database and a fresh (cold) build cache, the same problem and the
 same Optuna seed, the service's own path (TirxBuilder on Ray CPUs, GpuRunner with that many
@@ -25,12 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Candidate
 from tirtune.db import migrate, repo
 from tirtune.db.session import open_database
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.workers.gpu_runner import GpuRunner, tvm_version
-from tirtune.workers.results import Candidate
 from tirtune.workers.tirx_builder import TirxBuilder
 
 NOISE_FILE = Path(__file__).resolve().parent / "results" / "noise.json"

@@ -1,21 +1,22 @@
-"""Hang-safe first run of prebuilt kernels: each one once, checked, with a watchdog.
+"""Hang-safe first run of prebuilt kernels: each one checked, under a watchdog.
 
-    python bench/smoke.py .build/v4 --out bench/results/smoke-v4.jsonl [--watchdog-s 10]
+    python -m bench.smoke .build/v4 --out bench/results/smoke-v4.jsonl [--watchdog-s 10]
 
 Before timing new code paths (bench/best_vs_cublas.py gives a whole problem group one long
 timeout, so one deadlocked kernel costs minutes of device time), every kernel of the manifest
-runs once on fresh random inputs into a NaN-poisoned output, in order. The launch is polled up
-to --watchdog-s; a kernel that has not finished is recorded as HANG and this process exits (the
-CUDA context is stuck), and the wrapper loop starts a fresh process after it. A finished kernel
-is compared with a float32 reference: relative Frobenius error within the measuring child's
-tolerance (`tirtune.workers.measure.TOLERANCE`), every element written. The child's guard bands
-and its second run (a race check) are left to bench/best_vs_cublas.py, which measures the same
-files through the child.
+runs on fresh random inputs, in order, through the measuring child's check
+(`tirtune.workers.verify.verify`: a NaN-poisoned output inside NaN guard bands, every element
+written, relative Frobenius error within `TOLERANCE`, two runs bit-identical). Each launch is
+polled up to --watchdog-s; a kernel that has not finished is recorded as HANG and this process
+exits (the CUDA context is stuck), and the wrapper loop starts a fresh process after it.
 One JSON line per kernel is appended to --out, so the loop resumes where it stopped:
 
-    until python bench/smoke.py .build/v4 --out smoke.jsonl; do :; done
+    until python -m bench.smoke .build/v4 --out smoke.jsonl; do :; done
 
-`--summarize smoke.jsonl --summary smoke.md` writes the markdown table (outcomes counted by kind).
+`--summarize smoke.jsonl --summary smoke.md` writes the markdown table (outcomes counted by kind);
+`--failed smoke.jsonl` prints the names of the kernels that were not OK, comma-separated (for
+`best_vs_cublas --exclude`). Rows carry the check that judged them (`check`); rows without one
+(bench/results/smoke-v4*.jsonl) were judged by this script's earlier check: one run, no guard bands.
 
 Needs torch and tvm_ffi on the GPU host, not TVM.
 """
@@ -27,10 +28,18 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import TOLERANCE, Nvml
+from tirtune.workers.measure import Nvml
+from tirtune.workers.verify import TOLERANCE, verify
+
+CHECK = "tirtune.workers.verify"  # written into every row: what judged it
+
+
+class _Hang(Exception):
+    pass
 
 
 def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, Any]:
@@ -42,22 +51,26 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
     gen = torch.Generator(device="cuda").manual_seed(int(time.time()) % 100_000)
     a = torch.randn(p["m"], p["k"], device="cuda", dtype=dtype, generator=gen)
     b = torch.randn(p["n"], p["k"], device="cuda", dtype=dtype, generator=gen)
-    d = torch.full((p["m"], p["n"]), float("nan"), device="cuda", dtype=dtype)
     fn = tvm_ffi.load_module(str(folder / entry["so"]))["main"]
-    torch.cuda.synchronize()
-    done = torch.cuda.Event()
-    started = time.perf_counter()
-    with tvm_ffi.use_torch_stream():
-        fn(a, b, d)
-    done.record()
-    while not done.query():
-        if time.perf_counter() - started > watchdog_s:
-            return {"name": entry["name"], "outcome": "HANG", "seconds": watchdog_s}
-        time.sleep(0.005)
-    ref = a.float() @ b.float().T
-    err = ((d.float() - ref).norm() / ref.norm()).item()
-    ok = err == err and err <= TOLERANCE[p["dtype"]]  # NaN (an unwritten element) fails
-    return {"name": entry["name"], "outcome": "OK" if ok else "WRONG", "rel_error": err}
+
+    def run(d: Any) -> None:  # one launch under the watchdog
+        torch.cuda.synchronize()
+        done = torch.cuda.Event()
+        started = time.perf_counter()
+        with tvm_ffi.use_torch_stream():
+            fn(a, b, d)
+        done.record()
+        while not done.query():
+            if time.perf_counter() - started > watchdog_s:
+                raise _Hang
+            time.sleep(0.005)
+
+    try:
+        verdict = verify(run, a, b, p["dtype"])
+    except _Hang:
+        return {"name": entry["name"], "outcome": "HANG", "seconds": watchdog_s, "check": CHECK}
+    row = {"name": entry["name"], "outcome": "OK" if verdict.ok else "WRONG", "rel_error": verdict.rel_error}
+    return {**row, "check": CHECK, **({} if verdict.ok else {"message": verdict.message})}
 
 
 def environment() -> dict[str, Any]:
@@ -76,6 +89,15 @@ def summary(rows: list[dict[str, Any]], title: str) -> str:
     for r in rows:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     env = next((r["env"] for r in rows if r.get("env")), {})
+    checked = all(r.get("check") == CHECK for r in rows)
+    how = (
+        "Each kernel through the measuring child's check (tirtune.workers.verify: NaN-poisoned output inside "
+        "NaN guard bands, relative Frobenius error against a float32 reference, two runs bit-identical)"
+        if checked
+        else "Each kernel once on fresh random inputs into a NaN-poisoned output, relative Frobenius error "
+        "against a float32 reference (this script's check before it used tirtune.workers.verify: one run, "
+        "no guard bands)"
+    )
     # The largest error per dtype against the measuring child's tolerance, whatever bound a row
     # was judged by when it ran (the first runs used a looser 1e-2 / 2e-2).
     worst: dict[str, float] = {}
@@ -88,8 +110,7 @@ def summary(rows: list[dict[str, Any]], title: str) -> str:
         f"# {title}",
         "",
         f"{env.get('date', '')} {env.get('gpu_name', '')}, driver {env.get('driver')}, CUDA {env.get('cuda')}, "
-        f"torch {env.get('torch')}. Each kernel once on fresh random inputs into a NaN-poisoned output, "
-        "relative Frobenius error against a float32 reference, an 8-10 s watchdog for hangs (bench/smoke.py).",
+        f"torch {env.get('torch')}. {how}, an 8-10 s watchdog for hangs (bench/smoke.py).",
         "",
         "Outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" (of {len(rows)})",
         "",
@@ -114,7 +135,13 @@ def main() -> int:
     ap.add_argument("--summarize", type=Path, help="a JSONL this script wrote: write --summary and stop")
     ap.add_argument("--summary", type=Path)
     ap.add_argument("--title", default="Smoke run of prebuilt kernels")
+    ap.add_argument("--failed", type=Path, help="a JSONL this script wrote: print the names of its non-OK kernels")
     args = ap.parse_args()
+    if args.failed:
+        rows = [json.loads(line) for line in args.failed.read_text().splitlines() if line.strip()]
+        print(",".join(r["name"] for r in rows if r["outcome"] != "OK"))
+        print(Counter(r["outcome"] for r in rows), file=sys.stderr)
+        return 0
     if args.summarize:
         rows = [json.loads(line) for line in args.summarize.read_text().splitlines() if line.strip()]
         text = summary(rows, args.title)
@@ -135,7 +162,7 @@ def main() -> int:
         try:
             row = check(args.folder, entry, args.watchdog_s)
         except Exception as exc:  # a launch error poisons the context too: record it, start afresh
-            row = {"name": entry["name"], "outcome": "ERROR", "message": str(exc)[:300]}
+            row = {"name": entry["name"], "outcome": "ERROR", "message": str(exc)[:300], "check": CHECK}
         row["label"] = entry["label"]
         row["env"] = env
         row["problem"] = "{m}x{n}x{k} {dtype}".format(**entry["problem"])

@@ -3,7 +3,7 @@
 Replays recorded measurements (bench/data/*.jsonl, a sample of the space per problem) and runs,
 per problem and seed, the service's own proposer the way a job does (ask 4, measure, tell 4):
 
-- `tpe`: OptunaProposer from the job's starting points (`START_WITH`), as `POST /tune` runs;
+- `tpe`: OptunaProposer from the job's starting points (its branch's `start_configs`), as `POST /tune` runs;
 - `tpe-cold`: the same without starting points (what TPE alone learns);
 - `random`: the recorded configs in a seeded random order.
 
@@ -11,7 +11,7 @@ The space each searches is the recorded sample (`ReplayRunner.restrict`), so eve
 real measurement. Reported: the median over seeds of the best TFLOP/s found after n trials as a
 fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
 
-    python bench/tuner_study.py bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
+    python -m bench.tuner_study bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
         --out bench/results/tuner-study
 """
 
@@ -21,22 +21,19 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tirtune.space import Config, Problem  # noqa: E402
-from tirtune.space.hopper import space_for  # noqa: E402
-from tirtune.space.space import SearchSpace  # noqa: E402
-from tirtune.tuner.job import START_WITH  # noqa: E402
-from tirtune.tuner.optuna_proposer import OptunaProposer  # noqa: E402
-from tirtune.tuner.proposer import Feedback  # noqa: E402
-from tirtune.workers.replay_runner import ReplayRunner  # noqa: E402
+from tirtune.space import Config, Problem
+from tirtune.space.branches import branch
+from tirtune.space.hopper import space_for
+from tirtune.space.space import SearchSpace
+from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.proposer import Feedback
+from tirtune.workers.replay_runner import ReplayRunner
 
 BATCH = 4  # a job's ask size on one GPU with the replay's batch
 CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)
@@ -64,7 +61,7 @@ def tpe_trace(
             "study",
             space,
             seed=seed,
-            start_with=START_WITH if warm else (),
+            start_with=branch(space.arch).start_configs(problem) if warm else (),
             problem=problem,
         )
         while len(trace) < trials:
@@ -127,7 +124,7 @@ def main() -> int:
             "recorded": len(replay.configs(problem)),
             "correct": len(score),
             "best_recorded": {"config": best_config.label(), "tflops": round(best, 1)},
-            "starts_recorded": sum(c in score for c in START_WITH),
+            "starts_recorded": sum(c in score for c in branch("sm_90a").start_configs(problem)),
             "strategies": {},
         }
         for name in ("tpe", "tpe-cold", "random"):

@@ -1,21 +1,23 @@
 """Verify and time prebuilt template kernels on a GPU host (needs torch and tvm_ffi, not tvm).
 
-    python bench/verify_template.py .build/verify [--reps 50] [--rounds 5] [--warm-s 2] [--no-isolate]
+    python -m bench.verify_template .build/verify [--reps 50] [--rounds 5] [--warm-s 2] [--no-isolate]
         [--only SUBSTR] [--json out.json]
 
-For each manifest entry (written by bench/prebuild.py): load the .so with tvm_ffi, run it on
-fresh random inputs with D poisoned with NaN, and compare against a float32 torch reference.
+For each manifest entry (written by bench/prebuild.py): load the .so with tvm_ffi and check it on
+fresh random inputs, twice, with the service's own check (`tirtune.workers.verify.verify`).
 Correct kernels are then timed (CUDA events, warm-up, median of --reps) against
 torch.mm(A, B.T) (cuBLAS) timed in the same process: --rounds alternate the two (reps/rounds
 calls each per round), and the ratio reported is the median over rounds of cuBLAS time over
 kernel time, so a drift of the card's clocks during the measurement hits both sides alike.
 --warm-s runs cuBLAS GEMMs for that long first (a cold card flatters whatever is timed first).
 
-Correctness: rel_err = ||D - ref||_F / ||ref||_F with ref = A.float() @ B.float().T. With fp32
-accumulation the error is the output rounding: about 3e-4 for fp16 and 2e-3 for bf16. Passing
-needs rel_err <= 1e-2 (REL_TOL), no NaN left in D (every element written) and
-max|D - ref| <= 5e-2 * max|ref| (MAX_TOL, which catches a few wrong elements that the Frobenius
-norm would average away). A wrong tile, a stale stage or a misplaced fragment gives O(1).
+Correctness is the measuring child's: D poisoned with NaN inside NaN guard bands, every element
+written, rel_err = ||D - ref||_F / ||ref||_F against ref = A.float() @ B.float().T within
+`tirtune.workers.verify.TOLERANCE` (1e-3 fp16, 8e-3 bf16), and two runs on the same inputs
+bit-identical. With fp32 accumulation the error is the output rounding: about 3e-4 for fp16 and
+2e-3 for bf16; a wrong tile, a stale stage or a misplaced fragment gives O(1). (Result files
+written before this script used `verify` were judged by a looser check of its own: rel_err <= 1e-2
+and max|D - ref| <= 5e-2 * max|ref|, one run, no guard bands; bench/README.md says which.)
 
 By default each kernel is checked in its own child process with a timeout (--timeout; --jobs
 children at a time), so a hang or an illegal-address error (which poisons the CUDA context)
@@ -33,9 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REL_TOL = 1e-2
-MAX_TOL = 5e-2
+from tirtune.workers.verify import TOLERANCE, verify
+
 WARMUP = 10
+ROOT = Path(__file__).resolve().parents[1]
+# What judged the rows, written into every result (older files carry none: the looser check).
+CHECK = f"tirtune.workers.verify (tolerance {TOLERANCE}, guard bands, two runs)"
 
 
 def _torch_dtype(name: str) -> Any:
@@ -44,32 +49,25 @@ def _torch_dtype(name: str) -> Any:
     return {"float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
-def _inputs(problem: dict[str, Any], seed: int) -> tuple[Any, Any, Any]:
+def _inputs(problem: dict[str, Any], seed: int, device: str = "cuda") -> tuple[Any, Any, Any]:
     import torch
 
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     dt = _torch_dtype(problem["dtype"])
-    a = torch.randn(problem["m"], problem["k"], device="cuda", dtype=dt, generator=gen)
-    b = torch.randn(problem["n"], problem["k"], device="cuda", dtype=dt, generator=gen)
-    d = torch.full((problem["m"], problem["n"]), float("nan"), device="cuda", dtype=dt)
+    a = torch.randn(problem["m"], problem["k"], device=device, dtype=dt, generator=gen)
+    b = torch.randn(problem["n"], problem["k"], device=device, dtype=dt, generator=gen)
+    d = torch.full((problem["m"], problem["n"]), float("nan"), device=device, dtype=dt)
     return a, b, d
 
 
-def check(fn: Any, problem: dict[str, Any], seed: int = 0) -> dict[str, Any]:
-    """Run once on fresh inputs; the error measures against a float32 reference."""
-    import torch
-
-    a, b, d = _inputs(problem, seed)
-    fn(a, b, d)
-    torch.cuda.synchronize()
-    ref = a.float() @ b.float().T
-    out = d.float()
-    nan = int(torch.isnan(out).sum().item())
-    diff = torch.nan_to_num(out - ref, nan=float("inf"))
-    rel = float(torch.linalg.norm(diff) / torch.linalg.norm(ref))
-    worst = float(diff.abs().max() / ref.abs().max())
-    ok = nan == 0 and rel <= REL_TOL and worst <= MAX_TOL
-    return {"rel_err": rel, "max_err": worst, "nan": nan, "ok": ok}
+def check(fn: Any, problem: dict[str, Any], seed: int = 0, device: str = "cuda") -> dict[str, Any]:
+    """`fn(a, b, d)` on fresh inputs, judged by the service's check (`tirtune.workers.verify`)."""
+    a, b, _ = _inputs(problem, seed, device)
+    verdict = verify(lambda d: fn(a, b, d), a, b, problem["dtype"])
+    row: dict[str, Any] = {"rel_err": verdict.rel_error, "ok": verdict.ok}
+    if not verdict.ok:
+        row["wrong"] = verdict.message
+    return row
 
 
 def time_ms(call: Any, reps: int) -> tuple[float, float, float]:
@@ -126,8 +124,8 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def verify(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Run one entry twice on fresh inputs against the reference; failures come back as rows."""
+def verify_entry(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """Check one entry on two sets of fresh inputs; failures come back as rows."""
     import tvm_ffi
 
     row: dict[str, Any] = {"name": entry["name"], "label": entry["label"], "problem": entry["problem"]}
@@ -162,7 +160,10 @@ def time_entry(folder: Path, entry: dict[str, Any], reps: int, rounds: int) -> d
         row["ratio"] = statistics.median(ratios)
         row["ratio_min"], row["ratio_max"] = ratios[0], ratios[-1]
         # The timed calls must have computed the same product too.
-        row["ok"] = check(fn, entry["problem"], seed=4)["ok"]
+        after = check(fn, entry["problem"], seed=4)
+        row["ok"] = after["ok"]
+        if not after["ok"]:
+            row["wrong"] = f"after timing: {after['wrong']}"
     except Exception as exc:
         row.update({"ok": False, "error": f"timing: {type(exc).__name__}: {exc}"[:500]})
     return row
@@ -170,7 +171,7 @@ def time_entry(folder: Path, entry: dict[str, Any], reps: int, rounds: int) -> d
 
 def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> dict[str, Any]:
     """Verify one entry and, if correct, time it against cuBLAS (in this process)."""
-    row = verify(folder, entry)
+    row = verify_entry(folder, entry)
     if row["ok"]:
         row.update(time_entry(folder, entry, reps, rounds))
     return row
@@ -184,9 +185,9 @@ def _tflops(problem: dict[str, Any], ms: float | None) -> float | None:
 
 def _child(folder: Path, args: list[str], timeout: float) -> tuple[list[dict[str, Any]], str]:
     """Run this script as a child; its JSON lines, and what went wrong if it did not finish."""
-    cmd = [sys.executable, __file__, str(folder), *args]
+    cmd = [sys.executable, "-m", "bench.verify_template", str(folder.resolve()), *args]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT)
         out, problem = proc.stdout, "" if proc.returncode == 0 else f"child exited {proc.returncode}: "
         problem += (proc.stderr or "")[-500:] if proc.returncode else ""
     except subprocess.TimeoutExpired as exc:
@@ -260,12 +261,12 @@ def _table(rows: list[dict[str, Any]]) -> str:
         if r.get("error"):
             lines.append(f"    error: {r['error']}")
         elif not r.get("ok"):
-            lines.append(f"    max_err={r.get('max_err')} nan={r.get('nan')}")
+            lines.append(f"    wrong: {r.get('wrong')}")
     return "\n".join(lines)
 
 
 def _markdown(env: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    keys = ("date", "gpu", "driver", "cuda_runtime", "torch", "template_version", "power_limit")
+    keys = ("date", "gpu", "driver", "cuda_runtime", "torch", "template_version", "power_limit", "check")
     lines = ["Environment: " + ", ".join(f"{k} {env.get(k)}" for k in keys if env.get(k)) + ".", ""]
     lines += [
         "| kernel | problem | correct (rel. err) | ms | TFLOP/s | cuBLAS TFLOP/s | ratio (min-max over rounds) |",
@@ -274,7 +275,7 @@ def _markdown(env: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     for r in rows:
         p = r["problem"]
         step = r["name"].split("__")[0] + " " if r["name"].startswith("V") else ""
-        ok = f"yes ({r['rel_err']:.2e})" if r.get("ok") else f"NO: {r.get('error') or r.get('max_err')}"
+        ok = f"yes ({r['rel_err']:.2e})" if r.get("ok") else f"NO: {r.get('error') or r.get('wrong')}"
         tf, cb = _tflops(p, r.get("ms")), _tflops(p, r.get("cublas_ms"))
         timing = (
             f"{r['ms']:.4f} | {tf:.0f} | {cb:.0f} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
@@ -309,7 +310,7 @@ def main() -> int:
     if args.entry is not None:
         entry = entries[args.entry]
         if args.check_only:
-            print(json.dumps(verify(args.folder, entry)), flush=True)  # noqa: T201
+            print(json.dumps(verify_entry(args.folder, entry)), flush=True)  # noqa: T201
         else:
             warm(args.warm_s)
             print(json.dumps(measure(args.folder, entry, args.reps, args.rounds)), flush=True)  # noqa: T201
@@ -322,6 +323,7 @@ def main() -> int:
         return 0
     env = environment()
     env["template_version"] = json.loads((args.folder / "manifest.json").read_text()).get("template_version")
+    env["check"] = CHECK
     print(json.dumps(env), flush=True)  # noqa: T201
     chosen = [i for i, e in enumerate(entries) if not args.only or any(p in e["name"] for p in args.only.split(","))]
     started = time.perf_counter()

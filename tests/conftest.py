@@ -8,7 +8,10 @@ really exercise PostgreSQL.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +30,28 @@ BACKENDS = [
     pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
 ]
 TABLES = ("tirtune_measurements", "tirtune_jobs")
+
+
+@functools.cache
+def hopper_gpu() -> str | None:
+    """The first Hopper (compute capability 9.x) GPU nvidia-smi lists, or None."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((line for line in listed.splitlines() if line.rsplit(",", 1)[-1].strip().startswith("9.")), None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run the real measuring child: skipped without a Hopper GPU."""
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu and hopper_gpu() is None:
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU of compute capability 9.x (run: pytest -m gpu on one)")
+        for item in gpu:
+            item.add_marker(skip)
 
 
 def _in_ci() -> bool:

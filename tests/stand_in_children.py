@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.replay_runner import from_record
-from tirtune.workers.results import BuildResult, Candidate, Outcome
 
 __all__ = ["dying_child", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile"]
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import DbError, JobState, make_engine, repo, session_factory, transaction
 from tirtune.settings import Settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)

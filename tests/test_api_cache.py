@@ -10,9 +10,9 @@ from test_api import measure
 
 from tirtune.api import create_app
 from tirtune.api.cache import ResponseCache
+from tirtune.core import Stack
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
-from tirtune.workers.results import Stack
 
 BEST = {"shape": "4096x4096x4096", "dtype": "float16"}
 

@@ -15,10 +15,10 @@ from schemathesis.checks import not_a_server_error
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
 EXAMPLES_PER_OPERATION = 25

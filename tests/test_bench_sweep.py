@@ -3,26 +3,15 @@ never hidden, the largest error of the correct ones."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
+from bench import best_vs_cublas, record_space, tuner_study
+from tirtune.core import Candidate, Outcome, RunResult, Stack
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, RunResult, Stack
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _bench(name: str):  # type: ignore[no-untyped-def]
-    """A bench/ script as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _result(
@@ -33,7 +22,6 @@ def _result(
 
 
 def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> None:
-    record = _bench("record_space")
     big, ragged = Problem(4096, 4096, 4096), Problem(1000, 1000, 1000)
     results = {
         big: [
@@ -44,7 +32,7 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
         ragged: [_result(ragged, Outcome.OK, 0.1, 1e-4), _result(ragged, Outcome.WRONG_RESULT, err=0.5)],
     }
     prefix = tmp_path / "sweep"
-    record.write_summary(prefix, results, Stack("NVIDIA H200", "580", "13.0", "0.27").to_json(), 12.0)
+    record_space.write_summary(prefix, results, Stack("NVIDIA H200", "580", "13.0", "0.27").to_json(), 12.0)
     report = json.loads(prefix.with_suffix(".json").read_text())
     assert report["configs"] == 5 and report["wrong"] == 1
     first, second = report["problems"]
@@ -57,10 +45,8 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
 
 
 def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) -> None:
+    from tirtune.core import Provenance
     from tirtune.workers.replay_runner import ReplayRunner, to_record
-    from tirtune.workers.results import Provenance
-
-    record = _bench("record_space")
     stack = Stack("NVIDIA H200", "580", "13.0", "0.27")
     big, small = Problem(4096, 4096, 4096), Problem(48, 4096, 2048, "bfloat16")
 
@@ -71,9 +57,9 @@ def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) 
         line(_result(big, Outcome.OK, 0.25, 2e-4)) + line(_result(big, Outcome.TIMEOUT, blk_n=64))
     )
     (tmp_path / "b.jsonl").write_text(line(_result(small, Outcome.WRONG_RESULT, err=0.3)))
-    results = record.recorded_results(ReplayRunner([tmp_path / "a.jsonl", tmp_path / "b.jsonl"]))
+    results = record_space.recorded_results(ReplayRunner([tmp_path / "a.jsonl", tmp_path / "b.jsonl"]))
     assert list(results) == [big, small]  # the largest problem first
-    record.write_summary(tmp_path / "sweep", results, stack.to_json(), 0.0)
+    record_space.write_summary(tmp_path / "sweep", results, stack.to_json(), 0.0)
     report = json.loads((tmp_path / "sweep.json").read_text())
     assert report["configs"] == 3 and report["wrong"] == 1
     assert report["problems"][0]["outcomes"] == {"OK": 1, "TIMEOUT": 1}
@@ -83,7 +69,6 @@ def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) 
 def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path: Path) -> None:
     from stand_in_children import misbehaving_child
 
-    bvc = _bench("best_vs_cublas")
     problem = {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16"}
     entries = [
         {
@@ -95,11 +80,11 @@ def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path:
         }
         for i in range(2)
     ]
-    passes = [bvc.one_process(tmp_path, entries, 3, 30.0, target=misbehaving_child) for _ in range(3)]
+    passes = [best_vs_cublas.one_process(tmp_path, entries, 3, 30.0, target=misbehaving_child) for _ in range(3)]
     assert all(set(p["rows"]) == {"k0", "k1"} for p in passes)  # each kernel measured in every process
     passes[1]["rows"]["k0"] = {**passes[1]["rows"]["k0"], "ratio": 1.5}  # one outlying process
     passes[2]["rows"]["k1"] = {"outcome": "WRONG_RESULT", "message": "rel. error 0.5"}
-    k0, k1 = bvc.combine(entries, passes, 3)
+    k0, k1 = best_vs_cublas.combine(entries, passes, 3)
     for field in ("problem", "dtype", "config", "tflops", "cublas_tflops", "ratio"):
         assert field in k0 and field in k1
     assert k0["problem"] == "4096x4096x4096" and k0["dtype"] == "float16" and k0["interleaved"] is True
@@ -109,7 +94,6 @@ def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path:
 
 
 def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_best(tmp_path: Path) -> None:
-    study = _bench("tuner_study")
     data = BENCH / "data" / "hopper-4096x4096x4096-float16.jsonl"
     sample = tmp_path / "sample.jsonl"
     sample.write_text("\n".join(data.read_text().splitlines()[::4]) + "\n")
@@ -119,13 +103,13 @@ def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_be
     replay = ReplayRunner([sample])
     problem = Problem(4096, 4096, 4096)
     space = replay.restrict(HOPPER_V1)
-    score = study.recorded_tflops(replay, problem)
+    score = tuner_study.recorded_tflops(replay, problem)
     assert len(score) == len(replay.configs(problem)) == 39
-    tpe = study.tpe_trace(space, problem, score, 12, seed=0, warm=False)
-    rnd = study.random_trace(space, problem, score, 12, seed=0)
+    tpe = tuner_study.tpe_trace(space, problem, score, 12, seed=0, warm=False)
+    rnd = tuner_study.random_trace(space, problem, score, 12, seed=0)
     assert len(tpe) == len(rnd) == 12 and all(v > 0 for v in tpe + rnd)  # every trial was a recorded config
     best = max(score.values())
-    report = study.summarize([tpe, rnd], best, 12)
+    report = tuner_study.summarize([tpe, rnd], best, 12)
     assert report["best_fraction_after"]["1"] <= report["best_fraction_after"]["8"] <= 1.0
-    never = study.summarize([[0.5 * best] * 12], best, 12)
+    never = tuner_study.summarize([[0.5 * best] * 12], best, 12)
     assert never["median_trials_to_within_2pct"] == ">12" and never["trials_to_within_2pct"] == [13]

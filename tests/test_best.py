@@ -19,13 +19,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.cli import main
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.db import open_database, repo, transaction, url_of
 from tirtune.db.records import MeasurementRecord
 from tirtune.settings import Settings, get_settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.tuner.cli import main
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Source, Stack
 
 Factory = sessionmaker[Session]
 ROOT = Path(__file__).resolve().parents[1]

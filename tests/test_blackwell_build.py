@@ -1,7 +1,7 @@
 """The seed's nine B200 steps as configs of the Blackwell branch, built for sm_100a and gated (marked nvcc).
 
 Each step is lowered, compiled with `nvcc -cubin` for sm_100a (kernel only) and checked by
-`tirtune.workers.static_gate`: ptxas accepts it, no spills or local memory, register / shared
+`bench.static_gate`: ptxas accepts it, no spills or local memory, register / shared
 memory / TMEM budgets, tcgen05 families present and wgmma absent, the MMA shape and types from
 the instruction descriptor, launch dimensions, and a stored SASS fingerprint (tests/data/) that
 flags any codegen change. No B200 is involved: none of this says the kernels are correct.
@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 import tvm
 
+from bench import static_gate
 from tirtune.space.blackwell import JOURNEY, TEMPLATE_VERSION, JourneyStep
 from tirtune.space.templates import blackwell_gemm
-from tirtune.workers import static_gate, toolchain
+from tirtune.workers import toolchain
 
 FINGERPRINTS = Path(__file__).parent / "data" / "blackwell_sass_fingerprints.json"
 

@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.cli import main
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
 from tirtune.settings import Settings, get_settings
@@ -19,8 +21,6 @@ from tirtune.space import TEMPLATE_VERSION as HOPPER_VERSION
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import JOURNEY, STATUS
 from tirtune.space.blackwell import TEMPLATE_VERSION as BLACKWELL_VERSION
-from tirtune.tuner.cli import main
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)
@@ -117,3 +117,14 @@ def test_cli_says_what_the_blackwell_branch_is(env: Path, capsys: pytest.Capture
     assert main(["best", P.shape, "--gpu", "NVIDIA B200"]) == 0
     best = json.loads(capsys.readouterr().out)
     assert (best["branch"], best["branch_status"], best["ratio"]) == ("sm_100a", STATUS, 2.5)
+
+
+def test_cli_best_says_what_the_blackwell_branch_is_when_nothing_is_tuned(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tirtune best` words the refusal as GET /best does (tirtune.api.best.NotTuned), branch from the registry."""
+    assert main(["best", P.shape, "--gpu", "NVIDIA B200"]) == 1
+    out = capsys.readouterr().out
+    assert f"the Blackwell sm_100a branch is {STATUS}" in out and "tirtune tune" in out
+    assert main(["best", P.shape, "--gpu", "NVIDIA H200"]) == 1
+    assert "sm_100a" not in capsys.readouterr().out  # the note is for a branch only compile-checked

@@ -9,18 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import static_gate
 from tirtune.space import HOPPER, Config, Problem, SpaceError
-from tirtune.space.arch import (
-    BRANCH_STATUS,
-    branch_of,
-    is_blackwell_gpu_name,
-    parse_compute_capability,
-    space_for_gpu,
-)
 from tirtune.space.blackwell import BLACKWELL, JOURNEY, STATUS, TEMPLATE_VERSION
 from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
+from tirtune.space.branches import (
+    branch,
+    branch_for_gpu,
+    branch_for_gpu_name,
+    branch_for_version,
+    parse_compute_capability,
+)
 from tirtune.space.templates import blackwell_gemm, gemm
-from tirtune.workers import static_gate, toolchain
+from tirtune.workers import toolchain
 
 P4096 = Problem(4096, 4096, 4096)
 
@@ -136,9 +137,9 @@ def test_journey_configs_are_valid_points_of_the_space() -> None:
 @pytest.mark.parametrize(
     "cc, arch", [("9.0", "sm_90a"), ((9, 0), "sm_90a"), ("10.0", "sm_100a"), ("sm_100a", "sm_100a"), ("10", "sm_100a")]
 )
-def test_space_for_gpu_picks_the_branch(cc: str, arch: str) -> None:
-    assert space_for_gpu(cc).arch == arch
-    assert space_for_gpu(cc) is (BLACKWELL if arch == "sm_100a" else HOPPER)
+def test_branch_for_gpu_picks_the_branch(cc: str, arch: str) -> None:
+    assert branch_for_gpu(cc).arch == arch
+    assert branch_for_gpu(cc).space is (BLACKWELL if arch == "sm_100a" else HOPPER)
 
 
 @pytest.mark.parametrize(
@@ -150,17 +151,19 @@ def test_space_for_gpu_picks_the_branch(cc: str, arch: str) -> None:
         ("x.y", "bad compute capability"),
     ],
 )
-def test_space_for_gpu_refuses_other_gpus(cc: str, words: str) -> None:
+def test_branch_for_gpu_refuses_other_gpus(cc: str, words: str) -> None:
     with pytest.raises(SpaceError, match=words):
-        space_for_gpu(cc)
+        branch_for_gpu(cc)
 
 
 def test_branch_names_and_status() -> None:
     assert parse_compute_capability("sm_90a") == (9, 0)
-    assert branch_of(TEMPLATE_VERSION) == "sm_100a" and branch_of("hopper-gemm/2") == "sm_90a"
-    assert BRANCH_STATUS["sm_100a"] == STATUS == "compile-checked, not yet run on a B200"
-    assert is_blackwell_gpu_name("NVIDIA B200") and is_blackwell_gpu_name("NVIDIA GB200")
-    assert not is_blackwell_gpu_name("NVIDIA H200") and not is_blackwell_gpu_name("NVIDIA H100 80GB HBM3")
+    assert branch_for_version(TEMPLATE_VERSION).arch == "sm_100a"
+    assert branch_for_version("hopper-gemm/2").arch == "sm_90a"
+    assert branch("sm_100a").status_text == STATUS == "compile-checked, not yet run on a B200"
+    blackwell = branch("sm_100a")
+    assert branch_for_gpu_name("NVIDIA B200") is blackwell and branch_for_gpu_name("NVIDIA GB200") is blackwell
+    assert branch_for_gpu_name("NVIDIA H200") is None and branch_for_gpu_name("NVIDIA H100 80GB HBM3") is None
 
 
 def test_gemm_entry_dispatches_by_arch() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.cli import main
 from tirtune.settings import get_settings
-from tirtune.tuner.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 
@@ -71,3 +71,26 @@ def test_without_a_gpu_tune_explains_the_replay_option(env: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "--replay" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv,worker", [(["serve"], True), (["serve", "--no-worker"], False)])
+def test_serve_hands_the_app_the_job_service_unless_told_not_to(
+    env: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], worker: bool
+) -> None:
+    """The CLI wires the tuner's JobService into the app (the API never imports the tuner)."""
+    import threading
+
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    seen: list[bool] = []
+
+    def run(app: object, **_: object) -> None:  # uvicorn.run, minus the server: the app's lifespan
+        with TestClient(app) as client:  # type: ignore[arg-type]
+            assert client.get("/healthz").status_code == 200
+            seen.append(any(t.name == "tirtune-jobs" and t.is_alive() for t in threading.enumerate()))
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    assert main(argv) == 0
+    assert seen == [worker]
+    assert not any(t.name == "tirtune-jobs" and t.is_alive() for t in threading.enumerate())  # stopped with the app

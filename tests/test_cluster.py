@@ -22,6 +22,7 @@ import ray
 from ray.cluster_utils import Cluster
 from stand_in_children import replay_child, replay_compile
 
+from tirtune.core import Candidate, Outcome, Stack
 from tirtune.db import repo
 from tirtune.db.session import open_database
 from tirtune.space import Config, Problem
@@ -29,7 +30,6 @@ from tirtune.space.hopper import HOPPER_V1
 from tirtune.tuner.job import JobLoop
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.gpu_runner import GpuRunner, pool_by_model
-from tirtune.workers.results import Candidate, Outcome, Stack
 from tirtune.workers.tirx_builder import TirxBuilder
 
 TESTS = Path(__file__).resolve().parent

@@ -61,7 +61,7 @@ def test_all_services_share_the_postgres_database(compose: dict[str, Any]) -> No
 
 
 def test_commands_exist_in_the_cli() -> None:
-    from tirtune.tuner.cli import _parser
+    from tirtune.cli import _parser
 
     choices = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"serve", "db", "worker", "tune", "best"} <= set(choices)

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.api import create_app
 from tirtune.api.dashboard import STATIC
 from tirtune.api.nearest import log_distance, nearest
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import (
     DbError,
     JobState,
@@ -21,7 +22,6 @@ from tirtune.db import (
     transaction,
 )
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.results import Candidate, Outcome, Provenance, RunResult, Stack
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096, "float16")

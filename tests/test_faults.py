@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bench.faults import kernels
+from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem
 from tirtune.workers import toolchain
-from tirtune.workers.results import Candidate, Outcome
 from tirtune.workers.tirx_builder import TirxBuilder
 
 ray = pytest.importorskip("ray")

@@ -14,9 +14,9 @@ import pytest
 import ray
 from stand_in_children import misbehaving_child
 
+from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.workers.gpu_runner import GpuRunner
-from tirtune.workers.results import BuildResult, Candidate, Outcome
 
 TESTS = Path(__file__).resolve().parent
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tirtune.core import BuildResult, Candidate, Outcome, RunResult, Stack
 from tirtune.db import open_database, repo, transaction
 from tirtune.space import HOPPER_V1, Config, Problem
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.proposer import Feedback, Proposal
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
-from tirtune.workers.results import BuildResult, Candidate, Outcome, RunResult, Stack
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 P = Problem(4096, 4096, 4096, "float16")

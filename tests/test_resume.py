@@ -18,9 +18,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
+from tirtune.core import Outcome
 from tirtune.db import JobState, normalize_url, open_database, repo, transaction
 from tirtune.space import HOPPER, Problem
-from tirtune.workers.results import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

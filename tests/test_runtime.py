@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from tirtune.core import BuildResult, RunResult, Stack
 from tirtune.space import HOPPER
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.runtime import _space_of
-from tirtune.workers.results import BuildResult, RunResult, Stack
 
 
 class _On:

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from contracts import mismatches
 
+from tirtune.core import Candidate, Outcome
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import Candidate, Outcome
 from tirtune.workers.tirx_builder import BUILD_MARK, TirxBuilder
 
 ray = pytest.importorskip("ray")
@@ -29,8 +30,10 @@ def local_ray() -> Iterator[None]:
     ray.shutdown()
 
 
-def test_is_a_builder(tmp_path: Path) -> None:
-    assert isinstance(TirxBuilder(cache_dir=tmp_path), Builder)
+def test_is_a_builder_and_an_empty_batch_builds_nothing(tmp_path: Path) -> None:
+    assert mismatches(TirxBuilder, Builder) == []  # by signature (see tests/contracts.py)
+    assert TirxBuilder(cache_dir=tmp_path).build([]) == []
+    assert not any(tmp_path.iterdir())  # and touches no cache
 
 
 @pytest.mark.nvcc

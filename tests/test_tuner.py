@@ -16,12 +16,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tirtune.core import BuildResult, Outcome, RunResult, Stack
 from tirtune.db import open_database, repo, transaction
 from tirtune.db.records import MeasurementRecord
 from tirtune.space import HOPPER_V1, Config, Problem
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
-from tirtune.workers.results import BuildResult, Outcome, RunResult, Stack
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 P = Problem(4096, 4096, 4096, "float16")
@@ -154,8 +154,8 @@ def test_a_time_budget_stops_the_job_early(db_url: str) -> None:
 
 def test_start_points_are_seeded_only_into_spaces_that_hold_them() -> None:
     from tirtune.space import HOPPER
+    from tirtune.space.branches import HOPPER_START as START_WITH
     from tirtune.space.hopper import HOPPER_V2
-    from tirtune.tuner.job import START_WITH
     from tirtune.tuner.optuna_proposer import _in_space
 
     v3_pingpong, v3_cooperative, v2_best, *v1_points = START_WITH
@@ -167,7 +167,7 @@ def test_start_points_are_seeded_only_into_spaces_that_hold_them() -> None:
 
 def test_a_study_of_the_current_space_starts_from_the_best_known_point(tmp_path: Path) -> None:
     from tirtune.space import HOPPER
-    from tirtune.tuner.job import START_WITH
+    from tirtune.space.branches import HOPPER_START as START_WITH
     from tirtune.tuner.optuna_proposer import OptunaProposer
 
     proposer = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER, start_with=START_WITH)

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from tirtune.tuner.cli import main
+from tirtune.cli import main
 
 sys.exit(main())

@@ -33,8 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 from tirtune.space.templates import hopper_gemm
 
 __all__ = ["FAULTS", "Fault", "patched_source"]

@@ -1,7 +1,10 @@
 """The FastAPI application factory.
 
-Serve with `uvicorn --factory tirtune.api.app:create_app`. Handlers never tune: POST /tune
-queues a job and the JobService (tirtune.tuner.service) started in the lifespan executes it.
+Serve with `tirtune serve`, or `uvicorn --factory tirtune.cli:service_app`. Handlers never tune:
+POST /tune queues a job and the job runner the caller hands in (`job_runner`: the CLI hands the
+tuner's JobService, `tirtune.tuner.service.start_job_service`), started in the lifespan, executes
+it. The API never imports the tuner: `uvicorn --factory tirtune.api.app:create_app` serves the
+API alone.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
 from tirtune.settings import Settings, get_settings
 
-__all__ = ["JobRunner", "RunnerFactory", "create_app", "start_job_service"]
+__all__ = ["JobRunner", "RunnerFactory", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,11 @@ def create_app(
 ) -> FastAPI:
     """Build the app. Without `session_factory` one is made from `settings.service_database_url`
     (DATABASE_URL, or the replay database when TIRTUNE_REPLAY is set; its engine is disposed at
-    shutdown). Startup migrates an SQLite database, or refuses to start when
-    another database is behind; with `start_workers`, the JobService runs for the app's lifetime.
-    `job_runner` replaces that JobService (default `start_job_service`): it must return a started
-    runner, e.g. one with replay workers in tests."""
+    shutdown). Startup migrates an SQLite database, or refuses to start when another database is
+    behind. `job_runner` makes the runner that executes queued jobs for the app's lifetime
+    (`tirtune.tuner.service.start_job_service`, which the CLI hands in, or one with replay workers
+    in tests): it must return a started runner. Without one, or with `start_workers=False`, the app
+    only serves (jobs wait for a `tirtune worker`)."""
     settings = settings or get_settings()
     owned: Engine | None = None
     if session_factory is None:
@@ -65,7 +69,7 @@ def create_app(
         owned = make_engine(settings.service_database_url)
         session_factory = make_session_factory(owned)
     factory = session_factory
-    runner = (job_runner or start_job_service) if start_workers else None
+    runner = job_runner if start_workers else None
     app = FastAPI(
         title="tirtune", version=__version__,
         description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
@@ -78,16 +82,6 @@ def create_app(
     app.include_router(router)
     install_dashboard(app)
     return app
-
-
-def start_job_service(settings: Settings, factory: sessionmaker[Session]) -> JobRunner:
-    """The hook to the tuner. Imported here, not at the top: it pulls in Ray and the builders,
-    which the API itself never needs (tests and read-only deployments run without them)."""
-    from tirtune.tuner.service import JobService
-
-    service: JobRunner = JobService(settings, factory)
-    service.start()
-    return service
 
 
 def _lifespan(

@@ -15,11 +15,10 @@ from sqlalchemy.orm import Session
 
 from tirtune.api.nearest import log_distance, nearest
 from tirtune.api.schemas import BestOut, FallbackOut
+from tirtune.core import Problem, Source
 from tirtune.db import repo
 from tirtune.db.best import BestChoice
-from tirtune.space import Problem
-from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
-from tirtune.workers.results import Source
+from tirtune.space.branches import branch_for_gpu_name
 
 __all__ = ["NotTuned", "answer", "find_best"]
 
@@ -43,8 +42,9 @@ class NotTuned:
         if self.replayed:
             text += (f" (replayed figures exist, read back from recordings, not measured here: {ask_replayed} "
                      "serves them, labelled)")
-        if self.gpu and is_blackwell_gpu_name(self.gpu):
-            text += (f" (the Blackwell sm_100a branch is {BRANCH_STATUS['sm_100a']}: results for a Blackwell "
+        named = branch_for_gpu_name(self.gpu) if self.gpu else None
+        if named is not None and not named.measured:
+            text += (f" (the {named.name} {named.arch} branch is {named.status_text}: results for a {named.name} "
                      "GPU come only from runs on one)")
         return text
 

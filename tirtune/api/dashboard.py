@@ -20,10 +20,9 @@ from tirtune.api.errors import ApiError
 from tirtune.api.routes import MAX_INT, Limit, Offset
 from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
 from tirtune.api.summary import TOP, summarize
+from tirtune.core import Problem, Source
 from tirtune.db import JobRecord, repo, transaction
 from tirtune.db.best import choose
-from tirtune.space import Problem
-from tirtune.workers.results import Source
 
 __all__ = ["STATIC", "install_dashboard", "router"]
 

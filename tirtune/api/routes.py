@@ -22,9 +22,9 @@ from tirtune.api.schemas import (
     Page,
     TuneRequest,
 )
+from tirtune.core import Outcome, Problem, Source
 from tirtune.db import JobRecord, JobState, repo, transaction
-from tirtune.space import HOPPER, Problem
-from tirtune.workers.results import Outcome, Source
+from tirtune.space.branches import branch
 
 __all__ = ["router"]
 
@@ -52,7 +52,7 @@ Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
     """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
     problem = body.problem()
-    HOPPER.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
+    branch(body.arch).space.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
         job = repo.find_active_job(s, problem, body.arch)

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
+from tirtune.core import Outcome, Source
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
 from tirtune.db.records import RemeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
-from tirtune.space.arch import BRANCH_STATUS, branch_of
-from tirtune.workers.results import Outcome, Source
+from tirtune.space.branches import ARCHS, DEFAULT_ARCH, branch_for_version
 
 __all__ = [
     "BestOut",
@@ -44,6 +44,14 @@ T = TypeVar("T")
 Dim = Annotated[int, Field(strict=True, gt=0, description="A GEMM dimension; D(M,N) = A(M,K) @ B(N,K).T")]
 
 
+# The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
+# that the schema lists them.
+if TYPE_CHECKING:
+    Arch = str
+else:
+    Arch = Literal[ARCHS]
+
+
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
@@ -55,8 +63,8 @@ class TuneRequest(BaseModel):
     dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, bf16 accepted.")
     max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000)] = 64
     time_budget_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
-    arch: Literal["sm_90a", "sm_100a"] = Field(
-        "sm_90a",
+    arch: Arch = Field(
+        DEFAULT_ARCH,
         description="Template branch: sm_90a (Hopper, run on an H200) or sm_100a (Blackwell B200: compile-checked, "
         "not yet run on a B200); a job runs only on a worker whose GPUs take that arch.",
     )
@@ -298,7 +306,7 @@ class BestOut(BaseModel):
             runner_up=None if choice.runner_up is None else RunnerUpOut.of(choice.runner_up),
             within_noise_of_runner_up=choice.within_noise_of_runner_up, note=note, source=r.source,
             recording=r.recording, provenance=ProvenanceOut.of(r), measured_at=r.measured_at, job_id=r.job_id,
-            fallback=fallback, branch=branch_of(r.template_version), branch_status=status_of(r),
+            fallback=fallback, branch=branch_for_version(r.template_version).arch, branch_status=status_of(r),
         )
 
 
@@ -307,7 +315,7 @@ def status_of(r: MeasurementRecord) -> str:
     replay must not read as a run on the GPU its recording names)."""
     if r.source is Source.REPLAY:
         return f"replayed: figures read back from the recording {r.recording}, not measured by this service"
-    return BRANCH_STATUS[branch_of(r.template_version)]
+    return branch_for_version(r.template_version).status_text
 
 
 def _figures(f: Figures) -> dict[str, float | None]:

@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
+from tirtune.core import Outcome
 from tirtune.db import MeasurementRecord
 from tirtune.db.best import Ranked
 from tirtune.space import Config
-from tirtune.workers.results import Outcome
 
 __all__ = ["Failure", "Importance", "StudySummary", "Trial", "failure_reasons", "importance", "summarize"]
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from tirtune.core import Outcome
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
-from tirtune.workers.results import Outcome
 
 __all__ = ["BestChoice", "Figures", "Ranked", "Row", "choose", "order"]
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from tirtune.core import Config, Outcome, Problem, Source, Stack
 from tirtune.db.models import Job, Measurement, Remeasurement
-from tirtune.space import Config, Problem
-from tirtune.workers.results import Outcome, Source, Stack
 
 __all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
 

@@ -18,13 +18,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from tirtune.core import Candidate, Outcome, Problem, RunResult, Source, Stack
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
 from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
-from tirtune.space import Problem
-from tirtune.space.arch import BLACKWELL_FAMILY
-from tirtune.workers.results import Candidate, Outcome, RunResult, Source, Stack
+from tirtune.space.branches import BRANCHES
 
 __all__ = [
     "ProblemStats",
@@ -521,16 +520,22 @@ def tuned_problems(
 
 
 def _usable() -> sa.ColumnElement[bool]:
-    """What best_of may serve: OK, not stale, with a throughput and a same-run ratio, and a
-    Blackwell-branch kernel only if it ran on the GPU its sm_100a code runs on (compute capability
-    10.0): that branch is compile-checked, so a figure from anywhere else (a replay, a hand-made
-    row) is never ranked."""
+    """What best_of may serve: OK, not stale, with a throughput and a same-run ratio, and a kernel
+    of a branch that is only compile-checked (the registry's status; Blackwell's sm_100a) only if it
+    ran on a GPU its code runs on (compute capability 10.0): a figure from anywhere else (a replay,
+    a hand-made row) is never ranked."""
     return sa.and_(
         Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None),
         Measurement.ratio.is_not(None),
-        sa.or_(~Measurement.template_version.startswith(BLACKWELL_FAMILY),
-               Measurement.compute_capability == "10.0"),
+        *(sa.or_(~Measurement.template_version.startswith(b.version_prefix), _runs_on(b.compute_capabilities))
+          for b in BRANCHES.values() if not b.measured),
     )
+
+
+def _runs_on(capabilities: Sequence[str]) -> sa.ColumnElement[bool]:
+    """The rows measured on one of `capabilities` ("10.0" exactly, "9.x" any minor)."""
+    cc = Measurement.compute_capability
+    return sa.or_(*(cc.like(c[:-1] + "%") if c.endswith(".x") else cc == c for c in capabilities))
 
 
 # --- re-measurements of a job's top trials (issue 3) --------------------------------------------

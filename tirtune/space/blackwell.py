@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tirtune.core import Config, Problem
 from tirtune.space.blackwell_rules import BLACKWELL_CONFIG_RULES, BLACKWELL_PROBLEM_RULES
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
 
 __all__ = ["ARCH", "BLACKWELL", "JOURNEY", "STATUS", "TEMPLATE_VERSION", "JourneyStep"]

@@ -10,8 +10,7 @@ the swizzle atom, raster groups, epilogue names) are imported from `tirtune.spac
 
 from __future__ import annotations
 
-from tirtune.space.config import V2_KNOBS, Config
-from tirtune.space.problem import Problem
+from tirtune.core import V2_KNOBS, Config, Problem
 from tirtune.space.rules import (
     ConfigRule,
     ProblemRule,

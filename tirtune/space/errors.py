@@ -1,11 +1,7 @@
-"""The space package's root exception."""
+"""The space package's root exception (defined with the value types in `tirtune.core`)."""
 
 from __future__ import annotations
 
-from tirtune import TirtuneError
+from tirtune.core.errors import SpaceError
 
 __all__ = ["SpaceError"]
-
-
-class SpaceError(TirtuneError, ValueError):
-    """Bad user input about a problem or a configuration: the message says what and why."""

@@ -7,9 +7,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tirtune.space.config import V2_KNOBS, Config
+from tirtune.core import V2_KNOBS, Config, Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.problem import Problem
 from tirtune.space.rules import ConfigRule, ProblemRule, Violation
 
 __all__ = ["SearchSpace"]

@@ -23,66 +23,22 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.db import repo
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
-from tirtune.space.config import Config
+from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.workers.builder import Builder
-from tirtune.workers.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.workers.runner import Runner
 
 __all__ = ["JobLoop", "JobSummary", "Progress"]
 
 log = logging.getLogger(__name__)
 
-# Where the search starts: the hand-tuned shape of TIRX_HOPPER.md and the seed's V7 analogue.
-START_WITH = (
-    # The best hopper-gemm/3 points measured by hand (bench/results/best-vs-cublas.md, L2 flushed,
-    # median of 3 processes): ping-pong consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3
-    # fp16 (1.046x at 8192^3, 1.022x bf16), and the cooperative 128x256 with chunked stores
-    # (1.026x fp16, 1.020x bf16).
-    Config(
-        blk_m=128,
-        blk_n=128,
-        blk_k=64,
-        stages=6,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=16,
-        epilogue="tma_chunked",
-        schedule="pingpong",
-    ),
-    Config(
-        blk_m=128,
-        blk_n=256,
-        blk_k=64,
-        stages=4,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=8,
-        epilogue="tma_chunked",
-    ),
-    # The best hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes of TIRX_HOPPER.md.
-    Config(
-        blk_m=128,
-        blk_n=256,
-        blk_k=64,
-        stages=3,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=8,
-        epilogue="tma",
-    ),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-)
 PENDING = "PENDING"
 MAX_IDLE_ASKS = 200  # consecutive proposals that add nothing new: the space is exhausted
 
@@ -141,8 +97,9 @@ class JobLoop:
         self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
+        start_with = branch(job.arch).start_configs(job.problem)  # the job's branch and shape class
         return OptunaProposer(
-            self.storage_url, job.study_name, self.space, seed=job.id, start_with=START_WITH, problem=job.problem
+            self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem
         )
 
     @contextmanager

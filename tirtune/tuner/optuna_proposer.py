@@ -14,8 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.proposer import Feedback, Proposal, Refusal
 
@@ -174,14 +173,6 @@ class OptunaProposer:
         for trial in self._open.values():
             self.study.tell(trial, state=TrialState.FAIL)
         self._open.clear()
-
-    def best(self) -> dict[str, Any] | None:
-        done = [
-            t
-            for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("outcome") == "OK"
-        ]
-        return max(done, key=lambda t: t.value or 0.0).params if done else None
 
 
 def _storage(url: str) -> optuna.storages.RDBStorage:

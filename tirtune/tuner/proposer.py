@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from tirtune.space.config import Config
+from tirtune.core import Config
 
 __all__ = ["Feedback", "Proposal", "Proposer", "Refusal"]
 

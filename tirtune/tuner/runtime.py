@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from tirtune.settings import Settings
+from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch, branch_for_gpu
 from tirtune.space.errors import SpaceError
-from tirtune.space.hopper import HOPPER, space_for
+from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
-from tirtune.space.templates.gemm import template_for
 from tirtune.tuner.errors import TunerError
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
@@ -28,7 +28,7 @@ class Workers:
     batch_size: int
     # The space jobs search with these workers: the current template's, or for a replay the
     # space of the template version the measurements were recorded with.
-    space: SearchSpace = HOPPER
+    space: SearchSpace = BRANCHES[DEFAULT_ARCH].space
 
 
 def start_ray(settings: Settings) -> int:
@@ -74,7 +74,7 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
         ) from exc
     space = _space_of(runner)
     builder = TirxBuilder(
-        cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template_for(space.arch)
+        cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
     )
     log.info(
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
@@ -84,14 +84,13 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
 
 
 def _space_of(runner: Runner) -> SearchSpace:
-    """The template branch for the runner's GPUs: Hopper for 9.x, Blackwell for 10.0 (whose
-    results are then its own: a branch so far only compile-checked is measured only on a B200)."""
-    from tirtune.space.arch import space_for_gpu
-
+    """The template branch for the runner's GPUs (the registry's: Hopper for 9.x, Blackwell for
+    10.0, whose results are then its own: a branch so far only compile-checked is measured only on
+    its GPU); the default branch for a runner that cannot tell (replays of old data)."""
     capability = runner.stack().compute_capability
     if not capability:
-        return HOPPER
+        return BRANCHES[DEFAULT_ARCH].space
     try:
-        return space_for_gpu(capability)
+        return branch_for_gpu(capability).space
     except SpaceError as exc:
         raise TunerError(str(exc)) from exc

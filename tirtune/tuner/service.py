@@ -12,7 +12,7 @@ from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.runtime import Workers, make_workers
 
-__all__ = ["JobService"]
+__all__ = ["JobService", "start_job_service"]
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +65,10 @@ class JobService:
             state, message = "FAILED", f"{type(exc).__name__}: {exc}"
         with self.sessions() as s, s.begin():
             repo.finish_job(s, job_id, state, message)
+
+
+def start_job_service(settings: Settings, sessions: sessionmaker[Session]) -> JobService:
+    """A started JobService: the job runner the CLI hands to the API (`create_app(job_runner=...)`)."""
+    service = JobService(settings, sessions)
+    service.start()
+    return service

@@ -2,14 +2,15 @@
 
 The bar, the table, the summary file and GET /best name one best, chosen by `repo.ranked`
 (tirtune.db.best): the highest same-run ratio, re-measured figures first. The summary's `best`
-is GET /best's answer (tirtune.api.best), printed by the same model.
+is GET /best's answer, rendered by the function the CLI hands in (`serve`: tirtune.api.best's
+`answer`; the tuner never imports the API, docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,21 +19,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tirtune.api.best import answer, find_best
-from tirtune.api.schemas import BestOut
+from tirtune.core import Problem, Source
 from tirtune.db import normalize_url, repo
 from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
 from tirtune.settings import Settings
-from tirtune.space import HOPPER, Problem
+from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.runtime import make_workers
 from tirtune.workers.replay_runner import ReplayRunner
-from tirtune.workers.results import Source
 
-__all__ = ["run_tune", "summarize"]
+__all__ = ["Serve", "run_tune", "summarize"]
+
+# GET /best's JSON for a choice (tirtune.api.best.answer, dumped): the CLI hands it in.
+Serve = Callable[[BestChoice], dict[str, Any]]
 
 
 def run_tune(
@@ -43,13 +45,15 @@ def run_tune(
     trials: int,
     time_s: float | None,
     replay: str | Path | None,
+    serve: Serve,
     top: int = 10,
     database_url: str | None = None,
 ) -> dict[str, Any]:
     """Tune one problem in the foreground and return the summary. `database_url` defaults to
-    DATABASE_URL, or for a replay (`replay` or TIRTUNE_REPLAY) to the replay database."""
+    DATABASE_URL, or for a replay (`replay` or TIRTUNE_REPLAY) to the replay database; `serve`
+    renders a best as GET /best does (the summary's `best`)."""
     problem = Problem.parse(shape, dtype)
-    HOPPER.check_problem(problem)  # refuse before anything starts
+    branches.check_problem(problem)  # refuse what no branch can tune before anything starts
     console = Console(stderr=True)
     url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
     sessions = open_database(url)
@@ -92,20 +96,20 @@ def run_tune(
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
         remeasured = repo.job_remeasurements(s, job.id)
         ranked = repo.ranked(s, problem, job_id=job.id, source=source, limit=max(top, 2))
-        overall = find_best(s, problem, source=source)
+        overall = repo.best_of(s, problem, source=source)  # what GET /best serves (no fallback)
     summary = summarize(
-        problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, top=top, ranked=ranked,
+        problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, serve=serve, top=top, ranked=ranked,
         remeasured=remeasured,
     )
     summary["stopped_because"] = result.message
     summary["replayed_from"] = workers.runner.recordings() if isinstance(workers.runner, ReplayRunner) else None
     summary["database"] = _shown(url)
     _print_table(console, summary)
-    if isinstance(overall, BestOut) and overall.trial.measurement_id != (summary["best"] or {}).get("trial", {}).get(
-        "measurement_id"
-    ):
-        console.print(f"the best stored for {problem} is another job's: {overall.config_label} "
-                      f"({overall.ratio:.3f}x, job {overall.job_id}); GET /best serves that one")
+    ours = choose(ranked[:2])
+    if overall is not None and (ours is None or overall.best.trial.id != ours.best.trial.id):
+        other = overall.best.trial
+        console.print(f"the best stored for {problem} is another job's: {other.config.label()} "
+                      f"({overall.best.figures.ratio:.3f}x, job {other.job_id}); GET /best serves that one")
     return summary
 
 
@@ -145,6 +149,7 @@ def summarize(
     *,
     job_id: int,
     elapsed_s: float,
+    serve: Serve,
     top: int = 10,
     ranked: Sequence[Ranked] = (),
     remeasured: Sequence[RemeasurementRecord] = (),
@@ -173,7 +178,7 @@ def summarize(
         "source": trial.source.value if trial else (rows[0].source.value if rows else None),
         # What was measured (a replay of recorded data keeps its recording's version).
         "template_version": trial.template_version if trial else (rows[0].template_version if rows
-                                                                  else HOPPER.template_version),
+                                                                  else _default_version()),
         "trials": sum(1 for r in rows if r.outcome != "INVALID"),
         "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
         "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),
@@ -191,7 +196,7 @@ def summarize(
         "best_rel_error": trial.rel_error if trial else None,
         "sm_clock_mhz": trial.sm_clock_mhz if trial else None,
         "power_w": trial.power_w if trial else None,
-        "best": None if choice is None else answer(choice).model_dump(mode="json"),
+        "best": None if choice is None else serve(choice),
         "best_remeasured": None if figures is None or figures.remeasurement is None
         else _again(figures.remeasurement, by_id),
         "remeasured": [_again(m, by_id) for m in remeasured],
@@ -315,6 +320,10 @@ def _label(config: dict[str, Any] | None) -> str:
     from tirtune.space import Config
 
     return "none" if config is None else Config.from_json(config).label()
+
+
+def _default_version() -> str:
+    return branches.BRANCHES[branches.DEFAULT_ARCH].space.template_version
 
 
 def _f(value: float | None, digits: int = 1) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tirtune.workers.results import BuildResult, Candidate
+from tirtune.core import BuildResult, Candidate
 
 __all__ = ["Builder"]
 

@@ -4,7 +4,7 @@ Runs in its own process (so a builder can kill a hung compile by its process gro
 into `--out`:
 
     kernel.cu    the exported CUDA source
-    kernel.so    the shared library for the template's arch (sm_90a, or the module's ARCH, e.g. sm_100a)
+    kernel.so    the shared library for the template's arch (its branch in tirtune.space.branches)
     build.log    lowering and nvcc output
     build.json   what was built, with timings and ptxas resources (written last)
 
@@ -16,7 +16,6 @@ where the builder picks it up: first a `ROOT_CAUSE_MARK` line with the one-line 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -24,13 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
+from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_template
+from tirtune.space.templates.gemm import load
 from tirtune.workers import toolchain
 
 __all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "ROOT_CAUSE_MARK", "load_template", "main"]
 
-DEFAULT_TEMPLATE = "tirtune.space.templates.hopper_gemm:build"
+DEFAULT_TEMPLATE = BRANCHES[DEFAULT_ARCH].template
 EXIT_LOWERING = 2
 EXIT_NVCC = 3
 ROOT_CAUSE_MARK = "tirtune-root-cause: "
@@ -38,10 +38,7 @@ ROOT_CAUSE_MARK = "tirtune-root-cause: "
 
 def load_template(spec: str) -> Callable[[Config, Problem], Any]:
     """Resolve "package.module:function" to the template's build function."""
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise ValueError(f"template {spec!r} must look like 'package.module:function'")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    return load(spec)
 
 
 def compile_into(out: Path, config: Config, problem: Problem, template: str,
@@ -54,8 +51,8 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
         build = load_template(template)
     except (ImportError, AttributeError, ValueError) as exc:
         raise toolchain.LoweringError(f"cannot load template {template!r}: {exc}") from exc
-    # A template module names its target (`ARCH`, e.g. sm_100a for the Blackwell branch); sm_90a otherwise.
-    arch = getattr(sys.modules.get(getattr(build, "__module__", ""), None), "ARCH", toolchain.ARCH)
+    # The registry names the target of the template's branch (sm_100a for the Blackwell module).
+    arch = branch_for_template(template).arch
     source = toolchain.lower_to_cuda(config, problem, build, arch=arch)
     lowered = time.perf_counter()
     (out / "kernel.cu").write_text(source)

@@ -32,9 +32,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
+from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]

@@ -2,37 +2,32 @@
 
 This module runs inside a child process owned by `ChildSupervisor`; it is the only place that
 touches CUDA, so a kernel that corrupts the context or hangs takes down only this process.
-Protocol (DESIGN.md decision 3, docs/measurement.md): fresh random inputs per check, output
-poisoned with NaN first, relative Frobenius error against a float32 reference, the same inputs
-run twice and compared bit for bit (a moving result is a race), then timing with CUDA events
-after a warm-up, L2 flushed before every repetition, kernel and cuBLAS interleaved in rounds,
-medians and percentiles reported. The output lies between two NaN guard bands: a kernel that
-writes outside D changes them, which the check reports (an out-of-bounds write that does not
-fault would otherwise go unseen). A `RemeasureRequest` times several verified kernels
-interleaved round by round with cuBLAS in this one process: the figures a best is chosen from.
+Protocol (DESIGN.md decision 3, docs/measurement.md): fresh random inputs per check, checked by
+`tirtune.workers.verify.verify` (output poisoned with NaN inside NaN guard bands, relative
+Frobenius error against a float32 reference, the same inputs run twice and compared bit for bit),
+then timing with CUDA events after a warm-up, L2 flushed before every repetition, kernel and
+cuBLAS interleaved in rounds, medians and percentiles reported. A `RemeasureRequest` times
+several verified kernels interleaved round by round with cuBLAS in this one process: the figures
+a best is chosen from.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from tirtune.workers.verify import TOLERANCE, verify
+
 __all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply", "RemeasureRequest", "serve"]
 
 log = logging.getLogger(__name__)
 
-# Relative Frobenius error allowed against the float32 reference. fp32 accumulation leaves only
-# the output rounding: about 2e-4 for fp16 and 2e-3 for bf16 (measured, TIRX_HOPPER.md); the
-# bounds keep a 5x margin, far below what a skipped K step (>= 5e-2) produces.
-TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3}
 L2_FLUSH_BYTES = 256 << 20
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
-GUARD_ROWS = 256  # rows of NaN guard before and after D while verifying (>= the largest blk_m)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,34 +239,9 @@ class _Bench:
             fn(a, b, d)
 
     def _verify(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> MeasureReply | None:
-        torch = self.torch
-        ref = a.float() @ b.float().T
-        outs = []
-        for _ in range(2):
-            guarded = torch.full((req.m + 2 * GUARD_ROWS, req.n), float("nan"), dtype=a.dtype, device=self.device)
-            d = guarded[GUARD_ROWS : GUARD_ROWS + req.m]
-            self._call(fn, a, b, d)
-            torch.cuda.synchronize()
-            outside = int(
-                (~torch.isnan(guarded[:GUARD_ROWS])).sum() + (~torch.isnan(guarded[GUARD_ROWS + req.m :])).sum()
-            )
-            if outside:
-                return MeasureReply(
-                    "WRONG_RESULT", f"out-of-bounds write: {outside} elements of the guard bands around D changed"
-                )
-            outs.append(d)
-        d = outs[0]
-        unwritten = int(torch.isnan(d).sum().item())
-        if unwritten:
-            return MeasureReply("WRONG_RESULT", f"{unwritten} of {d.numel()} outputs never written (still NaN)")
-        err = float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
-        self._last_error = err
-        tol = TOLERANCE[req.dtype]
-        if not math.isfinite(err) or err > tol:
-            return MeasureReply("WRONG_RESULT", f"relative error {err:.3e} > tolerance {tol:.0e}", rel_error=err)
-        if not torch.equal(outs[0], outs[1]):
-            return MeasureReply("WRONG_RESULT", "two runs on the same inputs differ: a race", rel_error=err)
-        return None
+        verdict = verify(lambda d: self._call(fn, a, b, d), a, b, req.dtype)
+        self._last_error = verdict.rel_error
+        return None if verdict.ok else MeasureReply("WRONG_RESULT", verdict.message, rel_error=verdict.rel_error)
 
     def _time(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> tuple[list[float], list[float], list[float]]:
         """Kernel times, cuBLAS times and the ratio of each round (cuBLAS median / kernel median)."""

@@ -28,12 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
+from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Source, Stack
 from tirtune.space.hopper import TEMPLATE_VERSION
-from tirtune.space.problem import Problem
 from tirtune.space.space import SearchSpace
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.results import BuildResult, Outcome, Provenance, RunResult, Source, Stack
 
 __all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
 

@@ -35,9 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
+from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC, ROOT_CAUSE_MARK
 from tirtune.workers.diagnosis import root_cause
-from tirtune.workers.results import BuildResult, Candidate, Outcome
 from tirtune.workers.toolchain import tail
 
 __all__ = [

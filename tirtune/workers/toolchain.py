@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
+from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
 from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.errors import WorkerError
 
@@ -55,16 +55,17 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ARCH = "sm_90a"
-GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
-ARCHS = ("sm_90a", "sm_100a")
+# The targets are the registry's (tirtune.space.branches): one per template branch.
+ARCH = DEFAULT_ARCH
+GENCODE = BRANCHES[ARCH].gencode
+ARCHS = tuple(BRANCHES)
 
 
 def gencode(arch: str = ARCH) -> str:
     """nvcc's -gencode flag for one architecture-specific target ("sm_100a" -> compute_100a/sm_100a)."""
-    if arch not in ARCHS:
+    if arch not in BRANCHES:
         raise ToolchainError(f"unknown target arch {arch!r}; known: {', '.join(ARCHS)}")
-    return f"-gencode=arch=compute_{arch[3:]},code={arch}"
+    return BRANCHES[arch].gencode
 
 # Unused-function and unused-variable remarks from the generated helpers drown real diagnostics.
 _QUIET = ("-diag-suppress=174,177,550",)

@@ -12,35 +12,34 @@ functions: beyond the skeleton, most of their statements differ.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.errors import SpaceError
-from tirtune.space.problem import Problem
-from tirtune.space.templates import blackwell_gemm, hopper_gemm
+from tirtune.core import Config, Problem
+from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch
 
-__all__ = ["TEMPLATES", "build", "template_for"]
+__all__ = ["TEMPLATES", "build", "load", "template_for"]
 
-# arch -> "module:function", the form compile_one and TirxBuilder take (and key their caches by).
-TEMPLATES = {
-    "sm_90a": "tirtune.space.templates.hopper_gemm:build",
-    "sm_100a": "tirtune.space.templates.blackwell_gemm:build",
-}
-_BRANCHES: dict[str, Callable[[Config, Problem], Any]] = {
-    "sm_90a": hopper_gemm.build,
-    "sm_100a": blackwell_gemm.build,
-}
+# arch -> "module:function", the form compile_one and TirxBuilder take (and key their caches by);
+# the registry's (tirtune.space.branches).
+TEMPLATES = {arch: b.template for arch, b in BRANCHES.items()}
 
 
 def template_for(arch: str) -> str:
-    try:
-        return TEMPLATES[arch]
-    except KeyError:
-        raise SpaceError(f"no GEMM template branch for {arch!r}; known: {', '.join(sorted(TEMPLATES))}") from None
+    """The "module:function" of `arch`'s branch; SpaceError naming the known archs otherwise."""
+    return branch(arch).template
 
 
-def build(config: Config, problem: Problem, arch: str = "sm_90a") -> Any:
-    """The PrimFunc of (config, problem) for `arch`; SpaceError if the branch refuses the pair."""
-    template_for(arch)  # an unknown arch is refused with the known ones named
-    return _BRANCHES[arch](config, problem)
+def load(spec: str) -> Callable[[Config, Problem], Any]:
+    """Resolve "package.module:function" to a template's build function."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError(f"template {spec!r} must look like 'package.module:function'")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def build(config: Config, problem: Problem, arch: str = DEFAULT_ARCH) -> Any:
+    """The PrimFunc of (config, problem) for `arch`; SpaceError if the branch refuses the pair (and
+    for an unknown arch, naming the known ones)."""
+    return load(template_for(arch))(config, problem)

@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Config, Problem
 from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
 from tirtune.workers import toolchain
 
 __all__ = [

@@ -6,11 +6,17 @@ import argparse
 import json
 import logging
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tirtune import TirtuneError, __version__
 from tirtune.settings import get_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from tirtune.api.app import RunnerFactory
+    from tirtune.db.best import BestChoice
 
 __all__ = ["main"]
 
@@ -87,7 +93,8 @@ def _tune(args: argparse.Namespace) -> int:
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
     summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time, replay=args.replay,
-                       top=args.top, database_url=args.database or settings.database_url_for(replay=replaying))
+                       serve=_served, top=args.top,
+                       database_url=args.database or settings.database_url_for(replay=replaying))
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,12 +104,19 @@ def _tune(args: argparse.Namespace) -> int:
     return 0 if summary["best_config"] is not None else 1
 
 
+def _served(choice: BestChoice) -> dict[str, Any]:
+    """GET /best's JSON for `choice` (tirtune.api.best.answer): the tune summary's `best`, handed to
+    the tuner here so that the tuner never imports the API."""
+    from tirtune.api.best import answer
+
+    return answer(choice).model_dump(mode="json")
+
+
 def _best(args: argparse.Namespace) -> int:
     """Prints what GET /best answers, from the same function (tirtune.api.best.find_best)."""
     from tirtune.api.best import NotTuned, find_best
+    from tirtune.core import Problem, Source
     from tirtune.db.session import open_database
-    from tirtune.space import Problem
-    from tirtune.workers.results import Source
 
     problem = Problem.parse(args.shape, args.dtype)
     source = Source(args.source)
@@ -122,12 +136,12 @@ def _best(args: argparse.Namespace) -> int:
 
 
 def _branches(args: argparse.Namespace) -> int:
-    from tirtune.space.arch import BRANCH_STATUS
-    from tirtune.space.blackwell import BLACKWELL
-    from tirtune.space.hopper import HOPPER
+    from tirtune.space.branches import BRANCHES
 
-    for space, gpus in ((HOPPER, "compute capability 9.x (H100, H200)"), (BLACKWELL, "10.0 (B200, GB200)")):
-        print(f"{space.arch:<8} {space.template_version:<17} {gpus}: {BRANCH_STATUS[space.arch]}")  # noqa: T201
+    for i, b in enumerate(BRANCHES.values()):
+        where = f"{', '.join(b.compute_capabilities)} ({', '.join(b.gpu_models)})"
+        gpus = f"compute capability {where}" if i == 0 else where  # the table's first row says what the figures are
+        print(f"{b.arch:<8} {b.space.template_version:<17} {gpus}: {b.status_text}")  # noqa: T201
     return 0
 
 
@@ -136,9 +150,26 @@ def _serve(args: argparse.Namespace) -> int:
 
     from tirtune.api.app import create_app
 
-    app = create_app(get_settings(), start_workers=not args.no_worker)  # TIRTUNE_REPLAY: the replay database
+    # TIRTUNE_REPLAY: the service's jobs go to the replay database (settings.service_database_url)
+    app = create_app(get_settings(), job_runner=None if args.no_worker else _job_service())
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
+
+
+def service_app() -> FastAPI:
+    """The API with its job worker, for `uvicorn --factory tirtune.cli:service_app` (what
+    `tirtune serve` runs); `tirtune.api.app:create_app` alone serves the API without one."""
+    from tirtune.api.app import create_app
+
+    return create_app(get_settings(), job_runner=_job_service())
+
+
+def _job_service() -> RunnerFactory:
+    """The app's job runner: the tuner's JobService, handed to the API here so that the API never
+    imports the tuner. Imported on use: it pulls in Ray and the builders."""
+    from tirtune.tuner.service import start_job_service
+
+    return start_job_service
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -176,9 +207,3 @@ class _UsageError(TirtuneError):
 
 def _usage(message: str) -> _UsageError:
     return _UsageError(message)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-

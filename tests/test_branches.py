@@ -1,0 +1,155 @@
+"""The registry of template branches (tirtune.space.branches): every entry is consistent, and every
+place that lists architectures reads it (so adding one means adding one entry)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.api.schemas import TuneRequest
+from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Stack
+from tirtune.db import repo, transaction
+from tirtune.space import SpaceError
+from tirtune.space.branches import (
+    ARCHS,
+    BRANCHES,
+    DEFAULT_ARCH,
+    HOPPER_START,
+    Branch,
+    branch,
+    branch_for_gpu,
+    branch_for_template,
+    branch_for_version,
+    check_problem,
+)
+from tirtune.space.shapes import ShapeClass
+from tirtune.space.templates import gemm
+from tirtune.tuner.optuna_proposer import _in_space
+from tirtune.workers import compile_one, toolchain
+
+# One problem per shape class (the classes' own docstring examples).
+CLASS_EXAMPLES = {
+    ShapeClass.DECODE: Problem(8, 4096, 4096),
+    ShapeClass.SMALL_BATCH: Problem(256, 4096, 4096),
+    ShapeClass.TALL_SKINNY: Problem(4096, 64, 4096),
+    ShapeClass.FEW_TILES: Problem(1024, 1024, 1024),
+    ShapeClass.K_HEAVY: Problem(2048, 2048, 16384),
+    ShapeClass.RAGGED: Problem(4000, 4000, 4000),
+    ShapeClass.SQUARE: Problem(4096, 4096, 4096),
+}
+
+
+@pytest.mark.parametrize("b", BRANCHES.values(), ids=ARCHS)
+def test_each_entry_is_consistent(b: Branch) -> None:
+    assert b.space.arch == b.arch
+    assert b.space.template_version.startswith(b.version_prefix)
+    assert branch_for_version(b.space.template_version) is b
+    assert b.gencode == f"-gencode=arch=compute_{b.arch[3:]},code={b.arch}"
+    assert callable(gemm.load(b.template)) and branch_for_template(b.template) is b
+    assert b.status in ("run", "compile-checked") and b.status_text
+    for cc in b.compute_capabilities:
+        major, _, minor = cc.partition(".")
+        assert branch_for_gpu(f"{major}.{0 if minor == 'x' else minor}") is b
+
+
+@pytest.mark.parametrize("b", BRANCHES.values(), ids=ARCHS)
+def test_every_shape_class_has_starting_configs_of_the_branchs_own_space(b: Branch) -> None:
+    assert set(b.start_with) == set(ShapeClass)
+    for shape, problem in CLASS_EXAMPLES.items():
+        starts = b.start_configs(problem)
+        assert starts == b.start_with[shape]
+        assert starts and all(_in_space(c, b.space) for c in starts), (b.arch, shape)
+
+
+def test_hopper_starts_every_class_from_the_best_known_points_and_blackwell_from_those_it_can_express() -> None:
+    """Today's behaviour: every Hopper job started from the same list; a Blackwell job was handed that
+    list and kept the points its knobs take (the proposer's filter)."""
+    from tirtune.space.blackwell import BLACKWELL
+
+    assert all(branch("sm_90a").start_with[c] == HOPPER_START for c in ShapeClass)
+    expressible = tuple(c for c in HOPPER_START if _in_space(c, BLACKWELL))
+    assert all(branch("sm_100a").start_with[c] == expressible for c in ShapeClass)
+
+
+def test_the_archs_every_layer_lists_are_the_registrys() -> None:
+    assert ARCHS == ("sm_90a", "sm_100a") and DEFAULT_ARCH in ARCHS
+    assert gemm.TEMPLATES == {arch: b.template for arch, b in BRANCHES.items()}
+    assert toolchain.ARCHS == ARCHS and toolchain.gencode("sm_100a") == BRANCHES["sm_100a"].gencode
+    assert compile_one.DEFAULT_TEMPLATE == BRANCHES[DEFAULT_ARCH].template
+    schema = TuneRequest.model_json_schema()["properties"]["arch"]
+    assert schema["enum"] == list(ARCHS) and schema["default"] == DEFAULT_ARCH
+
+
+def test_compile_one_builds_for_the_branch_of_the_template_module() -> None:
+    assert branch_for_template("tirtune.space.templates.blackwell_gemm:plan").arch == "sm_100a"
+    assert branch_for_template("tirtune.space.templates.hopper_gemm:plan").arch == "sm_90a"
+    assert branch_for_template("bench.faults.kernels:deadlock").arch == DEFAULT_ARCH  # Hopper's fault variants
+
+
+def test_unknown_archs_and_gpus_are_refused_with_the_known_ones_named() -> None:
+    with pytest.raises(SpaceError, match=r"no GEMM template branch for 'sm_80'; known: sm_100a, sm_90a"):
+        branch("sm_80")
+    with pytest.raises(SpaceError) as refused:
+        branch_for_gpu("10.3")
+    assert str(refused.value) == (
+        "compute capability 10.3: the Blackwell branch builds sm_100a, which runs on 10.0 (B200/GB200) only; "
+        "this GPU would need an sm_103a build, which tirtune does not make yet"
+    )
+    with pytest.raises(SpaceError) as refused:
+        branch_for_gpu("8.0")
+    assert str(refused.value) == (
+        "compute capability 8.0 has no GEMM template branch: tirtune builds sm_90a (Hopper, 9.x) and sm_100a "
+        "(Blackwell B200/GB200, 10.0) kernels only"
+    )
+
+
+def test_a_problem_is_refused_before_the_branch_is_known_only_if_no_branch_takes_it() -> None:
+    check_problem(Problem(1000, 1000, 4000))
+    with pytest.raises(SpaceError, match="multiple of 8"):
+        check_problem(Problem(128, 128, 4001))
+
+
+def test_the_old_names_in_space_arch_still_answer_until_the_shim_goes() -> None:
+    from tirtune.space import arch
+
+    assert arch.space_for_gpu("9.0") is BRANCHES["sm_90a"].space
+    assert arch.branch_of("blackwell-gemm/1") == "sm_100a" and arch.branch_of("hopper-gemm/4") == "sm_90a"
+    assert arch.BRANCH_STATUS == {a: b.status_text for a, b in BRANCHES.items()}
+    assert arch.is_blackwell_gpu_name("NVIDIA B200") and not arch.is_blackwell_gpu_name("NVIDIA H200")
+    assert arch.BLACKWELL_FAMILY == "blackwell-"
+
+
+# --- the repository's serving policy reads each branch's status ------------------------------------
+
+
+def _record(factory: sessionmaker[Session], cc: str) -> None:
+    problem = Problem(4096, 4096, 4096)
+    candidate = Candidate(Config(), problem, BRANCHES["sm_90a"].space.template_version)
+    stack = Stack("NVIDIA H200", "580", "13.0", "0.27", cc)
+    result = RunResult(candidate, Outcome.OK, time_ms=0.2, cublas_ms=0.21,
+                       provenance=Provenance(stack, candidate.template_version))
+    with transaction(factory) as s:
+        repo.record_measurement(s, job_id=None, trial_number=None, key=candidate.measurement_key(stack) + cc,
+                                candidate=candidate, outcome=Outcome.OK, message="", result=result, build_seconds=1.0)
+
+
+def test_a_branch_marked_compile_checked_is_served_only_from_its_own_gpus(
+    db_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy is the registry's: with Hopper marked compile-checked, a Hopper row is served only
+    when it was measured on a 9.x GPU (its "9.x" entry matches any minor)."""
+    factory, problem = db_factory, Problem(4096, 4096, 4096)
+    unproven = {**BRANCHES, "sm_90a": dataclasses.replace(BRANCHES["sm_90a"], status="compile-checked")}
+    monkeypatch.setattr(repo, "BRANCHES", unproven)
+    _record(factory, "")  # a replay's row: no compute capability
+    with transaction(factory) as s:
+        assert repo.best_of(s, problem) is None
+    _record(factory, "9.0")
+    with transaction(factory) as s:
+        best = repo.best_of(s, problem)
+    assert best is not None and best.best.trial.compute_capability == "9.0"
+    monkeypatch.setattr(repo, "BRANCHES", BRANCHES)  # as registered: Hopper's figures are served from anywhere
+    with transaction(factory) as s:
+        assert len(repo.tuned_problems(s, "float16")) == 1

@@ -1,0 +1,49 @@
+"""Dependencies point one way: the import graph, read from the code, against the declared layers
+(tests/import_graph.py), and the drawing of it in docs/architecture.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import import_graph as g
+import pytest
+
+
+def test_every_package_has_a_layer() -> None:
+    assert set(g.package_graph()) <= set(g.LEVEL), set(g.package_graph()) - set(g.LEVEL)
+
+
+def test_no_import_runs_up_or_sideways() -> None:
+    assert g.wrong_way() == []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    assert g.cycles(g.module_graph()) == []
+    assert g.cycles(g.package_graph()) == []
+
+
+def test_the_api_never_imports_the_tuner_and_the_value_types_import_nothing_above_them() -> None:
+    graph = g.package_graph()
+    assert "tuner" not in graph["api"] and "workers" not in graph["api"]
+    assert "workers" not in graph["db"]
+    assert graph["core"] <= {"root"}
+
+
+def test_the_checker_sees_lazy_and_upward_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function-local import of the tuner from the API (the old `start_job_service`) is an arrow."""
+    (tmp_path / "tirtune" / "api").mkdir(parents=True)
+    (tmp_path / "tirtune" / "tuner").mkdir()
+    (tmp_path / "tirtune" / "__init__.py").write_text("")
+    (tmp_path / "tirtune" / "api" / "__init__.py").write_text("")
+    (tmp_path / "tirtune" / "tuner" / "service.py").write_text("from tirtune.api import app\n")
+    (tmp_path / "tirtune" / "api" / "app.py").write_text("def hook():\n    from tirtune.tuner import service\n")
+    monkeypatch.setattr(g, "ROOT", tmp_path)
+    monkeypatch.setattr(g, "PACKAGE", tmp_path / "tirtune")
+    assert g.wrong_way() == ["tirtune.api.app -> tirtune.tuner.service (api, layer 1 -> tuner, layer 1)",
+                             "tirtune.tuner.service -> tirtune.api.app (tuner, layer 1 -> api, layer 1)"]
+    assert g.cycles(g.module_graph()) == [["tirtune.api.app", "tirtune.tuner.service"]]
+
+
+def test_the_architecture_page_shows_the_current_graph() -> None:
+    page = (g.ROOT / "docs" / "architecture.md").read_text()
+    assert g.drawing() in page, "docs/architecture.md's import graph is stale: paste `python tests/import_graph.py`"

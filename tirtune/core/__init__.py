@@ -1,0 +1,30 @@
+"""The value types every layer shares: problems, configs, candidates, outcomes and results.
+
+The bottom of the import graph (docs/architecture.md): `core` imports nothing of tirtune but the
+root exception, and `space`, `workers`, `db`, `tuner` and `api` all stand on it. Frozen
+dataclasses only; no I/O.
+"""
+
+from __future__ import annotations
+
+from tirtune.core.config import V2_KNOBS, Config
+from tirtune.core.errors import SpaceError
+from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
+from tirtune.core.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
+
+__all__ = [
+    "DTYPES",
+    "MAX_DIM",
+    "V2_KNOBS",
+    "BuildResult",
+    "Candidate",
+    "Config",
+    "Outcome",
+    "Problem",
+    "Provenance",
+    "RunResult",
+    "Source",
+    "SpaceError",
+    "Stack",
+    "normalize_dtype",
+]

@@ -1,0 +1,137 @@
+"""A kernel configuration: one point of the search space, frozen, hashable, JSON round-trip."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tirtune.core.errors import SpaceError
+
+__all__ = ["Config"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Config:
+    """Knobs of the Hopper GEMM template (see `tirtune.space.hopper` for ranges and rules).
+
+    blk_m/blk_n/blk_k: the CTA tile. consumers: consumer warpgroups, splitting blk_m evenly
+    (each owns blk_m/consumers rows, 64 or 128). stages: depth of the shared-memory ring.
+    warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one
+    consumer thread issues them ahead of the MMAs.
+    persistent: one CTA per SM (at most), each looping over output tiles; raster_group: tile rows
+    (along M) visited together by consecutive tile indices (1 = row-major, 0 = all of them:
+    column-major), persistent only.
+    epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
+    shared-memory staging tile, then a TMA store).
+    epilogue "tma_chunked": the same, staged one 64x64 box at a time through two small buffers
+    per consumer, so one box's stmatrix overlaps the previous box's TMA store.
+    cluster: CTAs per thread-block cluster (1 = no cluster); cluster_dim: the axis ("m" or "n")
+    along which the cluster's CTAs lie. Which architectures and values are valid is the space's
+    business (its knob ranges and rules), not the Config's.
+    schedule: the consumers' warp roles: "cooperative" (they split blk_m of one tile) or "pingpong"
+    (each computes whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps the other's
+    MMAs). reg_split: "consumer/producer" registers a thread after setmaxnreg. loader: "tma" (the
+    copy engine fills the ring) or "threads" (every consumer thread copies 16-byte chunks into the
+    swizzled stage; one stage, no producer: the seed journey's first steps).
+    epilogue_warpgroup (hopper-gemm/4): a separate epilogue warpgroup issues the TMA stores. The
+    consumers still stage their register fragments in shared memory (stmatrix), then hand each
+    staged buffer over through an mbarrier and go on; the epilogue warpgroup stores it and hands
+    it back once the store has read it.
+
+    Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
+    default, so a hopper-gemm/1 config keeps its digest (its stored identity).
+    """
+
+    blk_m: int = 128
+    blk_n: int = 128
+    blk_k: int = 64
+    stages: int = 4
+    consumers: int = 2
+    warp_specialized: bool = True
+    persistent: bool = False
+    raster_group: int = 1
+    epilogue: str = "register"
+    cluster: int = 1
+    cluster_dim: str = "m"
+    schedule: str = "cooperative"
+    reg_split: str = "232/40"
+    loader: str = "tma"
+    epilogue_warpgroup: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("str", str):
+                if not isinstance(value, str):
+                    raise SpaceError(f"config knob {f.name} must be a string, got {value!r}")
+                continue
+            expected = bool if f.type in ("bool", bool) else int
+            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise SpaceError(f"config knob {f.name} must be an integer, got {value!r}")
+            if expected is bool and not isinstance(value, bool):
+                raise SpaceError(f"config knob {f.name} must be true or false, got {value!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Config:
+        """Inverse of `to_json`; unknown knobs are an error, missing ones take their defaults."""
+        if not isinstance(data, dict):
+            raise SpaceError(f"a config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpaceError(f"unknown config knob(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def canonical(self) -> str:
+        """Stable text form: the input of content hashes."""
+        data = self.to_json()
+        for name, default in V2_KNOBS.items():
+            if data[name] == default:
+                del data[name]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """Short human form for tables: 128x128x64 s4 c2 ws."""
+        roles = "ws" if self.warp_specialized else "mono"
+        text = f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"
+        group = "col" if self.raster_group == 0 else str(self.raster_group)
+        if self.persistent:
+            text += " persist" + (f" g{group}" if self.raster_group != 1 else "")
+        elif self.raster_group != 1:
+            text += f" g{group}"
+        if self.epilogue != "register":
+            text += f" {self.epilogue}"
+        if self.cluster != 1:
+            text += f" cl{self.cluster}{self.cluster_dim}"
+        if self.schedule != "cooperative":
+            text += f" {self.schedule}"
+        if self.reg_split != "232/40":
+            text += f" r{self.reg_split}"
+        if self.loader != "tma":
+            text += f" {self.loader}-load"
+        if self.epilogue_warpgroup:
+            text += " ewg"
+        return text
+
+
+# Knobs added after hopper-gemm/1 and their defaults (the hopper-gemm/1 behaviour): left out of
+# `canonical` at these values, so older configs keep their digests.
+V2_KNOBS: dict[str, Any] = {
+    "persistent": False,
+    "raster_group": 1,
+    "epilogue": "register",
+    "cluster": 1,
+    "cluster_dim": "m",
+    "schedule": "cooperative",
+    "reg_split": "232/40",
+    "loader": "tma",
+    "epilogue_warpgroup": False,
+}
