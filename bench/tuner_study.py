@@ -8,7 +8,7 @@ per problem and seed, the service's own proposer the way a job does (ask 4, meas
 - `random`: the recorded configs in a seeded random order.
 
 The space each searches is the recorded sample (`ReplayRunner.restrict`), so every trial is a
-real measurement. Reported: the median over seeds of the best TFLOP/s found after n trials as a
+real measurement. Reported: the median over seeds of the best same-run ratio found after n trials as a
 fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
 
     python -m bench.tuner_study bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
@@ -40,20 +40,21 @@ CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)
 WITHIN = 0.98
 
 
-def recorded_tflops(replay: ReplayRunner, problem: Problem) -> dict[Config, float]:
-    """TFLOP/s of every correct recorded config (failures count as 0 when proposed)."""
+def recorded_ratios(replay: ReplayRunner, problem: Problem) -> dict[Config, float]:
+    """The same-run ratio to cuBLAS of every correct recorded config, the service's objective
+    (failures count as 0 when proposed)."""
     out = {}
     for config in replay.configs(problem):
         data = replay.recorded(problem, config)
-        if data is not None and data["outcome"] == "OK" and data.get("time_ms"):
-            out[config] = problem.tflops(data["time_ms"])
+        if data is not None and data["outcome"] == "OK" and data.get("time_ms") and data.get("cublas_ms"):
+            out[config] = data["cublas_ms"] / data["time_ms"]
     return out
 
 
 def tpe_trace(
     space: SearchSpace, problem: Problem, score: dict[Config, float], trials: int, seed: int, warm: bool
 ) -> list[float]:
-    """TFLOP/s of each trial in the order a job would measure them."""
+    """The score (same-run ratio) of each trial in the order a job would measure them."""
     trace: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         proposer = OptunaProposer(
@@ -70,9 +71,9 @@ def tpe_trace(
                 break  # every recorded config was tried
             feedback = []
             for p in proposals:
-                tflops = score.get(p.config)
-                trace.append(tflops or 0.0)
-                feedback.append(Feedback(p.trial, tflops, "OK" if tflops else "WRONG_RESULT"))
+                ratio = score.get(p.config)
+                trace.append(ratio or 0.0)
+                feedback.append(Feedback(p.trial, ratio, "OK" if ratio else "WRONG_RESULT"))
             proposer.tell(feedback)
     return trace
 
@@ -114,7 +115,7 @@ def main() -> int:
     rows = []
     began = time.monotonic()
     for problem in sorted(replay.problems(), key=lambda p: (p.shape, p.dtype)):
-        score = recorded_tflops(replay, problem)
+        score = recorded_ratios(replay, problem)
         if not score:
             continue
         best_config, best = max(score.items(), key=lambda kv: kv[1])
@@ -123,7 +124,7 @@ def main() -> int:
             "dtype": problem.dtype,
             "recorded": len(replay.configs(problem)),
             "correct": len(score),
-            "best_recorded": {"config": best_config.label(), "tflops": round(best, 1)},
+            "best_recorded": {"config": best_config.label(), "ratio": round(best, 3)},
             "starts_recorded": sum(c in score for c in branch("sm_90a").start_configs(problem)),
             "strategies": {},
         }
@@ -163,7 +164,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"{report['date']}; replayed from {', '.join(report['data'])} (measured on {stack['gpu_name']}, driver "
         f"{stack['driver']}, CUDA {stack['cuda']}, TVM {stack['tvm']}). Per problem and strategy, the median "
-        f"over {report['seeds']} seeds of the best TFLOP/s found after n trials, as a fraction of the best "
+        f"over {report['seeds']} seeds of the best same-run ratio found after n trials, as a fraction of the best "
         f"recorded config; asks of {report['batch']} as a job makes them. `tpe`: the service's proposer from "
         "the job's starting points; `tpe-cold`: without them; `random`: recorded configs in random order.",
         "",
@@ -178,7 +179,7 @@ def render(report: dict[str, Any]) -> str:
             best = r["best_recorded"]
             lines.append(
                 f"| {r['problem']} | {r['dtype']} | {r['recorded']} ({r['correct']}) | {best['config']} "
-                f"({best['tflops']}) | {name} | {cells} | {s['median_trials_to_within_2pct']} |"
+                f"({best['ratio']}x) | {name} | {cells} | {s['median_trials_to_within_2pct']} |"
             )
     return "\n".join(lines) + "\n"
 

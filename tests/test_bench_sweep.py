@@ -103,7 +103,7 @@ def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_be
     replay = ReplayRunner([sample])
     problem = Problem(4096, 4096, 4096)
     space = replay.restrict(HOPPER_V1)
-    score = tuner_study.recorded_tflops(replay, problem)
+    score = tuner_study.recorded_ratios(replay, problem)
     assert len(score) == len(replay.configs(problem)) == 39
     tpe = tuner_study.tpe_trace(space, problem, score, 12, seed=0, warm=False)
     rnd = tuner_study.random_trace(space, problem, score, 12, seed=0)

@@ -41,6 +41,7 @@ __all__ = [
     "finish_job",
     "get_job",
     "get_measurement",
+    "job_progress",
     "list_jobs",
     "list_measurements",
     "lock_problem",
@@ -381,6 +382,15 @@ def _job_row(s: Session, job_id: int, *, lock: bool = False) -> Job:
     if job is None:
         raise NotFound(f"job {job_id} not found")
     return job
+
+
+def job_progress(s: Session, job_id: int) -> tuple[int, MeasurementRecord | None]:
+    """(trials spent, best so far) as the job's row keeps them: `record_measurement` and
+    `reuse_measurement` are the one place that counts a trial (an INVALID config costs none) and
+    moves the best so far (the highest same-run ratio); the job loop reads them back from here."""
+    job = _job_row(s, job_id)
+    best = None if job.best_measurement_id is None else s.get(Measurement, job.best_measurement_id)
+    return job.trials_done, None if best is None else MeasurementRecord.from_row(best)
 
 
 def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None:

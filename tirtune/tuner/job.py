@@ -16,15 +16,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Source, Stack
-from tirtune.db import repo
+from tirtune.db import repo, transaction
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.space.branches import branch
@@ -102,13 +101,8 @@ class JobLoop:
             self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem
         )
 
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with self.sessions() as session, session.begin():
-            yield session
-
     def run(self, job_id: int) -> JobSummary:
-        with self._tx() as s:
+        with transaction(self.sessions) as s:
             job = repo.get_job(s, job_id)
         if job.arch != self.space.arch:
             raise TunerError(
@@ -117,7 +111,7 @@ class JobLoop:
             )
         self.space.check_problem(job.problem)
         stack = self.runner.stack()
-        with self._tx() as s:
+        with transaction(self.sessions) as s:
             repo.set_job_gpu(s, job_id, stack.gpu_name)
             repo.mark_stale(s, keep_stack=stack, source=self.source)
         state = _Run(self, job, stack, self.proposer_factory(job))
@@ -145,12 +139,12 @@ class _Run:
     def _recall(self) -> None:
         """A resumed job: what it recorded before answers those configs if they are asked again
         (a trial told to the database but not to Optuna before a crash is asked once more)."""
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
         for row in reversed(rows):  # oldest first, so the newest record of a config wins
-            ok = row.outcome is Outcome.OK
-            self.seen[row.config] = Feedback(-1, row.tflops if ok else None, row.outcome.value, row.message)
-            self._consider(row)
+            self.seen[row.config] = _feedback(-1, row)
+        with transaction(self.o.sessions) as s:
+            self.done, self.best = repo.job_progress(s, self.job.id)
 
     def remaining(self) -> int:
         return self.job.max_trials - self.done
@@ -185,13 +179,6 @@ class _Run:
             self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice
         )
 
-    def _consider(self, record: MeasurementRecord) -> None:
-        """The best so far: the OK trial with the highest same-run ratio (ties: the earlier)."""
-        if record.outcome is not Outcome.OK or record.ratio is None:
-            return
-        if self.best is None or record.ratio > (self.best.ratio or 0.0):
-            self.best = record
-
     def _remeasure_top(self) -> None:
         """Re-measure the top trials interleaved, so that the best is named from figures taken
         side by side, not from trial figures taken minutes apart under a drifting clock; known
@@ -199,7 +186,7 @@ class _Run:
         top = self._top_trials()
         if len(top) < 2:
             return
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             known = repo.latest_remeasurements(s, [r.key for r in top], self.o.source)
         figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
         self.remeasured = tuple(figures)
@@ -208,7 +195,7 @@ class _Run:
 
     def _name_best(self) -> None:
         """The job's best is `repo.best_of` over its trials: the re-measured ratio decides."""
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             self.choice = repo.best_of(s, self.job.problem, source=self.o.source, job_id=self.job.id)
             if self.choice is None:
                 return
@@ -225,7 +212,7 @@ class _Run:
         """The job's best `remeasure_top` configs by trial ratio, on this stack (one per config)."""
         if self.o.remeasure_top < 2:
             return []
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)
         ok = [r for r in rows if r.ratio and r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
         top: dict[str, MeasurementRecord] = {}
@@ -236,7 +223,7 @@ class _Run:
     def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
         builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
         results = self.o.runner.remeasure(builds, self.o.remeasure_rounds, self.o.remeasure_processes)
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             return repo.record_remeasurements(
                 s,
                 job_id=self.job.id,
@@ -294,7 +281,7 @@ class _Run:
             return True
         self.idle_asks = 0
         key = candidate.measurement_key(self.stack)
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             previous = repo.find_measurement(s, key, self.o.source)
         if previous is not None:
             self._reuse(proposal, candidate, previous)
@@ -307,7 +294,7 @@ class _Run:
         if refusal.config in self.seen:
             return
         candidate = Candidate(refusal.config, self.job.problem, self.o.space.template_version)
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             repo.record_measurement(
                 s,
                 job_id=self.job.id,
@@ -323,8 +310,9 @@ class _Run:
         self.seen[refusal.config] = Feedback(refusal.trial, None, Outcome.INVALID.value, refusal.message)
 
     def _reuse(self, proposal: Proposal, candidate: Candidate, previous: MeasurementRecord) -> None:
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             record = repo.reuse_measurement(s, previous, job_id=self.job.id, trial_number=proposal.trial)
+            self.done, self.best = repo.job_progress(s, self.job.id)
         self._after(proposal, record)
 
     def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult]) -> None:
@@ -350,7 +338,7 @@ class _Run:
         result: RunResult | None,
         build_seconds: float | None,
     ) -> None:
-        with self.o._tx() as s:
+        with transaction(self.o.sessions) as s:
             record = repo.record_measurement(
                 s,
                 job_id=self.job.id,
@@ -363,19 +351,20 @@ class _Run:
                 build_seconds=build_seconds,
                 source=self.o.source,
             )
+            self.done, self.best = repo.job_progress(s, self.job.id)
         self._after(proposal, record)
 
     def _after(self, proposal: Proposal, record: MeasurementRecord) -> None:
+        """Tell the proposer (and the duplicates waiting on this config); `done` and `best` were
+        read back from the job's row, which the repository keeps (db.repo.job_progress)."""
         ok = record.outcome == Outcome.OK.value
-        feedback = Feedback(proposal.trial, record.tflops if ok else None, record.outcome, record.message)
+        feedback = _feedback(proposal.trial, record)
         self.seen[proposal.config] = feedback
         twins = [replace(feedback, trial=t) for t in self.waiting.pop(proposal.config, [])]
         self.proposer.tell([feedback, *twins])
         if record.outcome == Outcome.INVALID.value:
-            self.idle_asks += 1  # refused by a rule: recorded, but no trial spent
+            self.idle_asks += 1  # refused by a rule: recorded, and the repository spent no trial
             return
-        self.done += 1
-        self._consider(record)
         log.info(
             "job %d trial %d: %s %s",
             self.job.id,
@@ -386,3 +375,10 @@ class _Run:
         )
         if self.o.on_progress is not None:
             self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
+
+
+def _feedback(trial: int, record: MeasurementRecord) -> Feedback:
+    """What the proposer learns from a stored trial: its same-run ratio to cuBLAS when it ran
+    correctly (the figure every best is named by), else its outcome and reason."""
+    ok = record.outcome is Outcome.OK and record.ratio is not None
+    return Feedback(trial, record.ratio if ok else None, record.outcome.value, record.message)

@@ -165,8 +165,8 @@ class OptunaProposer:
                 if fb.message:
                     trial.set_user_attr("message", fb.message[:500])
                 # > 0 is infeasible: TPE steers away from invalid and failing corners of the space.
-                trial.set_constraint("works", 0.0 if fb.tflops is not None else 1.0)
-                self.study.tell(trial, fb.tflops if fb.tflops is not None else 0.0)
+                trial.set_constraint("works", 0.0 if fb.ratio is not None else 1.0)
+                self.study.tell(trial, fb.ratio if fb.ratio is not None else 0.0)
 
     def abandon(self) -> None:
         """Fail the trials still open (the job stops early): nothing stays RUNNING."""

@@ -29,10 +29,11 @@ class Proposal:
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """What a trial produced: TFLOP/s when it ran correctly, else the outcome and the reason."""
+    """What a trial produced: its same-run ratio to cuBLAS (the objective, maximized) when it ran
+    correctly, else the outcome and the reason."""
 
     trial: int
-    tflops: float | None
+    ratio: float | None
     outcome: str
     message: str = ""
 

@@ -7,7 +7,7 @@ import threading
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.db import repo, url_of
+from tirtune.db import repo, transaction, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.runtime import Workers, make_workers
@@ -30,7 +30,7 @@ class JobService:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        with self.sessions() as s, s.begin():
+        with transaction(self.sessions) as s:
             resumed = repo.requeue_running(s)
         if resumed:
             log.warning("resuming %d job(s) left RUNNING by a previous service", resumed)
@@ -44,7 +44,7 @@ class JobService:
 
     def _serve(self) -> None:
         while not self._stop.is_set():
-            with self.sessions() as s, s.begin():
+            with transaction(self.sessions) as s:
                 job = repo.claim_next_job(s)
             if job is None:
                 self._stop.wait(self.poll_s)
@@ -63,7 +63,7 @@ class JobService:
         except Exception as exc:  # the job fails, the service lives on
             log.exception("job %d failed", job_id)
             state, message = "FAILED", f"{type(exc).__name__}: {exc}"
-        with self.sessions() as s, s.begin():
+        with transaction(self.sessions) as s:
             repo.finish_job(s, job_id, state, message)
 
 

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tirtune.core import Problem, Source
-from tirtune.db import normalize_url, repo
+from tirtune.db import normalize_url, repo, transaction
 from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
@@ -60,7 +60,7 @@ def run_tune(
     workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
     workers.space.check_problem(problem)
     source = Source(workers.runner.source)
-    with sessions() as s, s.begin():
+    with transaction(sessions) as s:
         job = repo.create_job(s, problem, workers.space.arch, trials, time_s)
         repo.claim_job(s, job.id)
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
@@ -87,11 +87,11 @@ def run_tune(
         try:
             result = loop.run(job.id)
         except BaseException as exc:
-            with sessions() as s, s.begin():
+            with transaction(sessions) as s:
                 repo.finish_job(s, job.id, "CANCELLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", str(exc))
             raise
         bar.update(task, best=_named(result.choice))  # the bar ends on the best the table names
-    with sessions() as s, s.begin():
+    with transaction(sessions) as s:
         repo.finish_job(s, job.id, "DONE", result.message)
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
         remeasured = repo.job_remeasurements(s, job.id)
