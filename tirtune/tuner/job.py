@@ -31,6 +31,7 @@ from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
+from tirtune.tuner.start import start_configs
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
@@ -96,7 +97,9 @@ class JobLoop:
         self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
-        start_with = branch(job.arch).start_configs(job.problem)  # the job's branch and shape class
+        # Transfer from the nearest tuned problems, then the configs of the job's shape class.
+        start_with = start_configs(self.sessions, branch(job.arch), job.problem, gpu_name=job.gpu_name,
+                                   source=self.source)
         return OptunaProposer(
             self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem
         )
@@ -112,7 +115,7 @@ class JobLoop:
         self.space.check_problem(job.problem)
         stack = self.runner.stack()
         with transaction(self.sessions) as s:
-            repo.set_job_gpu(s, job_id, stack.gpu_name)
+            job = repo.set_job_gpu(s, job_id, stack.gpu_name)
             repo.mark_stale(s, keep_stack=stack, source=self.source)
         state = _Run(self, job, stack, self.proposer_factory(job))
         return state.loop()

@@ -1,0 +1,70 @@
+"""Where a job starts (tuner/start.py): transfer from the nearest tuned problems, then its class.
+
+Real SQLite and PostgreSQL (the `db_factory` fixture), real Optuna storage, the real registry.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Source, Stack
+from tirtune.db import repo, transaction
+from tirtune.space import TEMPLATE_VERSION
+from tirtune.space.branches import branch
+from tirtune.space.shapes import ShapeClass, shape_class
+from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.start import PER_PROBLEM, start_configs
+
+Factory = sessionmaker[Session]
+H200 = Stack("NVIDIA H200", "580.159.04", "13.0", "0.27.0", "9.0")
+H100 = Stack("NVIDIA H100 80GB HBM3", "580.159.04", "13.0", "0.27.0", "9.0")
+HOPPER = branch("sm_90a")
+DECODE = Problem(16, 4096, 4096)
+
+
+def measured(factory: Factory, problem: Problem, config: Config, ratio: float, stack: Stack = H200,
+             source: Source = Source.GPU) -> None:
+    c = Candidate(config, problem, TEMPLATE_VERSION)
+    result = RunResult(c, Outcome.OK, time_ms=1.0, cublas_ms=ratio, repetitions=10, rel_error=1e-4,
+                       provenance=Provenance(stack, TEMPLATE_VERSION, source=source))
+    with transaction(factory) as s:
+        repo.record_measurement(s, job_id=None, trial_number=0, key=uuid.uuid4().hex, candidate=c,
+                                outcome=Outcome.OK, message="", result=result, source=source)
+
+
+def test_a_new_problem_starts_from_the_bests_of_its_nearest_tuned_problems(db_factory: Factory) -> None:
+    near_best, near_second, near_third = (Config(blk_n=n, stages=6) for n in (64, 128, 256))
+    far_best = Config(blk_m=128, blk_n=256, stages=3)
+    for config, ratio in ((near_best, 1.4), (near_second, 1.3), (near_third, 1.2)):
+        measured(db_factory, Problem(8, 4096, 4096), config, ratio)
+    measured(db_factory, Problem(4096, 4096, 4096), far_best, 1.03)
+    starts = start_configs(db_factory, HOPPER, DECODE, gpu_name="NVIDIA H200", source=Source.GPU)
+    # The nearest problem's best two first (by ratio), then the next problem's, then the class's.
+    assert starts[:3] == (near_best, near_second, far_best)
+    assert near_third not in starts[:PER_PROBLEM + 1]
+    assert starts[3:] == tuple(c for c in HOPPER.start_configs(DECODE) if c not in starts[:3])
+
+
+def test_transfer_stays_on_the_gpu_model_and_the_source(db_factory: Factory) -> None:
+    measured(db_factory, Problem(8, 4096, 4096), Config(blk_n=64, stages=6), 1.4, stack=H100)
+    measured(db_factory, Problem(8, 4096, 4096), Config(blk_n=32, stages=6), 1.5, source=Source.REPLAY)
+    starts = start_configs(db_factory, HOPPER, DECODE, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert starts == HOPPER.start_configs(DECODE)  # nothing tuned on an H200 from a GPU: the class alone
+
+
+def test_without_anything_tuned_a_job_starts_from_its_shape_class(db_factory: Factory) -> None:
+    assert shape_class(DECODE) is ShapeClass.DECODE
+    assert start_configs(db_factory, HOPPER, DECODE, gpu_name=None, source=Source.GPU) == HOPPER.start_configs(DECODE)
+
+
+def test_the_proposer_asks_the_start_configs_first(db_url: str, db_factory: Factory) -> None:
+    first = Config(blk_n=64, stages=6)
+    measured(db_factory, Problem(8, 4096, 4096), first, 1.4)
+    starts = start_configs(db_factory, HOPPER, DECODE, gpu_name="NVIDIA H200", source=Source.GPU)
+    proposer = OptunaProposer(db_url, f"start-{uuid.uuid4().hex}", HOPPER.space, start_with=starts, problem=DECODE)
+    asked = proposer.ask(1)
+    proposer.abandon()
+    # Offered first; a start config the problem's rules refuse comes back repaired, with the refusal.
+    assert asked[0].config == first or (asked[0].refused is not None and asked[0].refused.config == first)

@@ -1,0 +1,60 @@
+"""Where a job's search starts: transfer from the nearest tuned problems, then its shape class.
+
+A new problem's first trials should be its likely best. Two sources, in this order:
+
+1. **Transfer**: the best configs (by the same-run ratio, re-measured first: `repo.ranked`) of
+   the `TRANSFER_PROBLEMS` nearest problems already tuned on the same GPU model, same dtype and
+   same branch (`space.shapes.log_distance`: 16x4096x4096 is near 8x4096x4096 and 128x4096x4096,
+   far from 4096^3), `PER_PROBLEM` each, nearest problem first;
+2. **Shape class**: the branch registry's starting configs for the problem's class
+   (`space.shapes.shape_class`: decode, small batch, square, ...).
+
+A config that does not fit the new problem (split-K over a K it does not divide, say) is still
+offered: the proposer refuses it with its rule and repairs it to the nearest valid config, which
+keeps what made it good.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from tirtune.core import Config, Problem, Source
+from tirtune.db import repo, transaction
+from tirtune.space.branches import Branch
+from tirtune.space.shapes import nearest_problems, shape_class
+
+__all__ = ["PER_PROBLEM", "TRANSFER_PROBLEMS", "start_configs", "transferred"]
+
+log = logging.getLogger(__name__)
+
+TRANSFER_PROBLEMS = 3
+PER_PROBLEM = 2
+
+
+def transferred(
+    s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
+) -> list[Config]:
+    """The best configs of the nearest problems tuned before (nearest first; none for the
+    problem itself, whose own measurements the job reuses anyway)."""
+    tuned = repo.tuned_problems(s, problem.dtype, gpu_name=gpu_name, source=source)
+    configs: list[Config] = []
+    for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS):
+        ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)
+        own = [r.trial.config for r in ranking if r.trial.template_version.startswith(branch.version_prefix)]
+        configs += own[:PER_PROBLEM]
+    return configs
+
+
+def start_configs(
+    sessions: sessionmaker[Session], branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
+) -> tuple[Config, ...]:
+    """Transfer first, then the shape class's configs; each config once."""
+    with transaction(sessions) as s:
+        near = transferred(s, branch, problem, gpu_name=gpu_name, source=source)
+    own = branch.start_configs(problem)
+    ordered = tuple(dict.fromkeys((*near, *own)))
+    log.info("%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
+             problem, shape_class(problem).value, len(ordered), len(set(near)))
+    return ordered
