@@ -81,6 +81,9 @@ def test_a_built_kernel_is_verified_then_timed_against_cublas(
     assert reply.rel_error is not None and 0 < reply.rel_error <= TOLERANCE[problem.dtype]
     assert reply.times_ms and all(t > 0 for t in reply.times_ms)
     assert reply.cublas_times_ms and all(t > 0 for t in reply.cublas_times_ms)
+    # The roofline's bandwidth ceiling, measured in this process: an H200's HBM3e copies at
+    # 3-4.8 TB/s (read + write); the SM count comes with it.
+    assert 2000 < reply.info["copy_gbs"] < 5000 and reply.info["sm_count"] >= 100
 
 
 @pytest.mark.parametrize("kind, words", [("wrong_result", "relative error"), ("out_of_bounds", "out-of-bounds write")])

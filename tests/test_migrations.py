@@ -19,6 +19,10 @@ ADDED_IN_0003 = {
     *(("tirtune_measurements", c) for c in ("ratio_p10", "ratio_p90", "source", "recording", "measured_at")),
     *(("tirtune_remeasurements", c) for c in ("ratio_p10", "ratio_p90", "source", "recording", "processes")),
 }
+ADDED_IN_0004 = {
+    *(("tirtune_measurements", c) for c in ("bytes_moved", "bandwidth_gbs", "copy_gbs", "peak_tflops")),
+    *(("tirtune_remeasurements", c) for c in ("bandwidth_gbs", "copy_gbs", "peak_tflops")),
+}
 
 
 def tables(url: str) -> set[str]:
@@ -74,7 +78,7 @@ def test_models_match_migrated_schema(empty_db_url: str) -> None:
 
 
 def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
-    with pytest.raises(DbError, match=r"at revision none.*expects 0003; run `tirtune db upgrade`"):
+    with pytest.raises(DbError, match=r"at revision none.*expects 0004; run `tirtune db upgrade`"):
         migrate.check(empty_db_url)
 
 
@@ -117,7 +121,7 @@ def test_migrations_ship_with_the_package() -> None:
 
     assert all(covered(name) for name in shipped)
     assert {"env.py", "script.py.mako", "versions/0001_initial.py", "versions/0002_remeasurements.py",
-            "versions/0003_ratio_spread_and_source.py"} <= shipped
+            "versions/0003_ratio_spread_and_source.py", "versions/0004_roofline.py"} <= shipped
 
 
 def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) -> None:
@@ -132,9 +136,9 @@ def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) 
                 "outcome, created_at) VALUES ('k', '{}', 'd', 64, 64, 64, 'float16', 't', 'OK', CURRENT_TIMESTAMP)"))
         migrate.upgrade(empty_db_url, "0002")
         assert migrate.current(empty_db_url) == "0002"
-        # The models are at head: at 0002 only the columns 0003 adds are missing.
+        # The models are at head: at 0002 only the columns 0003 and 0004 add are missing.
         assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
-            ("add_column", table, column) for table, column in ADDED_IN_0003}
+            ("add_column", table, column) for table, column in ADDED_IN_0003 | ADDED_IN_0004}
         with engine.begin() as connection:
             connection.execute(sa.text(
                 "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, created_at) "
@@ -163,7 +167,8 @@ def test_0003_labels_existing_rows_gpu_and_keeps_everything(empty_db_url: str) -
                 "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, ratio, created_at) "
                 "SELECT id, key, 's', 5, 'OK', 1.02, CURRENT_TIMESTAMP FROM tirtune_measurements"))
         migrate.upgrade(empty_db_url, "0003")
-        assert schema_diffs(empty_db_url) == []
+        assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
+            ("add_column", table, column) for table, column in ADDED_IN_0004}
         with engine.begin() as connection:
             row = connection.execute(sa.text(
                 "SELECT source, recording, ratio, ratio_p10, measured_at = created_at FROM tirtune_measurements"
@@ -180,6 +185,35 @@ def test_0003_labels_existing_rows_gpu_and_keeps_everything(empty_db_url: str) -
             assert not {"source", "recording", "measured_at", "ratio_p10", "ratio_p90"} & columns
             assert connection.execute(sa.text("SELECT count(*) FROM tirtune_remeasurements")).scalar() == 1
         migrate.upgrade(empty_db_url)
-        assert migrate.current(empty_db_url) == "0003" and schema_diffs(empty_db_url) == []
+        assert migrate.current(empty_db_url) == migrate.head() and schema_diffs(empty_db_url) == []
+    finally:
+        engine.dispose()
+
+
+def test_0004_fills_the_bytes_of_ok_rows_and_drops_only_its_columns(empty_db_url: str) -> None:
+    """0003 -> 0004: OK rows get the bytes their GEMM must move and the bandwidth their time
+    reached; failed rows and the process ceilings stay unknown; 0004 -> 0003 drops only its columns."""
+    migrate.upgrade(empty_db_url, "0003")
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_measurements (key, config, config_digest, m, n, k, dtype, template_version, "
+                "outcome, time_ms, created_at) VALUES ('ok', '{}', 'd', 16, 4096, 4096, 'float16', 't', 'OK', 0.02, "
+                "CURRENT_TIMESTAMP), ('bad', '{}', 'd', 16, 4096, 4096, 'float16', 't', 'TIMEOUT', NULL, "
+                "CURRENT_TIMESTAMP)"))
+        migrate.upgrade(empty_db_url, "0004")
+        assert schema_diffs(empty_db_url) == []
+        with engine.connect() as connection:
+            rows = {r[0]: tuple(r[1:]) for r in connection.execute(sa.text(
+                "SELECT key, bytes_moved, bandwidth_gbs, copy_gbs, peak_tflops FROM tirtune_measurements"))}
+        need = (16 * 4096 + 4096 * 4096 + 16 * 4096) * 2
+        assert rows["ok"][0] == need and rows["ok"][1] == pytest.approx(need / 0.02e-3 / 1e9)
+        assert rows["ok"][2:] == (None, None) and rows["bad"] == (None, None, None, None)
+        migrate.downgrade(empty_db_url, "0003")
+        with engine.connect() as connection:
+            columns = {c["name"] for c in sa.inspect(connection).get_columns("tirtune_measurements")}
+            assert not {"bytes_moved", "bandwidth_gbs", "copy_gbs", "peak_tflops"} & columns
+            assert connection.execute(sa.text("SELECT count(*) FROM tirtune_measurements")).scalar() == 2
     finally:
         engine.dispose()

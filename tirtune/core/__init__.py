@@ -11,6 +11,7 @@ from tirtune.core.config import V2_KNOBS, Config
 from tirtune.core.errors import SpaceError
 from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
 from tirtune.core.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
+from tirtune.core.roofline import Roofline
 
 __all__ = [
     "DTYPES",
@@ -22,6 +23,7 @@ __all__ = [
     "Outcome",
     "Problem",
     "Provenance",
+    "Roofline",
     "RunResult",
     "Source",
     "SpaceError",

@@ -63,6 +63,11 @@ class Problem:
     def element_bytes(self) -> int:
         return 2  # float16 and bfloat16 alike
 
+    @property
+    def min_bytes(self) -> int:
+        """Bytes a GEMM must move through device memory at least: A and B read once, D written once."""
+        return (self.m * self.k + self.n * self.k + self.m * self.n) * self.element_bytes
+
     def tflops(self, milliseconds: float) -> float:
         """Throughput in TFLOP/s of one product that took `milliseconds`."""
         return self.flops / (milliseconds * 1e-3) / 1e12

@@ -93,6 +93,10 @@ class Provenance:
     source: Source = Source.GPU
     recording: str | None = None
     measured_at: datetime | None = None
+    # The roofline's ceilings in the measuring process (core/roofline.py): device-to-device copy
+    # bandwidth (GB/s, read + write) and the MMA rate at the measured SM clock (TFLOP/s).
+    copy_gbs: float | None = None
+    peak_tflops: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +108,8 @@ class Provenance:
             "source": self.source.value,
             "recording": self.recording,
             "measured_at": None if self.measured_at is None else self.measured_at.isoformat(),
+            "copy_gbs": self.copy_gbs,
+            "peak_tflops": self.peak_tflops,
         }
 
 

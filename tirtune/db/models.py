@@ -156,6 +156,12 @@ class Measurement(Base):
     source: Mapped[str] = mapped_column(sa.String(16), default="gpu", server_default="gpu")
     recording: Mapped[str | None] = mapped_column(sa.String(256))
     measured_at: Mapped[datetime | None]
+    # The roofline (core/roofline.py): bytes the GEMM must move, the bandwidth this time reached on
+    # them, and the measuring process's ceilings (copy bandwidth, MMA rate at the measured clock).
+    bytes_moved: Mapped[int | None] = mapped_column(sa.BigInteger)
+    bandwidth_gbs: Mapped[float | None]
+    copy_gbs: Mapped[float | None]
+    peak_tflops: Mapped[float | None]
 
 
 class Remeasurement(Base):
@@ -201,3 +207,6 @@ class Remeasurement(Base):
     processes: Mapped[int] = mapped_column(default=1, server_default=sa.text("1"))
     source: Mapped[str] = mapped_column(sa.String(16), default="gpu", server_default="gpu")
     recording: Mapped[str | None] = mapped_column(sa.String(256))
+    bandwidth_gbs: Mapped[float | None]
+    copy_gbs: Mapped[float | None]
+    peak_tflops: Mapped[float | None]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from tirtune.core import Config, Outcome, Problem, Source, Stack
+from tirtune.core import Config, Outcome, Problem, Roofline, Source, Stack
 from tirtune.db.models import Job, Measurement, Remeasurement
 
 __all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
@@ -100,10 +100,18 @@ class MeasurementRecord:
     source: Source  # GPU: measured by this service; REPLAY: read back from `recording`
     recording: str | None
     measured_at: datetime | None  # when the figures were measured; None: unknown (a replay's recording did not say)
+    bytes_moved: int | None  # the least the GEMM must move (A, B read once, D written once)
+    bandwidth_gbs: float | None  # bytes_moved over time_ms
+    copy_gbs: float | None  # the measuring process's device-to-device copy bandwidth
+    peak_tflops: float | None  # the MMA rate at the measured SM clock
 
     @property
     def problem(self) -> Problem:
         return Problem(self.m, self.n, self.k, self.dtype)
+
+    @property
+    def roofline(self) -> Roofline:
+        return Roofline.of(self.problem, self.peak_tflops, self.copy_gbs)
 
     @property
     def stack(self) -> Stack:
@@ -143,6 +151,9 @@ class RemeasurementRecord:
     processes: int  # measuring processes whose rounds the figures pool
     source: Source
     recording: str | None
+    bandwidth_gbs: float | None
+    copy_gbs: float | None
+    peak_tflops: float | None
 
     @classmethod
     def from_row(cls, row: Remeasurement) -> RemeasurementRecord:

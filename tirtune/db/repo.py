@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from tirtune.core import Candidate, Outcome, Problem, RunResult, Source, Stack
+from tirtune.core import Candidate, Outcome, Problem, Roofline, RunResult, Source, Stack
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
@@ -435,6 +435,8 @@ def _result_columns(problem: Problem, result: RunResult | None) -> dict[str, Any
         "tflops": _tflops(problem, result.time_ms), "cublas_tflops": _tflops(problem, result.cublas_ms),
         "ratio": result.ratio if has_ratio else None,
         "ratio_p10": result.ratio_p10 if has_ratio else None, "ratio_p90": result.ratio_p90 if has_ratio else None,
+        "bytes_moved": problem.min_bytes if result.time_ms else None,
+        "bandwidth_gbs": Roofline.of(problem, None, None).bandwidth_gbs(result.time_ms),
     }
     if result.provenance is not None:
         p = result.provenance
@@ -442,6 +444,7 @@ def _result_columns(problem: Problem, result: RunResult | None) -> dict[str, Any
             "gpu_name": p.stack.gpu_name, "driver": p.stack.driver, "cuda": p.stack.cuda,
             "tvm_version": p.stack.tvm, "compute_capability": p.stack.compute_capability,
             "torch_version": p.torch, "sm_clock_mhz": p.sm_clock_mhz, "power_w": p.power_w,
+            "copy_gbs": p.copy_gbs, "peak_tflops": p.peak_tflops,
         }
     return columns
 
@@ -570,6 +573,8 @@ def record_remeasurements(
             ratio_p10=result.ratio_p10, ratio_p90=result.ratio_p90,
             processes=int(result.extra.get("processes", 1)),
             source=(p.source if p else trial.source).value, recording=p.recording if p else trial.recording,
+            bandwidth_gbs=Roofline.of(trial.problem, None, None).bandwidth_gbs(result.time_ms),
+            copy_gbs=p.copy_gbs if p else None, peak_tflops=p.peak_tflops if p else None,
         )
         s.add(row)
         rows.append(row)

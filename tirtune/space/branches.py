@@ -63,6 +63,9 @@ class Branch:
     status: Status  # "run": trials verified and timed on such a GPU; "compile-checked": built only
     status_text: str  # the status in the words the API, the CLI and the docs show
     start_with: Mapping[ShapeClass, tuple[Config, ...]]  # a job's first trials, per shape class
+    # Dense 16-bit MMA flops one SM does per clock: the roofline's compute ceiling is SMs x this x
+    # the SM clock (core/roofline.py). Hopper: 989.4 TFLOP/s = 132 SMs x 4096 x 1.83 GHz.
+    mma_flops_per_sm_clock: int
     gpu_name_pattern: str | None = None  # NVML names of its GPUs, where a note must name the branch
 
     @property
@@ -76,6 +79,12 @@ class Branch:
     def start_configs(self, problem: Problem) -> tuple[Config, ...]:
         """Where a job on `problem` starts: the configs of its shape class."""
         return self.start_with[shape_class(problem)]
+
+    def peak_tflops(self, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
+        """The MMA ceiling of a GPU of `sm_count` SMs at `sm_clock_mhz` (None if either is unknown)."""
+        if not sm_count or not sm_clock_mhz:
+            return None
+        return sm_count * self.mma_flops_per_sm_clock * sm_clock_mhz * 1e6 / 1e12
 
     def names_gpu(self, gpu_name: str) -> bool:
         return self.gpu_name_pattern is not None and re.search(self.gpu_name_pattern, gpu_name, re.I) is not None
@@ -154,6 +163,7 @@ _ENTRIES = (
         status="run",
         status_text="run on an H200: every trial verified, then timed",
         start_with=_every_class(HOPPER_START),
+        mma_flops_per_sm_clock=4096,
     ),
     Branch(
         arch="sm_100a",
@@ -168,6 +178,8 @@ _ENTRIES = (
         status="compile-checked",
         status_text=blackwell.STATUS,
         start_with=_every_class(_BLACKWELL_START),
+        # B200: 2,250 TFLOP/s dense fp16/bf16 = 148 SMs x 8192 x ~1.86 GHz.
+        mma_flops_per_sm_clock=8192,
         gpu_name_pattern=r"blackwell|\bG?B(?:100|200|300)\b|\bRTX PRO 6000\b",
     ),
 )

@@ -25,14 +25,15 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
-from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, Stack
+from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, SpaceError, Stack
+from tirtune.space.branches import branch_for_gpu
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.supervisor import ChildSupervisor
@@ -51,6 +52,11 @@ def tvm_version() -> str:
         return "unknown"
 
 
+def _median_of(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -61,7 +67,8 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
     the ratio's p10-p90 over the reply's rounds (None when it has none, e.g. cuBLAS not timed)."""
     provenance = Provenance(
         stack, build.candidate.template_version, torch_version, reply.sm_clock_mhz, reply.power_w,
-        source=Source.GPU, measured_at=datetime.now(UTC),
+        source=Source.GPU, measured_at=datetime.now(UTC), copy_gbs=reply.info.get("copy_gbs"),
+        peak_tflops=_peak_tflops(stack, reply.info.get("sm_count"), reply.sm_clock_mhz),
     )
     outcome = Outcome(reply.outcome)
     if outcome is not Outcome.OK:
@@ -94,6 +101,16 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
     )
 
 
+def _peak_tflops(stack: Stack, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
+    """The roofline's MMA ceiling at the clock the measurement ran (the stack's branch's rate)."""
+    if not stack.compute_capability:
+        return None
+    try:
+        return branch_for_gpu(stack.compute_capability).peak_tflops(sm_count, sm_clock_mhz)
+    except SpaceError:
+        return None
+
+
 def merge_replies(replies: Sequence[MeasureReply]) -> MeasureReply:
     """One candidate measured by several processes, as one reply: every repetition and every
     round of all of them (so medians and the ratio's spread cover processes as well as rounds);
@@ -111,7 +128,12 @@ def merge_replies(replies: Sequence[MeasureReply]) -> MeasureReply:
         rel_error=max(errors) if errors else None,
         sm_clock_mhz=statistics.median(clocks) if clocks else None,
         power_w=statistics.median(powers) if powers else None,
-        info={"processes": len(replies), "pids": [r.info.get("pid") for r in replies]},
+        info={
+            "processes": len(replies),
+            "pids": [r.info.get("pid") for r in replies],
+            "copy_gbs": _median_of(r.info.get("copy_gbs") for r in replies),
+            "sm_count": replies[0].info.get("sm_count"),
+        },
         round_ratios=tuple(x for r in replies for x in r.round_ratios),
     )
 

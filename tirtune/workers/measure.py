@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tirtune.workers.verify import TOLERANCE, verify
@@ -26,6 +26,7 @@ __all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureRepl
 log = logging.getLogger(__name__)
 
 L2_FLUSH_BYTES = 256 << 20
+COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
 
@@ -93,7 +94,7 @@ def serve(conn: Any) -> None:
         except EOFError:
             return
         reply = bench.remeasure(request) if isinstance(request, RemeasureRequest) else bench.measure(request)
-        conn.send(reply)
+        conn.send(bench.stamped(reply))
         if reply.fatal:
             os._exit(3)
 
@@ -112,6 +113,8 @@ class _Bench:
         self.nvml = Nvml(torch)
         self.info = self._describe()
         self._warm_card()
+        # The roofline's bandwidth ceiling, measured here (core/roofline.py): every reply carries it.
+        self.info["copy_gbs"] = self._copy_bandwidth()
 
     def _describe(self) -> dict[str, Any]:
         torch = self.torch
@@ -124,6 +127,24 @@ class _Bench:
             "cuda": torch.version.cuda or "",
             "torch": torch.__version__,
         }
+
+    def stamped(self, reply: MeasureReply | RemeasureReply) -> MeasureReply | RemeasureReply:
+        """The reply with this process's roofline ceilings (copy bandwidth, SMs) in its info."""
+        ceilings = {"copy_gbs": self.info["copy_gbs"], "sm_count": self.info["sm_count"], "pid": os.getpid()}
+        if isinstance(reply, RemeasureReply):
+            return replace(reply, replies=tuple(replace(r, info={**ceilings, **r.info}) for r in reply.replies))
+        return replace(reply, info={**ceilings, **reply.info})
+
+    def _copy_bandwidth(self, repetitions: int = 10) -> float:
+        """GB/s of a device-to-device copy of COPY_BYTES (bytes read plus bytes written), median of
+        `repetitions`: the most a streaming kernel can expect from HBM in this process."""
+        torch = self.torch
+        src = torch.ones(COPY_BYTES // 2, dtype=torch.float16, device=self.device)
+        dst = torch.empty_like(src)
+        times = self._events(lambda: dst.copy_(src), repetitions)
+        src = dst = None  # free the probe's memory before kernels are measured
+        torch.cuda.empty_cache()
+        return 2 * COPY_BYTES / (_median(times) * 1e-3) / 1e9
 
     def _warm_card(self, seconds: float = 1.5) -> None:
         """A cold card flatters the first timing by a few percent: run GEMMs until it is warm."""
