@@ -20,6 +20,7 @@ from tirtune import __version__
 from tirtune.api.cache import ResponseCache
 from tirtune.api.dashboard import install_dashboard
 from tirtune.api.errors import install_error_handlers
+from tirtune.api.limits import BodyLimit
 from tirtune.api.routes import router
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
@@ -71,6 +72,7 @@ def create_app(
     app.state.session_factory = factory
     app.state.best_cache = ResponseCache(settings.best_cache_check_s)
     install_error_handlers(app)
+    app.add_middleware(BodyLimit)
     app.include_router(router)
     install_dashboard(app)
     return app
