@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from tirtune.api.cache import ResponseCache
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
+from tirtune.api.limits import MAX_BODY_BYTES
 from tirtune.api.nearest import log_distance, nearest
 from tirtune.api.schemas import (
     BestOut,
@@ -25,6 +26,7 @@ from tirtune.api.schemas import (
 )
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
 from tirtune.space import HOPPER, Problem
+from tirtune.space.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
 from tirtune.workers.results import Outcome
 
@@ -34,12 +36,25 @@ __all__ = ["router"]
 MAX_INT = 2**31 - 1
 PRINTABLE = r"^[ -~]+$"
 
-router = APIRouter(responses={422: {"model": ErrorOut, "description": "invalid request"}})
+# Answers every route may give: a refused parameter, a database the API cannot reach.
+ANY_ROUTE: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorOut, "description": "invalid request: `validation_error` (a parameter's type or range) "
+                                            "or `invalid_problem` (a shape, dtype or K the template cannot take)"},
+    503: {"model": ErrorOut, "description": "the database is unreachable"},
+}
+router = APIRouter(responses=ANY_ROUTE)
 
 Limit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0, le=MAX_INT)]
-Shape = Annotated[str, Query(max_length=64, description="MxNxK, e.g. 4096x4096x4096")]
-Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp16, bf16 accepted)")]
+# Shapes and dtypes are checked by Problem (422 `invalid_problem` with the reason); the schema
+# states the same rules so that clients and generated tests know them.
+SHAPE_DOC = (f"MxNxK, e.g. 4096x4096x4096: ASCII digits, each dimension 1..{MAX_DIM} "
+             "(spaces or tabs around the numbers are allowed)")
+DTYPE_DOC = "float16 or bfloat16 (aliases fp16, half, f16, bf16; any case)"
+SHAPE_SCHEMA = {"pattern": SHAPE_PATTERN}
+DTYPE_SCHEMA = {"enum": list(DTYPE_NAMES)}
+Shape = Annotated[str, Query(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)]
+Dtype = Annotated[str, Query(max_length=16, description=DTYPE_DOC, json_schema_extra=DTYPE_SCHEMA)]
 
 
 @router.post(
@@ -48,7 +63,12 @@ Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp
     dependencies=[Depends(require_token)],
     responses={
         200: {"model": JobOut, "description": "the same problem is already queued or running: that job"},
+        400: {"model": ErrorOut, "description": "the body is not parseable (e.g. an integer of over 4300 digits)"},
         401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
+        413: {"model": ErrorOut, "description": f"the body is over {MAX_BODY_BYTES} bytes"},
+        422: {"model": ErrorOut, "description": "invalid body (`validation_error`), or a problem the template cannot "
+                                                "take (`invalid_problem`, e.g. K not a multiple of 8), or one the "
+                                                "service's replay has no recording of (`not_recorded`)"},
     },
 )
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
@@ -160,8 +180,10 @@ def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None
 def trials(
     factory: Factory,
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
-    shape: Annotated[str | None, Query(max_length=64)] = None,
-    dtype: Annotated[str | None, Query(max_length=16)] = None,
+    shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
+                                       "narrows to one problem", json_schema_extra=SHAPE_SCHEMA)] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; only together with `shape` "
+                                       "(a dtype alone is refused 422)", json_schema_extra=DTYPE_SCHEMA)] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,

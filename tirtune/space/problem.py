@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from tirtune.space.errors import SpaceError
 
-__all__ = ["DTYPES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
+__all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
 
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
+DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
 # ASCII only: `\d` and `\s` would also take full-width digits (e.g. U+FF14) and other Unicode
 # spaces. The API publishes the same pattern in its OpenAPI schema.
 SHAPE_PATTERN = r"^[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*$"
