@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from tirtune import __version__
 from tirtune.api.cache import ResponseCache
 from tirtune.api.dashboard import install_dashboard
+from tirtune.api.docs import install_docs
 from tirtune.api.errors import install_error_handlers
 from tirtune.api.limits import BodyLimit
 from tirtune.api.routes import router
@@ -67,6 +68,7 @@ def create_app(
         title="tirtune", version=__version__,
         description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
         lifespan=_lifespan(settings, factory, owned, runner),
+        docs_url=None, redoc_url=None,  # tirtune.api.docs serves /docs from the package
     )
     app.state.settings = settings
     app.state.session_factory = factory
@@ -75,6 +77,7 @@ def create_app(
     app.add_middleware(BodyLimit)
     app.include_router(router)
     install_dashboard(app)
+    install_docs(app)
     return app
 
 
