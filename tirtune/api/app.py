@@ -26,6 +26,7 @@ from tirtune.api.routes import router
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
 from tirtune.settings import Settings, get_settings
+from tirtune.space import SearchSpace
 
 __all__ = ["JobRunner", "RunnerFactory", "create_app", "start_job_service"]
 
@@ -73,6 +74,7 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = factory
     app.state.best_cache = ResponseCache(settings.best_cache_check_s)
+    app.state.replay_space = _replay_space(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimit)
     app.include_router(router)
@@ -111,6 +113,19 @@ def _lifespan(
                 owned.dispose()
 
     return lifespan
+
+
+def _replay_space(settings: Settings) -> SearchSpace | None:
+    """When the service measures with recorded data (TIRTUNE_REPLAY), the space it searches: POST
+    /tune refuses a problem with no recording up front instead of queueing a job that cannot run.
+    A replay path that cannot be read stops the app here (WorkerError with the path)."""
+    if settings.replay is None:
+        return None
+    from tirtune.space import space_for
+    from tirtune.workers.replay_runner import ReplayRunner
+
+    recorded = ReplayRunner([settings.replay])
+    return recorded.restrict(space_for(recorded.template_version))
 
 
 def _bound_engine(factory: sessionmaker[Session]) -> Engine:

@@ -25,7 +25,7 @@ from tirtune.api.schemas import (
     TuneRequest,
 )
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
-from tirtune.space import HOPPER, Problem
+from tirtune.space import HOPPER, Problem, SearchSpace
 from tirtune.space.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
 from tirtune.workers.results import Outcome
@@ -75,6 +75,7 @@ def tune(body: TuneRequest, request: Request, response: Response, factory: Facto
     """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
     problem = body.problem()
     HOPPER.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
+    _refuse_unrecorded(request.app.state.replay_space, problem)
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
         job = repo.find_active_job(s, problem, body.arch)
@@ -203,6 +204,14 @@ def healthz(factory: Factory) -> HealthOut:
     with transaction(factory) as s:
         repo.ping(s)
     return HealthOut()
+
+
+def _refuse_unrecorded(replay: SearchSpace | None, problem: Problem) -> None:
+    """A service that replays recorded measurements can only tune what was recorded."""
+    broken = [] if replay is None else replay.problem_violations(problem)
+    if broken:
+        reasons = "; ".join(v.reason for v in broken)
+        raise ApiError(422, "not_recorded", f"this service measures with recorded data (TIRTUNE_REPLAY): {reasons}")
 
 
 def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:

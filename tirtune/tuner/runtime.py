@@ -16,7 +16,7 @@ from tirtune.tuner.errors import TunerError
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
-__all__ = ["Workers", "make_workers", "start_ray"]
+__all__ = ["SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "start_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,18 @@ def start_ray(settings: Settings) -> int:
     return max(1, int(cast(Any, ray).cluster_resources().get("CPU", 1)))
 
 
-def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
+# What to do without a GPU, said the way each command takes a replay.
+SERVICE_REPLAY_HINT = "set TIRTUNE_REPLAY=bench/data to run jobs against recorded measurements"
+TUNE_REPLAY_HINT = "use --replay bench/data to tune against recorded measurements"
+
+
+def make_workers(settings: Settings, *, replay: str | Path | None = None,
+                 no_gpu_hint: str = SERVICE_REPLAY_HINT) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
     TIRTUNE_REPLAY) names recorded data; a replay searches the space of the recorded template
     version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs), cut down to the
-    recorded configs (a sample of the space replays only what was measured)."""
+    recorded configs (a sample of the space replays only what was measured): a problem with no
+    recording breaks its rule `recorded`. `no_gpu_hint` ends the error when there is no GPU."""
     replay = replay if replay is not None else settings.replay
     if replay is not None:
         from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
@@ -68,10 +75,7 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
             num_gpus=settings.gpus or None, run_timeout_s=settings.run_timeout_s, gpu_model=settings.gpu_model
         )
     except WorkerError as exc:
-        raise TunerError(
-            f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
-            "use --replay bench/data to tune against recorded measurements"
-        ) from exc
+        raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}") from exc
     space = _space_of(runner)
     builder = TirxBuilder(
         cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template_for(space.arch)

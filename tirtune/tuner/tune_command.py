@@ -20,7 +20,7 @@ from tirtune.settings import Settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
-from tirtune.tuner.runtime import make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
 
 __all__ = ["run_tune", "summarize"]
 
@@ -39,8 +39,8 @@ def run_tune(
     HOPPER.check_problem(problem)  # refuse before anything starts
     console = Console(stderr=True)
     sessions = open_database(settings.database_url)
-    workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
-    workers.space.check_problem(problem)
+    workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)  # the GPUs decide the branch
+    workers.space.check_problem(problem)  # e.g. a replay with nothing recorded for it
     with sessions() as s, s.begin():
         job = repo.create_job(s, problem, workers.space.arch, trials, time_s)
         repo.claim_job(s, job.id)
