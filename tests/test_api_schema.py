@@ -15,16 +15,15 @@ import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
-from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error, status_code_conformance
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
-from tirtune.db import repo, transaction
+from tirtune.db import migrate, repo, transaction
 from tirtune.settings import Settings
-from tirtune.db import migrate
 from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem, SpaceError
 from tirtune.space.problem import MAX_DIM, SHAPE_PATTERN
 from tirtune.space.rules import K_MULTIPLE
@@ -48,7 +47,9 @@ def seed(factory: sessionmaker[Session]) -> None:
                                     outcome=Outcome.OK, message="", result=result)
 
 
-def test_no_operation_answers_5xx(db_url: str, db_factory: sessionmaker[Session], capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_operation_answers_5xx(
+    db_url: str, db_factory: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
     seed(db_factory)
     app: FastAPI = create_app(Settings(database_url=db_url), session_factory=db_factory, start_workers=False)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)

@@ -26,8 +26,8 @@ from tirtune.api.schemas import (
 )
 from tirtune.db import JobRecord, JobState, MeasurementRecord, repo, transaction
 from tirtune.space import HOPPER, Problem, SearchSpace
-from tirtune.space.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.space.arch import BRANCH_STATUS, is_blackwell_gpu_name
+from tirtune.space.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.workers.results import Outcome
 
 __all__ = ["router"]

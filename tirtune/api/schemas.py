@@ -11,9 +11,9 @@ from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
+from tirtune.space.arch import BRANCH_STATUS, branch_of
 from tirtune.space.problem import MAX_DIM
 from tirtune.space.rules import K_MULTIPLE
-from tirtune.space.arch import BRANCH_STATUS, branch_of
 from tirtune.workers.results import Outcome
 
 __all__ = [

@@ -75,8 +75,13 @@ def _tune(args: argparse.Namespace) -> int:
         raise _usage("--trials must be at least 1")
     if args.time is not None and args.time <= 0:
         raise _usage("--time must be a positive number of seconds")
-    summary = run_tune(get_settings(), args.shape, args.dtype, trials=args.trials, time_s=args.time,
-                       replay=args.replay, top=args.top)
+    from tirtune.tuner.runtime import stop_ray
+
+    try:
+        summary = run_tune(get_settings(), args.shape, args.dtype, trials=args.trials, time_s=args.time,
+                           replay=args.replay, top=args.top)
+    finally:
+        stop_ray()  # the Ray it started, agents included, goes with it
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)

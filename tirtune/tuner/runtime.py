@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -13,10 +15,11 @@ from tirtune.space.hopper import HOPPER, space_for
 from tirtune.space.space import SearchSpace
 from tirtune.space.templates.gemm import template_for
 from tirtune.tuner.errors import TunerError
+from tirtune.tuner.processes import descendants, terminate
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
-__all__ = ["SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "start_ray"]
+__all__ = ["SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "start_ray", "stop_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +34,76 @@ class Workers:
     space: SearchSpace = HOPPER
 
 
+# Ray's local processes die with the *thread* that started them (PR_SET_PDEATHSIG), so ray.init
+# runs in a thread of its own that lives until stop_ray: a service thread that ends, or a request
+# thread, must not take the GCS and raylet with it (the agents then lingered about a minute).
+_lock = threading.Lock()
+_keeper: threading.Thread | None = None
+_release = threading.Event()
+
+
 def start_ray(settings: Settings) -> int:
     """Join the configured cluster or start a local Ray; return the CPUs builds may use."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(
-            address=settings.ray_address,
-            num_cpus=None if settings.ray_address else settings.ray_num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+    global _keeper
+    with _lock:
+        if not ray.is_initialized():
+            _keeper = _init_in_keeper_thread(settings)
     return max(1, int(cast(Any, ray).cluster_resources().get("CPU", 1)))
+
+
+def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
+    import ray
+
+    failed: list[BaseException] = []
+    ready = threading.Event()
+
+    def keep() -> None:
+        try:
+            ray.init(
+                address=settings.ray_address,
+                num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        except BaseException as e:  # handed to the caller of start_ray
+            failed.append(e)
+            return
+        finally:
+            ready.set()
+        _release.wait()
+
+    _release.clear()
+    keeper = threading.Thread(target=keep, name="tirtune-ray", daemon=True)
+    keeper.start()
+    ready.wait()
+    if failed:
+        raise failed[0]
+    return keeper
+
+
+def stop_ray(grace_s: float = 3.0) -> None:
+    """Shut down the Ray `start_ray` started (or leave the cluster it joined), its agents included.
+
+    `ray.shutdown()` stops the raylet, the GCS and the rest it started, but the raylet's own
+    children (the dashboard and runtime-env agents) only notice later, so the processes below this
+    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL."""
+    global _keeper
+    with _lock:
+        if _keeper is None:
+            return  # not ours: a caller that did its own ray.init also shuts it down
+        import ray
+
+        started = descendants(os.getpid())
+        ray.shutdown()
+        _release.set()
+        _keeper.join(grace_s)
+        _keeper = None
+    left = terminate(started, grace_s)
+    if left:
+        log.warning("Ray processes still running after SIGKILL: %s", sorted(left))
 
 
 # What to do without a GPU, said the way each command takes a replay.
