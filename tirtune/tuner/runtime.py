@@ -62,7 +62,9 @@ def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
     def keep() -> None:
         try:
             ray.init(
-                address=settings.ray_address,
+                # "local": a new Ray of this process, as the setting says. With None, Ray joins
+                # the last cluster `ray start` made on this machine (whoever started it).
+                address=settings.ray_address or "local",
                 num_cpus=None if settings.ray_address else settings.ray_num_cpus,
                 include_dashboard=False,
                 log_to_driver=False,
