@@ -65,3 +65,22 @@ def test_without_a_gpu_tune_explains_the_replay_option(env: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "--replay" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "api.example.org"])
+def test_serve_refuses_an_open_non_loopback_api(env: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    monkeypatch.delenv("TIRTUNE_API_TOKEN", raising=False)
+    get_settings.cache_clear()
+    assert main(["serve", "--host", host, "--no-worker"]) == 2  # before anything listens
+    err = capsys.readouterr().err
+    assert f"refusing to serve {host} without TIRTUNE_API_TOKEN" in err and "--allow-no-token" in err
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True),
+                                                ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                                ("10.0.0.1", False), ("example.org", False)])
+def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
+    from tirtune.tuner.cli import _loopback
+
+    assert _loopback(host) is loopback

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import sys
@@ -43,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-worker", action="store_true", help="serve only; run no jobs in this process")
+    serve.add_argument("--allow-no-token", action="store_true",
+                       help="serve a non-loopback address without TIRTUNE_API_TOKEN (anyone who reaches it can "
+                            "queue jobs); refused otherwise")
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
@@ -136,7 +140,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     from tirtune.api.app import create_app
 
-    app = create_app(get_settings(), start_workers=not args.no_worker)
+    settings = get_settings()
+    if not settings.api_token and not args.allow_no_token and not _loopback(args.host):
+        raise _usage(f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
+                     "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
+                     "127.0.0.1, or pass --allow-no-token to serve an open API on purpose")
+    app = create_app(settings, start_workers=not args.no_worker)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
@@ -168,6 +177,15 @@ def _db(args: argparse.Namespace) -> int:
         migrate.upgrade(url)
     print(f"database revision: {migrate.current(url)}")  # noqa: T201
     return 0
+
+
+def _loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
 
 
 class _UsageError(TirtuneError):
