@@ -276,6 +276,16 @@ def test_trials_filter_and_paginate(client: TestClient, db_factory: Factory) -> 
     assert client.get("/trials").json()["total"] == 6
 
 
+def test_trials_total_is_exact_on_every_page(client: TestClient, db_factory: Factory) -> None:
+    # The last page knows the total without a COUNT; the others (and a page past the end) count.
+    ids = [measure(db_factory, 1.0 + i) for i in range(5)][::-1]
+    for limit, offset in ((2, 0), (2, 2), (2, 4), (5, 0), (10, 0), (3, 3), (2, 5), (2, 9), (5, 5)):
+        page = client.get("/trials", params={"limit": limit, "offset": offset}).json()
+        assert page["total"] == 5 and [m["id"] for m in page["items"]] == ids[offset:offset + limit], (limit, offset)
+    assert client.get("/trials", params={"outcome": "TIMEOUT"}).json() == {"items": [], "total": 0, "limit": 100,
+                                                                         "offset": 0}
+
+
 def test_trials_refuse_bad_filters(client: TestClient) -> None:
     assert_error(client.get("/trials", params={"outcome": "MEH"}), 422, "validation_error")
     assert_error(client.get("/trials", params={"shape": "1x2"}), 422, "invalid_problem")

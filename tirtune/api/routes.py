@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Hashable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -137,6 +138,22 @@ async def best(
     return Response(body, media_type="application/json")
 
 
+async def _cached(request: Request, factory: sessionmaker[Session], key: Hashable,
+                  read: Callable[[], bytes]) -> Response:
+    """The JSON answer for `key` from the per-process cache of answers that depend only on the
+    measurements (GET /trials pages here; GET /best keeps the same steps inline), or `read()` in a
+    worker thread and kept. A refusal (an exception from `read`) is not cached."""
+    cache: ResponseCache = request.app.state.best_cache
+    if cache.claim_check():
+        _check_in_background(factory, cache)
+    body = cache.get(key)
+    if body is None:
+        generation = cache.generation
+        body = await run_in_threadpool(read)
+        cache.put(key, body, generation)
+    return Response(body, media_type="application/json")
+
+
 _CHECKS: set[asyncio.Task[None]] = set()  # strong references until each check is done
 
 
@@ -177,8 +194,9 @@ def _find_best(factory: sessionmaker[Session], problem: Problem, gpu: str | None
     return BestOut.of(found, used)
 
 
-@router.get("/trials")
-def trials(
+@router.get("/trials", response_model=Page[MeasurementOut])
+async def trials(
+    request: Request,
     factory: Factory,
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
     shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
@@ -188,15 +206,25 @@ def trials(
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> Page[MeasurementOut]:
-    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem."""
+) -> Response:
+    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem.
+    Pages are cached per API process like GET /best answers, and dropped when the measurements
+    change (at most `best_cache_check_s` late)."""
     problem = _problem_filter(shape, dtype)
+    key = ("trials", job_id, problem, outcome, limit, offset)
+    return await _cached(request, factory, key, lambda: _trials_page(factory, job_id, problem, outcome, limit, offset))
+
+
+def _trials_page(factory: sessionmaker[Session], job_id: int | None, problem: Problem | None,
+                 outcome: Outcome | None, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
-        rows = repo.list_measurements(
-            s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset
-        )
-        total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
-    return Page(items=[MeasurementOut.of(r) for r in rows], total=total, limit=limit, offset=offset)
+        rows = repo.list_measurements(s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset)
+        if (rows and len(rows) < limit) or (not rows and offset == 0):
+            total = offset + len(rows)  # the last page: the count is known without a COUNT
+        else:
+            total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
+    page = Page[MeasurementOut](items=[MeasurementOut.of(r) for r in rows], total=total, limit=limit, offset=offset)
+    return page.model_dump_json().encode()
 
 
 @router.get("/healthz", responses={503: {"model": ErrorOut, "description": "database unreachable"}})
