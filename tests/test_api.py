@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import sqlalchemy
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -284,6 +285,31 @@ def test_trials_total_is_exact_on_every_page(client: TestClient, db_factory: Fac
         assert page["total"] == 5 and [m["id"] for m in page["items"]] == ids[offset:offset + limit], (limit, offset)
     assert client.get("/trials", params={"outcome": "TIMEOUT"}).json() == {"items": [], "total": 0, "limit": 100,
                                                                          "offset": 0}
+
+
+def test_a_trials_page_costs_one_query_and_the_last_page_no_count(
+    db_url: str, db_factory: Factory, db_engine: Any
+) -> None:
+    for i in range(3):
+        measure(db_factory, 1.0 + i)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    with TestClient(create_app(Settings(database_url=db_url, best_cache_check_s=0), session_factory=db_factory,
+                               start_workers=False)) as c:
+        sqlalchemy.event.listen(db_engine, "before_cursor_execute", seen)
+        try:
+            assert c.get("/trials", params={"limit": 100}).json()["total"] == 3
+            last_page = list(statements)
+            statements.clear()
+            assert c.get("/trials", params={"limit": 2}).json()["total"] == 3
+        finally:
+            sqlalchemy.event.remove(db_engine, "before_cursor_execute", seen)
+    assert len(last_page) == 1 and "count(" not in last_page[0].lower()
+    assert len(statements) == 2 and "count(" in statements[1].lower()  # a page before the last counts
 
 
 def test_trials_refuse_bad_filters(client: TestClient) -> None:
