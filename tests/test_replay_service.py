@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
@@ -103,3 +104,11 @@ def test_a_queued_unrecorded_job_fails_with_the_reason(url: str) -> None:
 def _job(sessions: sessionmaker[Session], job_id: int) -> JobRecord:
     with transaction(sessions) as s:
         return repo.get_job(s, job_id)
+
+
+def test_a_summary_with_nothing_measured_names_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from tirtune.tuner.tune_command import _print_table, summarize
+
+    _print_table(Console(stderr=True), summarize(Problem(64, 64, 64), [], job_id=1, elapsed_s=0.0))
+    out = capsys.readouterr()
+    assert "None" not in out.out + out.err and "nothing measured" in out.out

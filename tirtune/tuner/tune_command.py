@@ -178,7 +178,8 @@ def _row(r: MeasurementRecord) -> dict[str, Any]:
 
 
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
-    table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}: top configs")
+    where = f" on {summary['gpu']}" if summary["gpu"] else " (nothing measured)"
+    table = Table(title=f"{summary['problem']} {summary['dtype']}{where}: top configs")
     for column in ("config", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error"):
         table.add_column(column, justify="left" if column == "config" else "right")
     for row in summary["top"]:
