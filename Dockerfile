@@ -13,4 +13,5 @@ COPY pyproject.toml README.md ./
 COPY tirtune ./tirtune
 RUN pip install ".[gpu]"
 EXPOSE 8000
+# Serving 0.0.0.0 needs TIRTUNE_API_TOKEN (or --allow-no-token): `tirtune serve` refuses otherwise.
 CMD ["tirtune", "serve", "--host", "0.0.0.0", "--port", "8000"]

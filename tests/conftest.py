@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,3 +159,32 @@ def db_engine(db_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def db_factory(db_engine: Engine) -> sessionmaker[Session]:
     return session_factory(db_engine)
+
+
+# --- Ray's authentication token --------------------------------------------------------------------
+# Ray 2.60 turns token authentication on for every new local cluster and, with no token anywhere,
+# writes one to ~/.ray/auth_token: a test run would leave it in the home directory. So the tests run
+# with token authentication on and a token in a temp dir of their own. Set here, at import, before
+# any test module imports ray (Ray reads RAY_AUTH_MODE once per process), and in os.environ, so
+# every Ray process and every subprocess a test starts (tirtune serve, tirtune tune) uses the same.
+
+RAY_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_SAVED_RAY_AUTH = {name: os.environ.get(name) for name in RAY_AUTH}
+_RAY_AUTH_DIR = Path(tempfile.mkdtemp(prefix="tirtune-test-ray-auth-"))
+_RAY_TOKEN = _RAY_AUTH_DIR / "auth_token"
+_RAY_TOKEN.write_text(secrets.token_hex(32))
+_RAY_TOKEN.chmod(0o600)
+os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the path
+os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(_RAY_TOKEN)})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_auth_token() -> Iterator[Path]:
+    """The token file the run's Ray clusters use; removed, and the environment restored, at the end."""
+    yield _RAY_TOKEN
+    for name, value in _SAVED_RAY_AUTH.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    shutil.rmtree(_RAY_AUTH_DIR, ignore_errors=True)

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import sqlalchemy
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -274,6 +275,41 @@ def test_trials_filter_and_paginate(client: TestClient, db_factory: Factory) -> 
     assert client.get("/trials", params={"shape": "1024x1024x1024"}).json()["total"] == 0
     assert client.get("/trials", params={"outcome": "TIMEOUT"}).json()["total"] == 1
     assert client.get("/trials").json()["total"] == 6
+
+
+def test_trials_total_is_exact_on_every_page(client: TestClient, db_factory: Factory) -> None:
+    # The last page knows the total without a COUNT; the others (and a page past the end) count.
+    ids = [measure(db_factory, 1.0 + i) for i in range(5)][::-1]
+    for limit, offset in ((2, 0), (2, 2), (2, 4), (5, 0), (10, 0), (3, 3), (2, 5), (2, 9), (5, 5)):
+        page = client.get("/trials", params={"limit": limit, "offset": offset}).json()
+        assert page["total"] == 5 and [m["id"] for m in page["items"]] == ids[offset:offset + limit], (limit, offset)
+    assert client.get("/trials", params={"outcome": "TIMEOUT"}).json() == {"items": [], "total": 0, "limit": 100,
+                                                                         "offset": 0}
+
+
+def test_a_trials_page_costs_one_query_and_the_last_page_no_count(
+    db_url: str, db_factory: Factory, db_engine: Any
+) -> None:
+    for i in range(3):
+        measure(db_factory, 1.0 + i)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    with TestClient(create_app(Settings(database_url=db_url, best_cache_check_s=0), session_factory=db_factory,
+                               start_workers=False)) as c:
+        sqlalchemy.event.listen(db_engine, "before_cursor_execute", seen)
+        try:
+            assert c.get("/trials", params={"limit": 100}).json()["total"] == 3
+            last_page = list(statements)
+            statements.clear()
+            assert c.get("/trials", params={"limit": 2}).json()["total"] == 3
+        finally:
+            sqlalchemy.event.remove(db_engine, "before_cursor_execute", seen)
+    assert len(last_page) == 1 and "count(" not in last_page[0].lower()
+    assert len(statements) == 2 and "count(" in statements[1].lower()  # a page before the last counts
 
 
 def test_trials_refuse_bad_filters(client: TestClient) -> None:

@@ -117,3 +117,22 @@ def test_best_without_cache_is_always_fresh(db_url: str, db_factory: sessionmake
         assert c.get("/best", params=BEST).json()["time_ms"] == 2.0
         measure(db_factory, 1.0)
         assert c.get("/best", params=BEST).json()["time_ms"] == 1.0
+
+
+def test_trials_pages_are_cached_and_dropped_like_best(db_url: str, db_factory: sessionmaker[Session]) -> None:
+    with client_checking_every(db_url, db_factory, 3600) as c:
+        cache: ResponseCache = c.app.state.best_cache  # type: ignore[attr-defined]
+        c.get("/trials")
+        wait_for_check(cache)
+        first = measure(db_factory, 2.0)
+        page = c.get("/trials", params={"limit": 1}).json()
+        assert page["total"] == 1 and page["items"][0]["id"] == first
+        second = measure(db_factory, 1.0)
+        assert c.get("/trials", params={"limit": 1}).json() == page  # no check due yet: the stored page
+        assert c.get("/trials", params={"limit": 2}).json()["total"] == 2  # another page: read now
+        cache._next_check = float("-inf")
+        c.get("/trials", params={"limit": 1})  # the check runs behind this answer
+        wait_for_check(cache)
+        page = c.get("/trials", params={"limit": 1}).json()
+        assert page["total"] == 2 and page["items"][0]["id"] == second
+        assert c.get("/trials", params={"dtype": "bf16"}).status_code == 422  # refusals are not cached

@@ -7,18 +7,27 @@ run stays well under two minutes on two cores.
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error, status_code_conformance
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
-from tirtune.db import repo, transaction
+from tirtune.core.problem import MAX_DIM, SHAPE_PATTERN
+from tirtune.db import migrate, repo, transaction
 from tirtune.settings import Settings
-from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem, SpaceError
+from tirtune.space.rules import K_MULTIPLE
 
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
 EXAMPLES_PER_OPERATION = 25
@@ -38,23 +47,77 @@ def seed(factory: sessionmaker[Session]) -> None:
                                     outcome=Outcome.OK, message="", result=result)
 
 
-def test_no_operation_answers_5xx(db_url: str, db_factory: sessionmaker[Session]) -> None:
+def test_no_operation_answers_5xx(
+    db_url: str, db_factory: sessionmaker[Session], capsys: pytest.CaptureFixture[str]
+) -> None:
     seed(db_factory)
     app: FastAPI = create_app(Settings(database_url=db_url), session_factory=db_factory, start_workers=False)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= EXPECTED
-    for operation in operations:
-        _fuzz(operation.as_strategy())
+    statuses: dict[str, Counter[int]] = {}
+    for mode in GenerationMode:  # valid inputs by the schema, then invalid ones
+        for operation in operations:
+            name = f"{operation.method.upper()} {operation.path} ({mode.value})"
+            try:
+                _fuzz(operation.as_strategy(mode), statuses.setdefault(name, Counter()))
+            except Unsatisfiable:  # nothing to make invalid: e.g. GET /healthz takes no input
+                assert mode is GenerationMode.NEGATIVE and not statuses.pop(name)
+    with capsys.disabled():  # the counts show in CI's log
+        sys.stdout.write("\nschemathesis, responses by status:\n" + "\n".join(
+            f"  {name}: {dict(sorted(c.items()))}" for name, c in statuses.items()) + "\n")
+    assert not [name for name, c in statuses.items() if any(code >= 500 for code in c)]
+    # The schema states the real rules (K a multiple of 8, the dimension cap), so the generated
+    # bodies are mostly valid problems: the main path is fuzzed, not only its refusals.
+    tune = statuses["POST /tune (positive)"]
+    assert tune[200] + tune[202] >= EXAMPLES_PER_OPERATION // 2, tune
 
 
 # Not schemathesis's pytest plugin (`from_fixture` + `parametrize`): on pytest 9 it fails looking
 # up a private node attribute. The Python API below runs the same generated cases.
-def _fuzz(cases: st.SearchStrategy[schemathesis.Case]) -> None:
+def _fuzz(cases: st.SearchStrategy[schemathesis.Case], statuses: Counter[int]) -> None:
     @given(case=cases)
     @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     def no_5xx(case: schemathesis.Case) -> None:
-        case.call_and_validate(checks=[not_a_server_error])
+        response = case.call_and_validate(checks=[not_a_server_error, status_code_conformance])
+        statuses[response.status_code] += 1
 
     no_5xx()
+
+
+def test_the_schema_states_the_real_rules() -> None:
+    spec = create_app(Settings(database_url="sqlite://"), start_workers=False).openapi()
+    body = spec["components"]["schemas"]["TuneRequest"]["properties"]
+    assert body["k"]["multipleOf"] == K_MULTIPLE == 8
+    assert body["m"]["maximum"] == body["n"]["maximum"] == body["k"]["maximum"] == MAX_DIM
+    tune = spec["paths"]["/tune"]["post"]["responses"]
+    for status in ("400", "401", "413", "422", "503"):
+        assert tune[status]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorOut"}
+    trials = {p["name"]: p for p in spec["paths"]["/trials"]["get"]["parameters"]}
+    assert "only together with `shape`" in trials["dtype"]["description"]
+    for path, where in (("/best", "query"), ("/trials", "query"), ("/studies/{shape}/{dtype}/summary", "path")):
+        params = {p["name"]: p for p in spec["paths"][path]["get"]["parameters"] if p["in"] == where}
+        assert params["shape"]["schema"]["pattern"] == SHAPE_PATTERN
+        assert set(params["dtype"]["schema"]["enum"]) == {"float16", "bfloat16", "fp16", "bf16", "half", "f16"}
+
+
+@pytest.mark.parametrize("k", [8, 16, 4096, MAX_DIM])
+def test_what_the_schema_allows_the_template_takes(k: int) -> None:
+    # multipleOf and maximum are the space's own rules, not a guess at them.
+    HOPPER.check_problem(Problem(MAX_DIM, 1, k))
+    for off in range(1, K_MULTIPLE):
+        with pytest.raises(SpaceError):
+            HOPPER.check_problem(Problem(1, 1, k - off))
+
+
+def test_integral_numbers_are_integers_as_the_schema_says(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    url = f"sqlite:///{tmp_path / 'int.db'}"
+    migrate.upgrade(url)
+    with TestClient(create_app(Settings(database_url=url), start_workers=False)) as client:
+        body = {"m": 64.0, "n": 64, "k": 64.0, "max_trials": 2.0}
+        assert client.post("/tune", json=body).json()["problem"] == {"m": 64, "n": 64, "k": 64, "dtype": "float16"}
+        for bad in ({**body, "m": 64.5}, {**body, "m": "64"}, {**body, "m": True}):
+            assert client.post("/tune", json=bad).status_code == 422

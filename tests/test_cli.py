@@ -94,3 +94,22 @@ def test_serve_hands_the_app_the_job_service_unless_told_not_to(
     assert main(argv) == 0
     assert seen == [worker]
     assert not any(t.name == "tirtune-jobs" and t.is_alive() for t in threading.enumerate())  # stopped with the app
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "api.example.org"])
+def test_serve_refuses_an_open_non_loopback_api(env: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    monkeypatch.delenv("TIRTUNE_API_TOKEN", raising=False)
+    get_settings.cache_clear()
+    assert main(["serve", "--host", host, "--no-worker"]) == 2  # before anything listens
+    err = capsys.readouterr().err
+    assert f"refusing to serve {host} without TIRTUNE_API_TOKEN" in err and "--allow-no-token" in err
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True),
+                                                ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                                ("10.0.0.1", False), ("example.org", False)])
+def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
+    from tirtune.cli import _loopback
+
+    assert _loopback(host) is loopback

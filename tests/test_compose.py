@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,18 @@ def test_commands_exist_in_the_cli() -> None:
 
     choices = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"serve", "db", "worker", "tune", "best"} <= set(choices)
+
+
+def test_the_api_requires_its_token(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    # ${VAR:?message}: compose refuses to start when it is unset or empty.
+    assert re.fullmatch(r"\$\{TIRTUNE_API_TOKEN:\?.+\}", api["environment"]["TIRTUNE_API_TOKEN"])
+    assert "--allow-no-token" not in " ".join(api["command"])  # serve refuses 0.0.0.0 without the token
+    assert "--host 0.0.0.0" in " ".join(api["command"])
+
+
+def test_every_ray_process_holds_the_cluster_token(compose: dict[str, Any]) -> None:
+    for name in ("ray-head", "gpu-worker", "gpu-node"):
+        env = compose["services"][name]["environment"]
+        assert env["RAY_AUTH_MODE"] == "token", name
+        assert re.fullmatch(r"\$\{RAY_AUTH_TOKEN:\?.+\}", env["RAY_AUTH_TOKEN"]), name

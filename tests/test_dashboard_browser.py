@@ -166,3 +166,25 @@ def test_unknown_problem_shows_an_empty_page_not_an_error(page: Any, server: str
     page.goto(f"{server}/dashboard")
     page.wait_for_function("document.getElementById('status').textContent.startsWith('updated')")
     assert page.locator("#study-empty").is_visible() and not page.locator("#status.error").count()
+
+
+def test_the_api_docs_render_with_every_other_host_blocked(page: Any, server: str) -> None:
+    """/docs with no internet: any request off this server is aborted, and Swagger UI still shows
+    every operation of the schema."""
+    offsite: list[str] = []
+    problems: list[str] = []
+
+    def block(route: Any) -> None:
+        if route.request.url.startswith(server):
+            route.continue_()
+        else:
+            offsite.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", block)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{server}/docs")
+    page.wait_for_selector(".opblock-summary-path")
+    paths = set(page.locator(".opblock-summary-path").all_inner_texts())
+    assert {"/tune", "/best", "/trials", "/jobs/{job_id}"} <= {p.strip().replace("\u200b", "") for p in paths}
+    assert offsite == [] and problems == []

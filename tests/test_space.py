@@ -49,6 +49,29 @@ def test_parse_rejects_bad_shapes_with_a_reason(text: str) -> None:
     assert "Traceback" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\uff14\uff10\uff19\uff16x4096x4096",  # full-width digits
+        "4096x4096x\u0664\u0660\u0669\u0666",  # Arabic-Indic digits
+        "4096\u3000x4096x4096",  # an ideographic space
+        "4096x4096x4096\u00a0",  # a no-break space
+        "4096x4096x4096\n",
+    ],
+)
+def test_parse_takes_only_ascii_digits_and_spaces(text: str) -> None:
+    with pytest.raises(SpaceError, match="bad shape"):
+        Problem.parse(text)
+
+
+def test_errors_quote_only_a_short_prefix_of_the_input() -> None:
+    for call in (lambda: Problem.parse("x" * 100_000), lambda: Problem(8, 8, 8, "y" * 100_000),
+                 lambda: Problem.parse("9" * 5000 + "x8x8"), lambda: Problem(10**5000, 8, 8)):
+        with pytest.raises(SpaceError) as err:
+            call()
+        assert len(str(err.value)) < 200
+
+
 @pytest.mark.parametrize("alias,name", [("fp16", "float16"), ("BF16", "bfloat16"), ("half", "float16")])
 def test_dtype_aliases(alias: str, name: str) -> None:
     assert Problem.parse("8x8x8", alias).dtype == name

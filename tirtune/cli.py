@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tirtune import TirtuneError, __version__
-from tirtune.settings import get_settings
+from tirtune.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-worker", action="store_true", help="serve only; run no jobs in this process")
+    serve.add_argument("--allow-no-token", action="store_true",
+                       help="serve a non-loopback address without TIRTUNE_API_TOKEN (anyone who reaches it can "
+                            "queue jobs); refused otherwise")
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
@@ -84,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    from tirtune.tuner.runtime import stop_ray
     from tirtune.tuner.tune_command import run_tune, to_markdown
 
     if args.trials < 1:
@@ -92,9 +97,12 @@ def _tune(args: argparse.Namespace) -> int:
         raise _usage("--time must be a positive number of seconds")
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
-    summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time, replay=args.replay,
-                       serve=_served, top=args.top,
-                       database_url=args.database or settings.database_url_for(replay=replaying))
+    try:
+        summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time,
+                           replay=args.replay, serve=_served, top=args.top,
+                           database_url=args.database or settings.database_url_for(replay=replaying))
+    finally:
+        stop_ray()  # the Ray it started, agents included, goes with it
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,10 +156,12 @@ def _branches(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from tirtune.api.app import create_app
-
-    # TIRTUNE_REPLAY: the service's jobs go to the replay database (settings.service_database_url)
-    app = create_app(get_settings(), job_runner=None if args.no_worker else _job_service())
+    settings = get_settings()
+    if not settings.api_token and not args.allow_no_token and not _loopback(args.host):
+        raise _usage(f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
+                     "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
+                     "127.0.0.1, or pass --allow-no-token to serve an open API on purpose")
+    app = _service(settings, worker=not args.no_worker)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
@@ -159,9 +169,14 @@ def _serve(args: argparse.Namespace) -> int:
 def service_app() -> FastAPI:
     """The API with its job worker, for `uvicorn --factory tirtune.cli:service_app` (what
     `tirtune serve` runs); `tirtune.api.app:create_app` alone serves the API without one."""
+    return _service(get_settings(), worker=True)
+
+
+def _service(settings: Settings, *, worker: bool) -> FastAPI:
+    """The app with the tuner's job runner (unless `worker` is false)."""
     from tirtune.api.app import create_app
 
-    return create_app(get_settings(), job_runner=_job_service())
+    return create_app(settings, job_runner=_job_service() if worker else None)
 
 
 def _job_service() -> RunnerFactory:
@@ -199,6 +214,15 @@ def _db(args: argparse.Namespace) -> int:
         migrate.upgrade(url)
     print(f"database revision: {migrate.current(url)}")  # noqa: T201
     return 0
+
+
+def _loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
 
 
 class _UsageError(TirtuneError):

@@ -22,11 +22,14 @@ from starlette.concurrency import run_in_threadpool
 from tirtune import __version__
 from tirtune.api.cache import ResponseCache
 from tirtune.api.dashboard import install_dashboard
+from tirtune.api.docs import install_docs
 from tirtune.api.errors import install_error_handlers
+from tirtune.api.limits import BodyLimit
 from tirtune.api.routes import router
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
 from tirtune.settings import Settings, get_settings
+from tirtune.space import SearchSpace
 
 __all__ = ["JobRunner", "RunnerFactory", "create_app"]
 
@@ -74,13 +77,17 @@ def create_app(
         title="tirtune", version=__version__,
         description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
         lifespan=_lifespan(settings, factory, owned, runner),
+        docs_url=None, redoc_url=None,  # tirtune.api.docs serves /docs from the package
     )
     app.state.settings = settings
     app.state.session_factory = factory
     app.state.best_cache = ResponseCache(settings.best_cache_check_s)
+    app.state.replay_space = _replay_space(settings)
     install_error_handlers(app)
+    app.add_middleware(BodyLimit)
     app.include_router(router)
     install_dashboard(app)
+    install_docs(app)
     return app
 
 
@@ -104,6 +111,19 @@ def _lifespan(
                 owned.dispose()
 
     return lifespan
+
+
+def _replay_space(settings: Settings) -> SearchSpace | None:
+    """When the service measures with recorded data (TIRTUNE_REPLAY), the space it searches: POST
+    /tune refuses a problem with no recording up front instead of queueing a job that cannot run.
+    A replay path that cannot be read stops the app here (WorkerError with the path)."""
+    if settings.replay is None:
+        return None
+    from tirtune.space import space_for
+    from tirtune.workers.replay_runner import ReplayRunner
+
+    recorded = ReplayRunner([settings.replay])
+    return recorded.restrict(space_for(recorded.template_version))
 
 
 def _bound_engine(factory: sessionmaker[Session]) -> Engine:

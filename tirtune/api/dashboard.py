@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from tirtune.api.best import answer
 from tirtune.api.deps import Factory
 from tirtune.api.errors import ApiError
-from tirtune.api.routes import MAX_INT, Limit, Offset
+from tirtune.api.routes import ANY_ROUTE, DTYPE_DOC, DTYPE_SCHEMA, MAX_INT, SHAPE_DOC, SHAPE_SCHEMA, Limit, Offset
 from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
 from tirtune.api.summary import TOP, summarize
 from tirtune.core import Problem, Source
@@ -29,7 +29,7 @@ __all__ = ["STATIC", "install_dashboard", "router"]
 STATIC = Path(__file__).parent / "static"
 MAX_POINTS = 20_000
 
-router = APIRouter(responses={422: {"model": ErrorOut, "description": "invalid request"}})
+router = APIRouter(responses=ANY_ROUTE)
 
 
 def install_dashboard(app: FastAPI) -> None:
@@ -60,8 +60,8 @@ def studies(factory: Factory, limit: Limit = 100, offset: Offset = 0) -> Page[St
 @router.get("/studies/{shape}/{dtype}/summary", responses={404: {"model": ErrorOut}})
 def study_summary(
     factory: Factory,
-    shape: Annotated[str, PathParam(max_length=64, description="MxNxK, e.g. 4096x4096x4096")],
-    dtype: Annotated[str, PathParam(max_length=16, description="float16 or bfloat16")],
+    shape: Annotated[str, PathParam(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)],
+    dtype: Annotated[str, PathParam(max_length=16, description=DTYPE_DOC, json_schema_extra=DTYPE_SCHEMA)],
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT, description="only this job's trials")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_POINTS, description="at most this many, the oldest")] = 5000,
 ) -> StudySummaryOut:

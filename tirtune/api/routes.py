@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from collections.abc import Callable, Hashable
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +14,7 @@ from tirtune.api.best import NotTuned, find_best
 from tirtune.api.cache import ResponseCache
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
+from tirtune.api.limits import MAX_BODY_BYTES
 from tirtune.api.schemas import (
     BestOut,
     ErrorOut,
@@ -23,7 +25,9 @@ from tirtune.api.schemas import (
     TuneRequest,
 )
 from tirtune.core import Outcome, Problem, Source
+from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.db import JobRecord, JobState, repo, transaction
+from tirtune.space import SearchSpace
 from tirtune.space.branches import branch
 
 __all__ = ["router"]
@@ -32,12 +36,25 @@ __all__ = ["router"]
 MAX_INT = 2**31 - 1
 PRINTABLE = r"^[ -~]+$"
 
-router = APIRouter(responses={422: {"model": ErrorOut, "description": "invalid request"}})
+# Answers every route may give: a refused parameter, a database the API cannot reach.
+ANY_ROUTE: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorOut, "description": "invalid request: `validation_error` (a parameter's type or range) "
+                                            "or `invalid_problem` (a shape, dtype or K the template cannot take)"},
+    503: {"model": ErrorOut, "description": "the database is unreachable"},
+}
+router = APIRouter(responses=ANY_ROUTE)
 
 Limit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0, le=MAX_INT)]
-Shape = Annotated[str, Query(max_length=64, description="MxNxK, e.g. 4096x4096x4096")]
-Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp16, bf16 accepted)")]
+# Shapes and dtypes are checked by Problem (422 `invalid_problem` with the reason); the schema
+# states the same rules so that clients and generated tests know them.
+SHAPE_DOC = (f"MxNxK, e.g. 4096x4096x4096: ASCII digits, each dimension 1..{MAX_DIM} "
+             "(spaces or tabs around the numbers are allowed)")
+DTYPE_DOC = "float16 or bfloat16 (aliases fp16, half, f16, bf16; any case)"
+SHAPE_SCHEMA = {"pattern": SHAPE_PATTERN}
+DTYPE_SCHEMA = {"enum": list(DTYPE_NAMES)}
+Shape = Annotated[str, Query(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)]
+Dtype = Annotated[str, Query(max_length=16, description=DTYPE_DOC, json_schema_extra=DTYPE_SCHEMA)]
 
 
 @router.post(
@@ -46,13 +63,19 @@ Dtype = Annotated[str, Query(max_length=16, description="float16 or bfloat16 (fp
     dependencies=[Depends(require_token)],
     responses={
         200: {"model": JobOut, "description": "the same problem is already queued or running: that job"},
+        400: {"model": ErrorOut, "description": "the body is not parseable (e.g. an integer of over 4300 digits)"},
         401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
+        413: {"model": ErrorOut, "description": f"the body is over {MAX_BODY_BYTES} bytes"},
+        422: {"model": ErrorOut, "description": "invalid body (`validation_error`), or a problem the template cannot "
+                                                "take (`invalid_problem`, e.g. K not a multiple of 8), or one the "
+                                                "service's replay has no recording of (`not_recorded`)"},
     },
 )
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
     """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
     problem = body.problem()
     branch(body.arch).space.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
+    _refuse_unrecorded(request.app.state.replay_space, problem)
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
         job = repo.find_active_job(s, problem, body.arch)
@@ -122,6 +145,22 @@ async def best(
     return Response(body, media_type="application/json")
 
 
+async def _cached(request: Request, factory: sessionmaker[Session], key: Hashable,
+                  read: Callable[[], bytes]) -> Response:
+    """The JSON answer for `key` from the per-process cache of answers that depend only on the
+    measurements (GET /trials pages here; GET /best keeps the same steps inline), or `read()` in a
+    worker thread and kept. A refusal (an exception from `read`) is not cached."""
+    cache: ResponseCache = request.app.state.best_cache
+    if cache.claim_check():
+        _check_in_background(factory, cache)
+    body = cache.get(key)
+    if body is None:
+        generation = cache.generation
+        body = await run_in_threadpool(read)
+        cache.put(key, body, generation)
+    return Response(body, media_type="application/json")
+
+
 _CHECKS: set[asyncio.Task[None]] = set()  # strong references until each check is done
 
 
@@ -154,25 +193,40 @@ def _find_best(
     return found
 
 
-@router.get("/trials")
-def trials(
+@router.get("/trials", response_model=Page[MeasurementOut])
+async def trials(
+    request: Request,
     factory: Factory,
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
-    shape: Annotated[str | None, Query(max_length=64)] = None,
-    dtype: Annotated[str | None, Query(max_length=16)] = None,
+    shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
+                                       "narrows to one problem", json_schema_extra=SHAPE_SCHEMA)] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; only together with `shape` "
+                                       "(a dtype alone is refused 422)", json_schema_extra=DTYPE_SCHEMA)] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> Page[MeasurementOut]:
-    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem."""
+) -> Response:
+    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem.
+    Each item carries its newest re-measurement, if any (`remeasured`). Pages are cached per API
+    process like GET /best answers, and dropped when the measurements or re-measurements change
+    (at most `best_cache_check_s` late)."""
     problem = _problem_filter(shape, dtype)
+    key = ("trials", job_id, problem, outcome, limit, offset)
+    return await _cached(request, factory, key, lambda: _trials_page(factory, job_id, problem, outcome, limit, offset))
+
+
+def _trials_page(factory: sessionmaker[Session], job_id: int | None, problem: Problem | None,
+                 outcome: Outcome | None, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
-        rows = repo.list_measurements(
-            s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset
-        )
-        total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
+        rows = repo.list_measurements(s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset)
+        if (rows and len(rows) < limit) or (not rows and offset == 0):
+            total = offset + len(rows)  # the last page: the count is known without a COUNT
+        else:
+            total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
         again = repo.remeasurements_of(s, rows)
-    return Page(items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit, offset=offset)
+    page = Page[MeasurementOut](items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit,
+                                offset=offset)
+    return page.model_dump_json().encode()
 
 
 @router.get("/healthz", responses={503: {"model": ErrorOut, "description": "database unreachable"}})
@@ -180,6 +234,14 @@ def healthz(factory: Factory) -> HealthOut:
     with transaction(factory) as s:
         repo.ping(s)
     return HealthOut()
+
+
+def _refuse_unrecorded(replay: SearchSpace | None, problem: Problem) -> None:
+    """A service that replays recorded measurements can only tune what was recorded."""
+    broken = [] if replay is None else replay.problem_violations(problem)
+    if broken:
+        reasons = "; ".join(v.reason for v in broken)
+        raise ApiError(422, "not_recorded", f"this service measures with recorded data (TIRTUNE_REPLAY): {reasons}")
 
 
 def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.core import Outcome, Source
+from tirtune.core.problem import MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
 from tirtune.db.records import RemeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
 from tirtune.space.branches import ARCHS, DEFAULT_ARCH, branch_for_version
+from tirtune.space.rules import K_MULTIPLE
 
 __all__ = [
     "BestOut",
@@ -41,7 +43,26 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Dim = Annotated[int, Field(strict=True, gt=0, description="A GEMM dimension; D(M,N) = A(M,K) @ B(N,K).T")]
+# The schema states the problem's real rules (the dimension cap, TMA's K alignment) so clients and
+# generated tests can send valid problems. They are enforced by `Problem` and the space's named
+# rules, which refuse with the reason (422 `invalid_problem`), not here.
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's `integer` includes 4096.0 (generated clients and fuzzers send it): take it as
+    4096. Strings, booleans and 4096.5 stay refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Integral = BeforeValidator(_integral)
+# (The validator after the Field: before it, pydantic would publish gt/le under their own names.)
+Dim = Annotated[int, Field(strict=True, gt=0, json_schema_extra={"maximum": MAX_DIM},
+                           description=f"A GEMM dimension, 1..{MAX_DIM}; D(M,N) = A(M,K) @ B(N,K).T"), Integral]
+KDim = Annotated[int, Field(
+    strict=True, gt=0, json_schema_extra={"maximum": MAX_DIM, "multipleOf": K_MULTIPLE},
+    description=f"The reduction dimension, 1..{MAX_DIM}: a multiple of {K_MULTIPLE}, as TMA needs every row of "
+    "A (M,K) and B (N,K) to be a multiple of 16 bytes",
+), Integral]
 
 
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
@@ -59,9 +80,9 @@ class TuneRequest(BaseModel):
 
     m: Dim
     n: Dim
-    k: Dim
-    dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, bf16 accepted.")
-    max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000)] = 64
+    k: KDim
+    dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, f16, bf16 accepted.")
+    max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000), Integral] = 64
     time_budget_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
     arch: Arch = Field(
         DEFAULT_ARCH,

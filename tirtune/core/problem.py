@@ -7,20 +7,36 @@ from dataclasses import dataclass
 
 from tirtune.core.errors import SpaceError
 
-__all__ = ["DTYPES", "Problem", "normalize_dtype"]
+__all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
 
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
+# ASCII only: `\d` and `\s` would also take full-width digits (e.g. U+FF14) and other Unicode
+# spaces. The API publishes the same pattern in its OpenAPI schema.
+SHAPE_PATTERN = r"^[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*$"
+_SHAPE = re.compile(SHAPE_PATTERN)
 # A dimension above 2**20 would need more than a GPU's memory for any sensible other two.
 MAX_DIM = 1 << 20
+
+
+def quoted(value: object, limit: int = 64) -> str:
+    """`value` quoted for an error message, cut to its first `limit` characters: a message never
+    echoes a large input (a 1 MB dtype is refused in a line, not in a megabyte)."""
+    text = str(value)
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _short_repr(value: object, limit: int = 64) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def normalize_dtype(dtype: str) -> str:
     """Canonical dtype name ('fp16' -> 'float16'); SpaceError for anything unsupported."""
     name = _ALIASES.get(str(dtype).strip().lower(), str(dtype).strip().lower())
     if name not in DTYPES:
-        raise SpaceError(f"unsupported dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        raise SpaceError(f"unsupported dtype {quoted(dtype)}: expected one of {', '.join(DTYPES)}")
     return name
 
 
@@ -37,18 +53,21 @@ class Problem:
         for name in ("m", "n", "k"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise SpaceError(f"{name.upper()} must be an integer, got {value!r}")
+                raise SpaceError(f"{name.upper()} must be an integer, got {_short_repr(value)}")
             if not 1 <= value <= MAX_DIM:
-                raise SpaceError(f"{name.upper()}={value} is out of range: expected 1..{MAX_DIM}")
+                shown = value if abs(value) < 10**20 else f"a {value.bit_length()}-bit integer"
+                raise SpaceError(f"{name.upper()}={shown} is out of range: expected 1..{MAX_DIM}")
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
 
     @classmethod
     def parse(cls, shape: str, dtype: str = "float16") -> Problem:
         """Parse 'MxNxK' (e.g. '4096x4096x4096')."""
-        match = _SHAPE.match(str(shape))
+        match = _SHAPE.fullmatch(str(shape))
         if match is None:
-            raise SpaceError(f"bad shape {shape!r}: expected MxNxK with positive integers, e.g. 4096x4096x4096")
-        m, n, k = (int(g) for g in match.groups())
+            raise SpaceError(
+                f"bad shape {quoted(shape)}: expected MxNxK with positive integers (ASCII digits), e.g. 4096x4096x4096"
+            )
+        m, n, k = (_dimension(name, digits) for name, digits in zip("MNK", match.groups(), strict=True))
         return cls(m, n, k, dtype)
 
     @property
@@ -77,3 +96,11 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.shape} {self.dtype}"
+
+
+def _dimension(name: str, digits: str) -> int:
+    # int() refuses strings of more than 4300 digits with a ValueError; anything past 16 digits
+    # is out of range anyway.
+    if len(digits.lstrip("0")) > 16:
+        raise SpaceError(f"{name}={quoted(digits, 20)} is out of range: expected 1..{MAX_DIM}")
+    return int(digits)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from tirtune.core import Config, Outcome, Problem, Roofline, Source, Stack
 from tirtune.db.models import Job, Measurement, Remeasurement
@@ -122,6 +124,12 @@ class MeasurementRecord:
         values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
         return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome),
                       "source": Source(row.source)})
+
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, Any]) -> MeasurementRecord:
+        """From a plain row of the table, as column name -> value (a page read without the ORM)."""
+        values = {name: columns[name] for name in cls.__dataclass_fields__}
+        return cls(**{**values, "config": Config.from_json(values["config"]), "outcome": Outcome(values["outcome"])})
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,10 +332,12 @@ def list_measurements(
     limit: int = 100,
     offset: int = 0,
 ) -> list[MeasurementRecord]:
-    """Measurements matching every given filter, newest first."""
-    stmt = _measurement_filter(sa.select(Measurement), job_id, problem, outcome)
-    stmt = stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset)
-    return [MeasurementRecord.from_row(row) for row in s.scalars(stmt)]
+    """Measurements matching every given filter, newest first. Plain rows, not ORM objects: a
+    page of 100 is read-only, and the ORM's identity map and instances cost more than the query."""
+    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome)
+    result = s.execute(stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset))
+    names = tuple(result.keys())
+    return [MeasurementRecord.from_columns(dict(zip(names, row, strict=True))) for row in result]
 
 
 def count_measurements(

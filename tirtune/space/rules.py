@@ -20,6 +20,7 @@ __all__ = [
     "PROBLEM_RULES",
     "SMEM_LIMIT_BYTES",
     "ConfigRule",
+    "K_MULTIPLE",
     "ProblemRule",
     "Violation",
     "accumulator_fits_registers",
@@ -57,6 +58,10 @@ __all__ = [
 
 ProblemRule = Callable[[Problem], "str | None"]
 ConfigRule = Callable[[Config, Problem], "str | None"]
+
+# TMA row strides are multiples of this; with 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE.
+TMA_ROW_BYTES = 16
+K_MULTIPLE = TMA_ROW_BYTES // 2
 
 # Dynamic shared memory one CTA may opt into on sm_90 (227 KiB).
 SMEM_LIMIT_BYTES = 232_448
@@ -119,10 +124,10 @@ def refuse_if_broken(
 def tma_row_stride_aligned(problem: Problem) -> str | None:
     """TMA needs every row stride of A (M,K) and B (N,K) to be a multiple of 16 bytes."""
     stride = problem.k * problem.element_bytes
-    if stride % 16:
+    if stride % TMA_ROW_BYTES:
         return (
-            f"K={problem.k} gives a row stride of {stride} B; TMA needs a multiple of 16 B, "
-            f"so K must be a multiple of {16 // problem.element_bytes}"
+            f"K={problem.k} gives a row stride of {stride} B; TMA needs a multiple of {TMA_ROW_BYTES} B, "
+            f"so K must be a multiple of {TMA_ROW_BYTES // problem.element_bytes}"
         )
     return None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,16 +27,28 @@ class SearchSpace:
     # the whole grid. Kept beside its rule so searches can list the points instead of the grid.
     points: Mapping[Problem, frozenset[Config]] | None = None
 
-    def restricted(self, points: Mapping[Problem, Collection[Config]], rule: str, reason: str) -> SearchSpace:
+    def restricted(
+        self, points: Mapping[Problem, Collection[Config]], rule: str, reason: str,
+        missing: Callable[[Problem, Sequence[Problem]], str] | None = None,
+    ) -> SearchSpace:
         """This space cut down to `points`: any other config breaks the rule named `rule` (e.g. a
-        replay of a recorded sample may propose only what was measured)."""
+        replay of a recorded sample may propose only what was measured), and so does a problem
+        with no points at all, with the reason `missing(problem, problems with points)`: it is
+        refused up front (`check_problem`) instead of searching an empty space."""
         frozen = {p: frozenset(cs) for p, cs in points.items()}
+        having = sorted((p for p, cs in frozen.items() if cs), key=lambda p: (p.dtype, p.m, p.n, p.k))
 
         def in_points(config: Config, problem: Problem) -> str | None:
             return None if config in frozen.get(problem, frozenset()) else reason
 
-        in_points.__name__ = rule
-        return replace(self, config_rules=(*self.config_rules, in_points), points=frozen)
+        def has_points(problem: Problem) -> str | None:
+            if frozen.get(problem):
+                return None
+            return missing(problem, having) if missing else f"{reason}: no point for {problem}"
+
+        in_points.__name__ = has_points.__name__ = rule
+        return replace(self, problem_rules=(*self.problem_rules, has_points),
+                       config_rules=(*self.config_rules, in_points), points=frozen)
 
     def finite_configs(self, problem: Problem) -> list[Config] | None:
         """The valid configs of a restricted space (cheap to list), or None for a whole grid."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -13,10 +15,11 @@ from tirtune.space.errors import SpaceError
 from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
+from tirtune.tuner.processes import descendants, terminate
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
-__all__ = ["Workers", "make_workers", "start_ray"]
+__all__ = ["SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "start_ray", "stop_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -31,26 +34,92 @@ class Workers:
     space: SearchSpace = BRANCHES[DEFAULT_ARCH].space
 
 
+# Ray's local processes die with the *thread* that started them (PR_SET_PDEATHSIG), so ray.init
+# runs in a thread of its own that lives until stop_ray: a service thread that ends, or a request
+# thread, must not take the GCS and raylet with it (the agents then lingered about a minute).
+_lock = threading.Lock()
+_keeper: threading.Thread | None = None
+_release = threading.Event()
+
+
 def start_ray(settings: Settings) -> int:
     """Join the configured cluster or start a local Ray; return the CPUs builds may use."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(
-            address=settings.ray_address,
-            num_cpus=None if settings.ray_address else settings.ray_num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+    global _keeper
+    with _lock:
+        if not ray.is_initialized():
+            _keeper = _init_in_keeper_thread(settings)
     return max(1, int(cast(Any, ray).cluster_resources().get("CPU", 1)))
 
 
-def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Workers:
+def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
+    import ray
+
+    failed: list[BaseException] = []
+    ready = threading.Event()
+
+    def keep() -> None:
+        try:
+            ray.init(
+                # "local": a new Ray of this process, as the setting says. With None, Ray joins
+                # the last cluster `ray start` made on this machine (whoever started it).
+                address=settings.ray_address or "local",
+                num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        except BaseException as e:  # handed to the caller of start_ray
+            failed.append(e)
+            return
+        finally:
+            ready.set()
+        _release.wait()
+
+    _release.clear()
+    keeper = threading.Thread(target=keep, name="tirtune-ray", daemon=True)
+    keeper.start()
+    ready.wait()
+    if failed:
+        raise failed[0]
+    return keeper
+
+
+def stop_ray(grace_s: float = 3.0) -> None:
+    """Shut down the Ray `start_ray` started (or leave the cluster it joined), its agents included.
+
+    `ray.shutdown()` stops the raylet, the GCS and the rest it started, but the raylet's own
+    children (the dashboard and runtime-env agents) only notice later, so the processes below this
+    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL."""
+    global _keeper
+    with _lock:
+        if _keeper is None:
+            return  # not ours: a caller that did its own ray.init also shuts it down
+        import ray
+
+        started = descendants(os.getpid())
+        ray.shutdown()
+        _release.set()
+        _keeper.join(grace_s)
+        _keeper = None
+    left = terminate(started, grace_s)
+    if left:
+        log.warning("Ray processes still running after SIGKILL: %s", sorted(left))
+
+
+# What to do without a GPU, said the way each command takes a replay.
+SERVICE_REPLAY_HINT = "set TIRTUNE_REPLAY=bench/data to run jobs against recorded measurements"
+TUNE_REPLAY_HINT = "use --replay bench/data to tune against recorded measurements"
+
+
+def make_workers(settings: Settings, *, replay: str | Path | None = None,
+                 no_gpu_hint: str = SERVICE_REPLAY_HINT) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
     TIRTUNE_REPLAY) names recorded data; a replay searches the space of the recorded template
     version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs), cut down to the
-    recorded configs (a sample of the space replays only what was measured)."""
+    recorded configs (a sample of the space replays only what was measured): a problem with no
+    recording breaks its rule `recorded`. `no_gpu_hint` ends the error when there is no GPU."""
     replay = replay if replay is not None else settings.replay
     if replay is not None:
         from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
@@ -68,10 +137,7 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None) -> Wor
             num_gpus=settings.gpus or None, run_timeout_s=settings.run_timeout_s, gpu_model=settings.gpu_model
         )
     except WorkerError as exc:
-        raise TunerError(
-            f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, "
-            "use --replay bench/data to tune against recorded measurements"
-        ) from exc
+        raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}") from exc
     space = _space_of(runner)
     builder = TirxBuilder(
         cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template

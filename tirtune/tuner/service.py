@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.db import repo, transaction, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
-from tirtune.tuner.runtime import Workers, make_workers
+from tirtune.tuner.runtime import Workers, make_workers, stop_ray
 
 __all__ = ["JobService", "start_job_service"]
 
@@ -38,9 +38,12 @@ class JobService:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop claiming jobs, give a running one `timeout` seconds, then stop the Ray this service
+        started (agents included). A job still running is left RUNNING: the next service resumes it."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        stop_ray()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -61,6 +64,9 @@ class JobService:
             summary = loop.run(job_id)
             state, message = "DONE", summary.message
         except Exception as exc:  # the job fails, the service lives on
+            if self._stop.is_set():  # e.g. Ray stopped under it: not the job's fault
+                log.warning("job %d interrupted by the service stopping; it resumes on the next start", job_id)
+                return
             log.exception("job %d failed", job_id)
             state, message = "FAILED", f"{type(exc).__name__}: {exc}"
         with transaction(self.sessions) as s:

@@ -28,7 +28,7 @@ from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
-from tirtune.tuner.runtime import make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
 from tirtune.workers.replay_runner import ReplayRunner
 
 __all__ = ["Serve", "run_tune", "summarize"]
@@ -57,8 +57,8 @@ def run_tune(
     console = Console(stderr=True)
     url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
     sessions = open_database(url)
-    workers = make_workers(settings, replay=replay)  # the GPUs decide the template branch
-    workers.space.check_problem(problem)
+    workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)  # the GPUs decide the branch
+    workers.space.check_problem(problem)  # e.g. a replay with nothing recorded for it
     source = Source(workers.runner.source)
     with transaction(sessions) as s:
         job = repo.create_job(s, problem, workers.space.arch, trials, time_s)
@@ -245,7 +245,8 @@ def _row(ranked: Ranked) -> dict[str, Any]:
 
 
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
-    table = Table(title=f"{summary['problem']} {summary['dtype']} on {summary['gpu']}"
+    where = f" on {summary['gpu']}" if summary["gpu"] else " (nothing measured)"
+    table = Table(title=f"{summary['problem']} {summary['dtype']}{where}"
                   f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
                   "(re-measured first)")
     # rel. error and the trials' times are in the JSON and markdown files; a terminal is narrow.

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Source, Stack
+from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Source, SpaceError, Stack
 from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.space import SearchSpace
 from tirtune.workers.errors import WorkerError
@@ -37,6 +37,7 @@ __all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
 
 NOT_RECORDED = "not in the recorded dataset"
 _RECORDING = "_recording"  # where a loaded record came from (added on load, never written)
+MAX_LISTED = 8  # recorded problems named when a problem is not among them
 
 
 def to_record(result: RunResult) -> dict[str, Any]:
@@ -79,12 +80,13 @@ class ReplayRunner:
     source = Source.REPLAY
 
     def __init__(self, paths: Iterable[str | Path], delay_s: float = 0.0) -> None:
+        paths = list(paths)
         self.delay_s = delay_s
         self._records: dict[tuple[str, Problem, Config], dict[str, Any]] = {}
         for path in paths:
             self._load(Path(path))
         if not self._records:
-            raise WorkerError("the replay runner found no recorded measurements")
+            raise WorkerError(f"replay data {', '.join(map(str, paths))}: no recorded measurements")
         first = next(iter(self._records.values()))
         self._stack = Stack(**first["stack"])
         versions = {key[0] for key in self._records}
@@ -95,14 +97,32 @@ class ReplayRunner:
         self.remeasured = 0  # candidates re-measured (not counted in `calls`)
 
     def _load(self, path: Path) -> None:
+        """The records of a .jsonl file, or of every .jsonl file of a folder; WorkerError naming the
+        path (and line) when there is nothing to read or a line is not a recorded measurement."""
+        if not path.exists():
+            raise WorkerError(f"replay data {path}: no such file or folder (give a .jsonl recording or a folder "
+                              "of them, e.g. bench/data)")
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        if not files:
+            raise WorkerError(f"replay data {path}: the folder holds no .jsonl recording")
         for file in files:
+            self._load_file(file)
+
+    def _load_file(self, file: Path) -> None:
+        try:
             content = file.read_bytes()
-            recording = f"{file.name} sha256:{hashlib.sha256(content).hexdigest()[:16]}"
-            for line in content.decode().splitlines():
-                if line.strip():
+            lines = content.decode().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise WorkerError(f"replay data {file}: cannot be read ({e})") from e
+        recording = f"{file.name} sha256:{hashlib.sha256(content).hexdigest()[:16]}"
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                try:
                     key, data = from_record(json.loads(line))
-                    self._records[key] = {**data, _RECORDING: recording}
+                except (ValueError, TypeError, KeyError, SpaceError) as e:
+                    raise WorkerError(f"replay data {file}:{number}: not a recorded measurement "
+                                      f"({type(e).__name__}: {str(e)[:200]})") from e
+                self._records[key] = {**data, _RECORDING: recording}
 
     def recordings(self) -> list[str]:
         """The recordings replayed (file name and content hash), in name order."""
@@ -125,7 +145,13 @@ class ReplayRunner:
         for version, problem, config in self._records:
             if version == self.template_version:
                 points.setdefault(problem, set()).add(config)
-        return space.restricted(points, "recorded", NOT_RECORDED)
+        return space.restricted(points, "recorded", NOT_RECORDED, self._nothing_recorded)
+
+    def _nothing_recorded(self, problem: Problem, recorded: Sequence[Problem]) -> str:
+        shown = ", ".join(str(p) for p in recorded[:MAX_LISTED])
+        more = f" and {len(recorded) - MAX_LISTED} more" if len(recorded) > MAX_LISTED else ""
+        return (f"nothing is recorded for {problem} in this replay ({self.template_version}); "
+                f"recorded: {shown}{more}")
 
     def stack(self) -> Stack:
         return self._stack
