@@ -363,6 +363,7 @@ def test_every_surface_names_the_same_best(
         job = c.get(f"/jobs/{summary['job_id']}").json()
         dashboard = c.get(f"/studies/{P.shape}/float16/summary").json()
         of_job = c.get(f"/studies/{P.shape}/float16/summary", params={"job_id": summary["job_id"]}).json()
+        listed = c.get("/trials", params={"job_id": summary["job_id"], "limit": 500}).json()["items"]
     assert printed == served == summary["best"] == dashboard["best"] == of_job["best"]
     assert served["config"] == best_ratio.config.to_json() == summary["best_config"]
     assert summary["top"][0]["label"] == served["config_label"] == dashboard["top"][0]["config_label"]
@@ -370,6 +371,7 @@ def test_every_surface_names_the_same_best(
     assert f"best {served['ratio']:.3f}x cuBLAS ({served['ratio_p10']:.3f}-{served['ratio_p90']:.3f})" in bar
     assert job["best"]["id"] == served["trial"]["measurement_id"]
     assert job["best"]["remeasured"]["ratio"] == served["ratio"] and served["confirmed"] is True
+    assert next(t for t in listed if t["id"] == job["best"]["id"])["remeasured"] == job["best"]["remeasured"]
     assert dashboard["ranked_source"] == "replay"
     trials = dashboard["trials"]
     assert trials[-1]["best_so_far_ratio"] == max(t["ratio"] or 0 for t in trials)

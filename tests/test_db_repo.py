@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
+from tirtune.core import Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.db import (
     DbError,
     JobState,
@@ -21,6 +21,8 @@ from tirtune.db import (
     repo,
     transaction,
 )
+from tirtune.db.models import Measurement
+from tirtune.db.records import MeasurementRecord
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
 
 Factory = sessionmaker[Session]
@@ -362,6 +364,20 @@ def test_list_and_count_measurements(db_factory: Factory) -> None:
         assert repo.list_measurements(s, job_id=job, offset=10) == []
     assert [r.id for r in page] == [ids[4], ids[3]]  # newest first: the failure is newest
     assert [r.id for r in failures] == [failed]
+
+
+def test_listed_measurements_are_the_records_the_orm_reads(db_factory: Factory) -> None:
+    """list_measurements reads plain rows (no ORM objects): the same records, enums and configs
+    as MeasurementRecord.from_row, the source included (GET /trials finds re-measurements by it)."""
+    job = new_job(db_factory)
+    with transaction(db_factory) as s:
+        record_ok(s, 1.0, job_id=job, blk_n=256)
+        record_failure(s, job_id=job)
+        listed = repo.list_measurements(s, job_id=job)
+        rows = s.scalars(sa.select(Measurement).where(Measurement.job_id == job).order_by(Measurement.id.desc()))
+        assert listed == [MeasurementRecord.from_row(row) for row in rows]
+    for record in listed:
+        assert type(record.source) is Source and type(record.outcome) is Outcome and type(record.config) is Config
 
 
 def test_mark_stale(db_factory: Factory) -> None:

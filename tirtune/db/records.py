@@ -129,7 +129,8 @@ class MeasurementRecord:
     def from_columns(cls, columns: Mapping[str, Any]) -> MeasurementRecord:
         """From a plain row of the table, as column name -> value (a page read without the ORM)."""
         values = {name: columns[name] for name in cls.__dataclass_fields__}
-        return cls(**{**values, "config": Config.from_json(values["config"]), "outcome": Outcome(values["outcome"])})
+        return cls(**{**values, "config": Config.from_json(values["config"]), "outcome": Outcome(values["outcome"]),
+                      "source": Source(values["source"])})
 
 
 @dataclass(frozen=True, slots=True)
