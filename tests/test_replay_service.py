@@ -13,11 +13,11 @@ from rich.console import Console
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
+from tirtune.cli import main, service_app
 from tirtune.db import JobRecord, JobState, migrate, open_database, repo, transaction
 from tirtune.settings import Settings, get_settings
 from tirtune.space import Problem
-from tirtune.cli import main
-from tirtune.tuner.runtime import make_workers
+from tirtune.tuner.runtime import make_workers, replay_space
 from tirtune.tuner.service import JobService
 from tirtune.workers.errors import WorkerError
 
@@ -63,7 +63,8 @@ def test_cli_a_problem_nobody_recorded_is_refused_naming_what_is(env: str, capsy
 
 
 def test_post_tune_on_a_replaying_service_refuses_unrecorded_problems(url: str) -> None:
-    app = create_app(Settings(database_url=url, replay=DATA), start_workers=False)
+    settings = Settings(database_url=url, replay=DATA)
+    app = create_app(settings, start_workers=False, replay_space=replay_space(settings))
     with TestClient(app) as client:
         refused = client.post("/tune", json={"m": 1024, "n": 1024, "k": 1024})
         assert refused.status_code == 422 and len(refused.content) < 2048
@@ -74,12 +75,33 @@ def test_post_tune_on_a_replaying_service_refuses_unrecorded_problems(url: str) 
         assert client.get("/jobs").json()["total"] == 1
 
 
-def test_a_service_with_an_unreadable_replay_does_not_start(url: str, tmp_path: Path) -> None:
+def test_the_cli_hands_a_replaying_service_the_space_of_its_recordings(
+    env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API never imports the workers that read recordings: `tirtune serve` (service_app) hands it in."""
+    monkeypatch.setenv("TIRTUNE_REPLAY", str(DATA))
+    get_settings.cache_clear()
+    space = service_app().state.replay_space
+    assert space is not None and space.problem_violations(Problem(4096, 4096, 4096)) == []
+    refused = space.problem_violations(Problem(1024, 1024, 1024))
+    assert "nothing is recorded for 1024x1024x1024 float16" in refused[0].reason
+    monkeypatch.delenv("TIRTUNE_REPLAY")
+    get_settings.cache_clear()
+    assert service_app().state.replay_space is None
+
+
+def test_a_service_with_an_unreadable_replay_does_not_start(
+    env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIRTUNE_REPLAY", str(tmp_path / "missing"))
+    get_settings.cache_clear()
     with pytest.raises(WorkerError, match="no such file or folder"):
-        create_app(Settings(database_url=url, replay=tmp_path / "missing"), start_workers=False)
+        service_app()
     (tmp_path / "bad.jsonl").write_text('{"template_version": "x"}\n')
+    monkeypatch.setenv("TIRTUNE_REPLAY", str(tmp_path / "bad.jsonl"))
+    get_settings.cache_clear()
     with pytest.raises(WorkerError, match=r"bad.jsonl:1: not a recorded measurement"):
-        create_app(Settings(database_url=url, replay=tmp_path / "bad.jsonl"), start_workers=False)
+        service_app()
 
 
 def test_a_queued_unrecorded_job_fails_with_the_reason(url: str) -> None:

@@ -173,10 +173,13 @@ def service_app() -> FastAPI:
 
 
 def _service(settings: Settings, *, worker: bool) -> FastAPI:
-    """The app with the tuner's job runner (unless `worker` is false)."""
+    """The app with what the tuner lends it: the job runner (unless `worker` is false) and, under
+    TIRTUNE_REPLAY (jobs go to the replay database), the space of the recordings, so that POST
+    /tune refuses a problem nobody recorded."""
     from tirtune.api.app import create_app
+    from tirtune.tuner.runtime import replay_space
 
-    return create_app(settings, job_runner=_job_service() if worker else None)
+    return create_app(settings, job_runner=_job_service() if worker else None, replay_space=replay_space(settings))
 
 
 def _job_service() -> RunnerFactory:

@@ -55,6 +55,7 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     start_workers: bool = True,
     job_runner: RunnerFactory | None = None,
+    replay_space: SearchSpace | None = None,
 ) -> FastAPI:
     """Build the app. Without `session_factory` one is made from `settings.service_database_url`
     (DATABASE_URL, or the replay database when TIRTUNE_REPLAY is set; its engine is disposed at
@@ -62,7 +63,10 @@ def create_app(
     behind. `job_runner` makes the runner that executes queued jobs for the app's lifetime
     (`tirtune.tuner.service.start_job_service`, which the CLI hands in, or one with replay workers
     in tests): it must return a started runner. Without one, or with `start_workers=False`, the app
-    only serves (jobs wait for a `tirtune worker`)."""
+    only serves (jobs wait for a `tirtune worker`). `replay_space`: when the service replays
+    recorded measurements (TIRTUNE_REPLAY), the space of its recordings
+    (`tirtune.tuner.runtime.replay_space`, which the CLI hands in): POST /tune refuses a problem
+    with no recording (422 `not_recorded`). Without it such a job is queued and fails, saying why."""
     settings = settings or get_settings()
     owned: Engine | None = None
     if session_factory is None:
@@ -82,7 +86,7 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = factory
     app.state.best_cache = ResponseCache(settings.best_cache_check_s)
-    app.state.replay_space = _replay_space(settings)
+    app.state.replay_space = replay_space
     install_error_handlers(app)
     app.add_middleware(BodyLimit)
     app.include_router(router)
@@ -111,19 +115,6 @@ def _lifespan(
                 owned.dispose()
 
     return lifespan
-
-
-def _replay_space(settings: Settings) -> SearchSpace | None:
-    """When the service measures with recorded data (TIRTUNE_REPLAY), the space it searches: POST
-    /tune refuses a problem with no recording up front instead of queueing a job that cannot run.
-    A replay path that cannot be read stops the app here (WorkerError with the path)."""
-    if settings.replay is None:
-        return None
-    from tirtune.space import space_for
-    from tirtune.workers.replay_runner import ReplayRunner
-
-    recorded = ReplayRunner([settings.replay])
-    return recorded.restrict(space_for(recorded.template_version))
 
 
 def _bound_engine(factory: sessionmaker[Session]) -> Engine:

@@ -19,7 +19,9 @@ from tirtune.tuner.processes import descendants, terminate
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
-__all__ = ["SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "start_ray", "stop_ray"]
+__all__ = [
+    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "replay_space", "start_ray", "stop_ray",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,19 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
     return Workers(builder, runner, batch_size=settings.builds_in_flight or max(cpus, 4 * runner.num_gpus), space=space)
+
+
+def replay_space(settings: Settings) -> SearchSpace | None:
+    """When the service measures with recorded data (TIRTUNE_REPLAY), the space its replay can
+    search: the CLI hands it to the API (`create_app(replay_space=...)`), whose POST /tune refuses
+    a problem with no recording up front instead of queueing a job that cannot run. None without
+    TIRTUNE_REPLAY; WorkerError naming the path (and line) when the recording cannot be read."""
+    if settings.replay is None:
+        return None
+    from tirtune.workers.replay_runner import ReplayRunner
+
+    recorded = ReplayRunner([settings.replay])
+    return recorded.restrict(space_for(recorded.template_version))
 
 
 def _space_of(runner: Runner) -> SearchSpace:
