@@ -287,16 +287,18 @@ def test_trials_total_is_exact_on_every_page(client: TestClient, db_factory: Fac
                                                                          "offset": 0}
 
 
-def test_a_trials_page_costs_one_query_and_the_last_page_no_count(
+def test_a_trials_page_reads_its_rows_and_their_remeasurements_and_the_last_page_no_count(
     db_url: str, db_factory: Factory, db_engine: Any
 ) -> None:
+    """One query for the page's rows (plain rows, no ORM), one for their re-measurements, and a
+    COUNT only on a page before the last."""
     for i in range(3):
         measure(db_factory, 1.0 + i)
     statements: list[str] = []
 
     def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
-            statements.append(statement)
+            statements.append(statement.lower())
 
     with TestClient(create_app(Settings(database_url=db_url, best_cache_check_s=0), session_factory=db_factory,
                                start_workers=False)) as c:
@@ -308,8 +310,9 @@ def test_a_trials_page_costs_one_query_and_the_last_page_no_count(
             assert c.get("/trials", params={"limit": 2}).json()["total"] == 3
         finally:
             sqlalchemy.event.remove(db_engine, "before_cursor_execute", seen)
-    assert len(last_page) == 1 and "count(" not in last_page[0].lower()
-    assert len(statements) == 2 and "count(" in statements[1].lower()  # a page before the last counts
+    assert len(last_page) == 2 and not any("count(" in q for q in last_page)
+    assert "from tirtune_measurements" in last_page[0] and "from tirtune_remeasurements" in last_page[1]
+    assert len(statements) == 3 and "count(" in statements[1]  # a page before the last counts
 
 
 def test_trials_refuse_bad_filters(client: TestClient) -> None:

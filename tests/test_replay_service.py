@@ -131,6 +131,9 @@ def _job(sessions: sessionmaker[Session], job_id: int) -> JobRecord:
 def test_a_summary_with_nothing_measured_names_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     from tirtune.tuner.tune_command import _print_table, summarize
 
-    _print_table(Console(stderr=True), summarize(Problem(64, 64, 64), [], job_id=1, elapsed_s=0.0))
+    def serve(_choice: object) -> dict[str, object]:
+        raise AssertionError("nothing measured: no best to render")
+
+    _print_table(Console(stderr=True), summarize(Problem(64, 64, 64), [], job_id=1, elapsed_s=0.0, serve=serve))
     out = capsys.readouterr()
     assert "None" not in out.out + out.err and "nothing measured" in out.out
