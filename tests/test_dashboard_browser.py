@@ -188,3 +188,20 @@ def test_the_api_docs_render_with_every_other_host_blocked(page: Any, server: st
     paths = set(page.locator(".opblock-summary-path").all_inner_texts())
     assert {"/tune", "/best", "/trials", "/jobs/{job_id}"} <= {p.strip().replace("\u200b", "") for p in paths}
     assert offsite == [] and problems == []
+
+
+def test_a_job_whose_every_candidate_failed_shows_why_in_its_row(page: Any, server: str, tmp_path: Path) -> None:
+    from tirtune.core import Problem
+    from tirtune.db import repo, transaction
+
+    why = ("every candidate failed (8 of 8); COMPILE_ERROR x8: lowering failed: TIRx could not dispatch "
+           "tirx.tile.copy_async: tma_auto: globalStrides[0]=2 must be a multiple of 16B")
+    sessions = open_database(f"sqlite:///{tmp_path / 'tirtune.db'}")  # the server fixture's database
+    with transaction(sessions) as s:
+        job = repo.create_job(s, Problem(1, 4096, 4096), "sm_90a", 8)
+        repo.finish_job(s, job.id, "FAILED", why)
+    sessions.kw["bind"].dispose()
+    page.goto(f"{server}/dashboard")
+    row = page.locator(f'#jobs tr[data-job-id="{job.id}"][data-state="FAILED"]')
+    row.wait_for()
+    assert row.locator(".why").inner_text() == why

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -35,7 +36,7 @@ from tirtune.tuner.start import start_configs
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
-__all__ = ["JobLoop", "JobSummary", "Progress"]
+__all__ = ["JobLoop", "JobSummary", "Progress", "why_nothing_ran"]
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,11 @@ class _Run:
             self.proposer.abandon()
         self._remeasure_top()
         self._name_best()
+        with transaction(self.o.sessions) as s:
+            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
+        failed = why_nothing_ran(rows)
+        if failed is not None:  # every candidate failed: the job says why, in one line
+            return JobSummary(self.job.id, "FAILED", self.done, None, failed, self.remeasured, None)
         return JobSummary(
             self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice
         )
@@ -385,3 +391,26 @@ def _feedback(trial: int, record: MeasurementRecord) -> Feedback:
     correctly (the figure every best is named by), else its outcome and reason."""
     ok = record.outcome is Outcome.OK and record.ratio is not None
     return Feedback(trial, record.ratio if ok else None, record.outcome.value, record.message)
+
+
+def why_nothing_ran(rows: Sequence[MeasurementRecord]) -> str | None:
+    """None if some candidate of the job ran correctly; else one line naming the most common
+    failure and its root cause (the first line of its message: for a failed build, the reason
+    from TIRx's dispatch table or the compiler's first error, see workers/diagnosis.py), or, when
+    every proposed config broke a rule, the rule most often broken."""
+    if any(r.outcome is Outcome.OK for r in rows):
+        return None
+    tried = [r for r in rows if r.outcome is not Outcome.INVALID]
+    if not tried:
+        rules = Counter(v.split(":", 1)[0].strip() for r in rows for v in r.message.split(";") if v.strip())
+        if not rules:
+            return None  # nothing was proposed at all: the stop reason says why
+        rule, count = rules.most_common(1)[0]
+        return f"no valid config: all {len(rows)} proposed broke a rule; most often {rule} ({count})"
+    causes = Counter((r.outcome.value, _first_line(r.message)) for r in tried)
+    (outcome, cause), count = causes.most_common(1)[0]
+    return f"every candidate failed ({len(tried)} of {len(tried)}); {outcome} x{count}: {cause}"
+
+
+def _first_line(message: str) -> str:
+    return next((line.strip() for line in message.splitlines() if line.strip()), "no message")

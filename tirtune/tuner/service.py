@@ -62,7 +62,7 @@ class JobService:
                            self._workers.runner, batch_size=self._workers.batch_size,
                            remeasure_processes=self.settings.remeasure_processes)
             summary = loop.run(job_id)
-            state, message = "DONE", summary.message
+            state, message = summary.state, summary.message
         except Exception as exc:  # the job fails, the service lives on
             if self._stop.is_set():  # e.g. Ray stopped under it: not the job's fault
                 log.warning("job %d interrupted by the service stopping; it resumes on the next start", job_id)

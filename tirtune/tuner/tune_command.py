@@ -92,7 +92,7 @@ def run_tune(
             raise
         bar.update(task, best=_named(result.choice))  # the bar ends on the best the table names
     with transaction(sessions) as s:
-        repo.finish_job(s, job.id, "DONE", result.message)
+        repo.finish_job(s, job.id, result.state, result.message)
         rows = repo.list_measurements(s, job_id=job.id, limit=100_000)
         remeasured = repo.job_remeasurements(s, job.id)
         ranked = repo.ranked(s, problem, job_id=job.id, source=source, limit=max(top, 2))

@@ -74,7 +74,8 @@ function jobRow(job) {
     el("td", {}, `${job.shape} ${job.problem.dtype}`),
     el("td", {}, badge(job.state, STATE_COLORS[job.state] || "#656d76")),
     el("td", {}, bar, el("span", { class: "progress-label" }, `${job.trials_done}/${job.max_trials} trials`)),
-    el("td", { class: "num", "data-best-ratio": best?.ratio ?? "" }, best ? `${ratio(best.ratio)} ${best.how}` : "–"),
+    el("td", { class: "num", "data-best-ratio": best?.ratio ?? "" }, best ? `${ratio(best.ratio)} ${best.how}`
+      : job.state === "FAILED" && job.message ? el("span", { class: "why", title: job.message }, job.message) : "–"),
     el("td", { class: "num" }, fmt(best?.tflops)),
     el("td", {}, (job.best?.provenance?.gpu_name || "") + source),
     el("td", {}, new Date(job.created_at).toLocaleString()));
