@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from test_job_remeasure import DATA, FixedProposer, _configs
+
 from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.db import open_database, repo, transaction
 from tirtune.space import HOPPER_V1, Problem
@@ -16,8 +18,6 @@ from tirtune.tuner.job import JobLoop, why_nothing_ran
 from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.replay_runner import ReplayRunner
 from tirtune.workers.tirx_builder import failure_message
-
-from test_job_remeasure import DATA, FixedProposer, _configs
 
 P = Problem(4096, 4096, 4096, "float16")
 TIRX_FAILURE = (Path(__file__).parent / "data" / "diagnosis" / "tirx_dispatch_tma_stride.txt").read_text()
