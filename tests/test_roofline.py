@@ -67,3 +67,24 @@ def test_a_stored_measurement_keeps_bytes_bandwidth_and_ceilings(db_factory: ses
     assert row.bandwidth_gbs == pytest.approx(DECODE.min_bytes / 0.012e-3 / 1e9)
     assert (row.copy_gbs, row.peak_tflops) == (4100.0, pytest.approx(132 * 4096 * 1755e6 / 1e12))
     assert row.roofline.bound == "memory" and 0 < (row.roofline.fraction(row.time_ms) or 0) < 1
+
+
+def test_get_best_serves_the_roofline_of_its_figures(db_url: str, db_factory: sessionmaker[Session]) -> None:
+    from fastapi.testclient import TestClient
+
+    from tirtune.api import create_app
+    from tirtune.settings import Settings
+
+    reply = MeasureReply("OK", times_ms=(0.012,), cublas_times_ms=(0.018,), sm_clock_mhz=1755.0,
+                         info={"copy_gbs": 4100.0, "sm_count": 132}, round_ratios=(1.5,))
+    result = reply_to_result(_build(), reply, H200, "2.11", seed=1)
+    with transaction(db_factory) as s:
+        repo.record_measurement(s, job_id=None, trial_number=0, key=uuid.uuid4().hex, candidate=result.candidate,
+                                outcome=Outcome.OK, message="", result=result)
+    app = create_app(Settings(database_url=db_url, best_cache_check_s=0), session_factory=db_factory)
+    with TestClient(app) as client:
+        roof = client.get("/best", params={"shape": DECODE.shape, "dtype": "float16"}).json()["roofline"]
+    floor = DECODE.min_bytes / 4100e9 * 1e3
+    assert roof["bytes_moved"] == DECODE.min_bytes and roof["bound"] == "memory"
+    assert roof["floor_ms"] == pytest.approx(floor) and roof["fraction"] == pytest.approx(floor / 0.012)
+    assert roof["copy_gbs"] == 4100.0 and roof["bandwidth_gbs"] == pytest.approx(DECODE.min_bytes / 12e-6 / 1e9)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
-from tirtune.core import Outcome, Source
+from tirtune.core import Outcome, Roofline, Source
 from tirtune.core.problem import MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
@@ -236,6 +236,35 @@ class FallbackOut(BaseModel):
     distance: float = Field(description="sqrt(sum of ln(requested/served)^2 over M, N, K); 0 when exact")
 
 
+Bound = Literal["memory", "compute"]
+
+
+class RooflineOut(BaseModel):
+    """The physical limit beside cuBLAS (tirtune.core.roofline): the least bytes the GEMM must move,
+    the bandwidth the served time reached on them, the measuring process's two ceilings and the
+    floor they set; `fraction` = floor / the served time (1.0: at the physical limit)."""
+
+    bytes_moved: int = Field(description="A and B read once, D written once")
+    bandwidth_gbs: float | None = Field(description="bytes_moved over the served time, GB/s")
+    copy_gbs: float | None = Field(description="a device-to-device copy's bandwidth in the measuring process "
+                                               "(read + write), GB/s; null: not measured (older rows, replays)")
+    peak_tflops: float | None = Field(description="the MMA rate at the SM clock the measurement ran")
+    floor_ms: float | None = Field(description="max(flops / peak, bytes / copy bandwidth)")
+    bound: Bound | None
+    fraction: float | None = Field(description="floor_ms / the served time")
+
+    @classmethod
+    def of(cls, trial: MeasurementRecord, f: Figures) -> RooflineOut:
+        """From the figures served: a re-measurement's time and process ceilings when confirmed."""
+        again = f.remeasurement
+        copy, peak = (again.copy_gbs, again.peak_tflops) if again is not None else (trial.copy_gbs, trial.peak_tflops)
+        roof = Roofline.of(trial.problem, peak, copy)
+        bound = roof.bound
+        return cls(bytes_moved=trial.problem.min_bytes, bandwidth_gbs=roof.bandwidth_gbs(f.time_ms), copy_gbs=copy,
+                   peak_tflops=peak, floor_ms=roof.floor_ms, bound=None if bound is None else cast(Bound, bound),
+                   fraction=roof.fraction(f.time_ms))
+
+
 class TrialFiguresOut(BaseModel):
     """A config's figures from its own trial (one measuring process, against its own cuBLAS)."""
 
@@ -296,6 +325,7 @@ class BestOut(BaseModel):
     remeasurement: RemeasuredOut | None = Field(description="the re-measurement behind the figures, when confirmed")
     trial: TrialFiguresOut = Field(description="the same config's figures in its trial")
     runner_up: RunnerUpOut | None = Field(description="the second config of the same ranking")
+    roofline: RooflineOut = Field(description="the physical limit beside cuBLAS, for the served figures")
     within_noise_of_runner_up: bool | None = Field(
         description="true when the p10-p90 intervals of the best and the runner-up overlap (either may be faster); "
                     "null without a runner-up or when a spread is unknown")
@@ -325,6 +355,7 @@ class BestOut(BaseModel):
             remeasurement=None if f.remeasurement is None else RemeasuredOut.of(f.remeasurement, r.problem),
             trial=TrialFiguresOut.of(r),
             runner_up=None if choice.runner_up is None else RunnerUpOut.of(choice.runner_up),
+            roofline=RooflineOut.of(r, f),
             within_noise_of_runner_up=choice.within_noise_of_runner_up, note=note, source=r.source,
             recording=r.recording, provenance=ProvenanceOut.of(r), measured_at=r.measured_at, job_id=r.job_id,
             fallback=fallback, branch=branch_for_version(r.template_version).arch, branch_status=status_of(r),
