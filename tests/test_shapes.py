@@ -42,3 +42,10 @@ def test_nearest_problems_rank_by_distance_and_leave_the_problem_itself_out() ->
     tuned = [Problem(4096, 4096, 4096), Problem(16, 4096, 4096), Problem(8, 4096, 4096), Problem(128, 4096, 4096)]
     assert nearest_problems(problem, tuned, 2) == [Problem(8, 4096, 4096), Problem(128, 4096, 4096)]
     assert nearest_problems(problem, [], 3) == []
+
+
+def test_another_dtype_is_left_out_unless_given_a_distance() -> None:
+    problem = Problem(16, 4096, 4096, "bfloat16")
+    tuned = [Problem(16, 4096, 4096, "float16"), Problem(8, 4096, 4096, "bfloat16")]
+    assert nearest_problems(problem, tuned, 2) == [Problem(8, 4096, 4096, "bfloat16")]
+    assert nearest_problems(problem, tuned, 2, other_dtype=0.1) == tuned

@@ -68,3 +68,13 @@ def test_the_proposer_asks_the_start_configs_first(db_url: str, db_factory: Fact
     proposer.abandon()
     # Offered first; a start config the problem's rules refuse comes back repaired, with the refusal.
     assert asked[0].config == first or (asked[0].refused is not None and asked[0].refused.config == first)
+
+
+def test_a_bf16_job_starts_from_the_same_shape_tuned_in_fp16_first(db_factory: Factory) -> None:
+    fp16_same = Config(blk_n=16, stages=8)
+    bf16_near = Config(blk_n=32, stages=8)
+    measured(db_factory, Problem(16, 4096, 4096, "float16"), fp16_same, 1.3)
+    measured(db_factory, Problem(8, 4096, 4096, "bfloat16"), bf16_near, 1.4)
+    starts = start_configs(db_factory, HOPPER, Problem(16, 4096, 4096, "bfloat16"), gpu_name="NVIDIA H200",
+                           source=Source.GPU)
+    assert starts[:2] == (fp16_same, bf16_near)

@@ -61,9 +61,16 @@ def log_distance(a: Problem, b: Problem) -> float:
     return math.sqrt(sum(math.log(x / y) ** 2 for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k))))
 
 
-def nearest_problems(problem: Problem, candidates: Iterable[Problem], limit: int) -> list[Problem]:
+def nearest_problems(
+    problem: Problem, candidates: Iterable[Problem], limit: int, *, other_dtype: float = math.inf
+) -> list[Problem]:
     """The `limit` candidates closest to `problem` (itself excluded), nearest first; ties go to
-    the smaller shape, then M, N, K order. The caller picks candidates of the same dtype."""
-    others = (c for c in candidates if (c.m, c.n, c.k) != (problem.m, problem.n, problem.k))
-    ranked = sorted(others, key=lambda c: (log_distance(problem, c), c.m * c.n * c.k, c.m, c.n, c.k))
+    the smaller shape, then M, N, K order. A candidate of another dtype is `other_dtype` further
+    away (infinitely by default: left out)."""
+
+    def distance(c: Problem) -> float:
+        return log_distance(problem, c) + (0.0 if c.dtype == problem.dtype else other_dtype)
+
+    others = (c for c in candidates if c != problem and math.isfinite(distance(c)))
+    ranked = sorted(others, key=lambda c: (distance(c), c.m * c.n * c.k, c.m, c.n, c.k, c.dtype))
     return ranked[:limit]

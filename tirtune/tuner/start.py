@@ -3,9 +3,11 @@
 A new problem's first trials should be its likely best. Two sources, in this order:
 
 1. **Transfer**: the best configs (by the same-run ratio, re-measured first: `repo.ranked`) of
-   the `TRANSFER_PROBLEMS` nearest problems already tuned on the same GPU model, same dtype and
-   same branch (`space.shapes.log_distance`: 16x4096x4096 is near 8x4096x4096 and 128x4096x4096,
-   far from 4096^3), `PER_PROBLEM` each, nearest problem first;
+   the `TRANSFER_PROBLEMS` nearest problems already tuned on the same GPU model and branch
+   (`space.shapes.log_distance`: 16x4096x4096 is near 8x4096x4096 and 128x4096x4096, far from
+   4096^3), `PER_PROBLEM` each, nearest problem first. The other 16-bit dtype counts as
+   `OTHER_DTYPE` further away: the same shape in fp16 is a bf16 job's best guess (the kernels
+   differ in the MMA's type name only), nearer than any other shape;
 2. **Shape class**: the branch registry's starting configs for the problem's class
    (`space.shapes.shape_class`: decode, small batch, square, ...).
 
@@ -20,17 +22,18 @@ import logging
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.core import Config, Problem, Source
+from tirtune.core import DTYPES, Config, Problem, Source
 from tirtune.db import repo, transaction
 from tirtune.space.branches import Branch
 from tirtune.space.shapes import nearest_problems, shape_class
 
-__all__ = ["PER_PROBLEM", "TRANSFER_PROBLEMS", "start_configs", "transferred"]
+__all__ = ["OTHER_DTYPE", "PER_PROBLEM", "TRANSFER_PROBLEMS", "start_configs", "transferred"]
 
 log = logging.getLogger(__name__)
 
 TRANSFER_PROBLEMS = 3
 PER_PROBLEM = 2
+OTHER_DTYPE = 0.1  # in log_distance units: less than any change of shape (ln 2 = 0.69 for a doubling)
 
 
 def transferred(
@@ -38,9 +41,9 @@ def transferred(
 ) -> list[Config]:
     """The best configs of the nearest problems tuned before (nearest first; none for the
     problem itself, whose own measurements the job reuses anyway)."""
-    tuned = repo.tuned_problems(s, problem.dtype, gpu_name=gpu_name, source=source)
+    tuned = [p for dtype in DTYPES for p in repo.tuned_problems(s, dtype, gpu_name=gpu_name, source=source)]
     configs: list[Config] = []
-    for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS):
+    for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
         ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)
         own = [r.trial.config for r in ranking if r.trial.template_version.startswith(branch.version_prefix)]
         configs += own[:PER_PROBLEM]
