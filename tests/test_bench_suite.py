@@ -1,0 +1,85 @@
+"""bench/suite.py end to end against a real `tirtune serve` subprocess that replays H200 recordings:
+jobs queued by POST /tune, waited for, scored by GET /best; the report's fields and geomean.
+(On the GPU host the script starts its own service and scores GPU figures; here --source replay.)"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench import suite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_suite_names_twenty_problems_fp16_first() -> None:
+    chosen = suite.problems()
+    assert len(chosen) == 20 and [d for _, d, _ in chosen[:10]] == ["float16"] * 10
+    assert {s for s, _, _ in chosen} >= {"16x4096x4096", "4000x4000x4000", "3000x5000x2000"}
+    assert suite.problems(["16x4096x4096:bfloat16", "1024x1024x1024"]) == [
+        ("1024x1024x1024", "float16", "square, fewer tiles than SMs"),
+        ("1024x1024x1024", "bfloat16", "square, fewer tiles than SMs"),
+        ("16x4096x4096", "bfloat16", "decode, memory-bound"),
+    ]
+
+
+def test_a_trial_budget_over_64_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        suite.main(["--trials", "65", "--out", str(tmp_path / "s")])
+
+
+@pytest.fixture
+def replaying_service(tmp_path: Path) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TIRTUNE_REPLAY": str(ROOT / "bench" / "data"),
+           "TIRTUNE_REPLAY_DATABASE_URL": f"sqlite:///{tmp_path / 'replay.db'}",
+           "TIRTUNE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tirtune", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "tirtune serve did not start"
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_the_suite_runs_through_post_tune_and_scores_with_get_best(replaying_service: str, tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    code = suite.main(["--url", replaying_service, "--trials", "4", "--source", "replay", "--out", str(out),
+                       "--only", "4096x4096x4096:float16", "8192x8192x1024:float16", "--deadline-s", "300"])
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert code == 0 and report["source"] == "replay" and report["trials_per_problem"] == 4
+    assert [(p["problem"], p["dtype"]) for p in report["problems"]] == [
+        ("4096x4096x4096", "float16"), ("8192x8192x1024", "float16")]
+    for p in report["problems"]:
+        assert {"problem", "dtype", "config", "ratio", "ratio_p10", "ratio_p90", "tflops", "cublas_tflops",
+                "roofline_fraction"} <= set(p)
+        assert p["state"] == "DONE" and p["ratio"] > 0 and p["config"]
+    assert report["geomean"] == pytest.approx(math.sqrt(report["problems"][0]["ratio"] * report["problems"][1]["ratio"]))
+    assert {"date", "gpu", "driver", "cuda", "tvm", "torch", "template_version", "geomean"} <= set(report)
+    assert "REPLAYED" in out.with_suffix(".md").read_text()
