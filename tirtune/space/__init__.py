@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tirtune.space.config import Config
 from tirtune.space.errors import SpaceError
-from tirtune.space.hopper import HOPPER, HOPPER_V1, HOPPER_V2, HOPPER_V3, TEMPLATE_VERSION, space_for
+from tirtune.space.hopper import HOPPER, HOPPER_V1, HOPPER_V2, HOPPER_V3, HOPPER_V4, TEMPLATE_VERSION, space_for
 from tirtune.space.problem import DTYPES, Problem, normalize_dtype
 from tirtune.space.rules import Violation
 from tirtune.space.space import SearchSpace
@@ -15,6 +15,7 @@ __all__ = [
     "HOPPER_V1",
     "HOPPER_V2",
     "HOPPER_V3",
+    "HOPPER_V4",
     "TEMPLATE_VERSION",
     "Config",
     "Problem",

@@ -49,7 +49,16 @@ __all__ = [
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
     "V3_CONFIG_RULES",
+    "V4_BLK_N",
+    "V4_CONFIG_RULES",
+    "kernel_shape",
+    "one_row_operand_supported",
+    "split_k_bytes",
+    "split_k_divides_k_tiles",
+    "split_k_supported",
+    "swap_ab_supported",
     "v3_values",
+    "v4_values",
     "warpgroups",
     "wgmma_fits_launch_registers",
     "wgmma_n_supported",
@@ -91,6 +100,10 @@ CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
 STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
+# hopper-gemm/5: split-K clusters (at most 8 CTAs: the portable cluster size) and their reductions.
+SPLIT_KS = (1, 2, 4, 8)
+SPLIT_K_REDUCES = ("dsmem",)
+V4_BLK_N = (64, 128, 192, 256)  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +159,17 @@ def staging_bytes(config: Config) -> int:
     return 0
 
 
+def split_k_bytes(config: Config) -> int:
+    """Shared memory where a split-K CTA parks its fp32 fragments for the cluster's reduction:
+    every consumer's accumulators (the tile, blk_m x blk_n x 4 B, for cooperative consumers)."""
+    if config.split_k <= 1:
+        return 0
+    return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4
+
+
 def smem_bytes(config: Config) -> int:
     stage = (config.blk_m + config.blk_n) * config.blk_k * 2
-    return config.stages * stage + staging_bytes(config) + SMEM_OVERHEAD_BYTES
+    return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
 def smem_fits(config: Config, problem: Problem) -> str | None:
@@ -156,7 +177,10 @@ def smem_fits(config: Config, problem: Problem) -> str | None:
     if need > SMEM_LIMIT_BYTES:
         tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
         staging = f" + {staging_bytes(config)} B of {config.epilogue} output staging" if staging_bytes(config) else ""
-        return f"{config.stages} stages of {tiles}{staging} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        parked = f" + {split_k_bytes(config)} B of split-K fragments" if split_k_bytes(config) else ""
+        return (
+            f"{config.stages} stages of {tiles}{staging}{parked} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        )
     return None
 
 
@@ -298,12 +322,19 @@ def cluster_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
+    """The (M, N) the kernel computes: the problem's, or (N, M) with swap_ab (D^T = B A^T). The
+    tile knobs (blk_m, blk_n, cluster_dim) name these axes."""
+    return (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
+
+
 def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
     """The CTAs of a cluster compute adjacent tiles along cluster_dim: that tile count must divide."""
     if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
         return None  # no cluster, or one cluster_supported refuses
     along_m = config.cluster_dim == "m"
-    tiles = -(-problem.m // config.blk_m) if along_m else -(-problem.n // config.blk_n)
+    m, n = kernel_shape(config, problem)
+    tiles = -(-m // config.blk_m) if along_m else -(-n // config.blk_n)
     if tiles % config.cluster:
         return (
             f"{tiles} tiles along {config.cluster_dim.upper()} do not split into clusters of "
@@ -417,6 +448,70 @@ def v3_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def v4_values(config: Config, problem: Problem) -> str | None:
+    """hopper-gemm/1-4 built tiles 64, 128, 192 or 256 wide (blk_n); narrower ones came with /5."""
+    if config.blk_n not in V4_BLK_N:
+        return f"hopper-gemm/1-4 have blk_n {', '.join(map(str, V4_BLK_N))}; got blk_n={config.blk_n}"
+    return None
+
+
+def swap_ab_supported(config: Config, problem: Problem) -> str | None:
+    """swap_ab computes D^T: its fragment leaves the registers transposed, one 2-byte store per
+    element; the staged TMA-store epilogues (and the epilogue warpgroup that serves them) would
+    write the kernel's N x M tile as it stands, so they are not built for it."""
+    if config.swap_ab and config.epilogue != "register":
+        return (
+            f"swap_ab needs epilogue=register (got {config.epilogue}): the transposed fragment is stored from "
+            "registers; the stmatrix + TMA-store staging writes the untransposed tile"
+        )
+    return None
+
+
+def split_k_supported(config: Config, problem: Problem) -> str | None:
+    """A split-K cluster of split_k CTAs computes one output tile (the 2-D grid, one tile per
+    cluster: a persistent cluster would have to walk tiles in step and reduce each one), has no
+    multicast cluster of its own, stores the reduced tile from registers and loads with TMA."""
+    if config.split_k not in SPLIT_KS:
+        return f"split_k={config.split_k}: the k-tiles split over {', '.join(map(str, SPLIT_KS))} CTAs of a cluster"
+    if config.split_k_reduce not in SPLIT_K_REDUCES:
+        return f"split_k_reduce={config.split_k_reduce!r}: known reductions are {', '.join(SPLIT_K_REDUCES)}"
+    if config.split_k > 1 and (
+        config.persistent or config.cluster != 1 or config.epilogue != "register" or config.loader != "tma"
+    ):
+        return (
+            f"split_k={config.split_k} needs one tile per cluster (not persistent), cluster=1 (the split is the "
+            "cluster), epilogue=register (the reduced tile is stored from registers) and loader=tma"
+        )
+    return None
+
+
+def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
+    """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count)."""
+    if config.split_k <= 1 or config.blk_k <= 0:
+        return None
+    k_tiles = -(-problem.k // config.blk_k)
+    if k_tiles % config.split_k:
+        return (
+            f"K={problem.k} is {k_tiles} k-tiles of {config.blk_k}: they do not split evenly over "
+            f"split_k={config.split_k} CTAs"
+        )
+    return None
+
+
+def one_row_operand_supported(config: Config, problem: Problem) -> str | None:
+    """M = 1 (or N = 1): TMA cannot describe a box of rows over a one-row tensor (its unit
+    dimension disappears from the tensor map), so the kernel loads such an operand one row per
+    stage. No cluster then (a multicast slice is 8 rows or more), and with M = 1 no TMA store of
+    D (the same one-row tensor map)."""
+    if problem.m != 1 and problem.n != 1:
+        return None
+    if config.cluster > 1:
+        return f"a one-row operand (M={problem.m}, N={problem.n}) is loaded one row a stage: no multicast cluster"
+    if problem.m == 1 and config.epilogue in TMA_EPILOGUES:
+        return "M=1: a TMA store cannot address D's single row (register epilogue only)"
+    return None
+
+
 def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
     """ptxas compiles every instruction within the registers a thread has at launch: setmaxnreg
     moves registers only at run time. One m64 x blk_n wgmma holds blk_n/2 accumulators plus its
@@ -474,11 +569,26 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     registers_fit,
     epilogue_warpgroup_supported,
     wgmma_fits_launch_registers,
+    # hopper-gemm/5
+    swap_ab_supported,
+    split_k_supported,
+    split_k_divides_k_tiles,
+    one_row_operand_supported,
 )
 
+# hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
+# space's own: the knobs /5 added are refused by the space, as knobs it does not have).
+V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values)
+
 # hopper-gemm/3 (its space replays the recorded datasets): the same rules, limited to its values.
-V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v3_values)
+V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*V4_CONFIG_RULES, v3_values)
 
 # hopper-gemm/1 and /2 (their spaces replay recorded data): the same rules (the newer ones pass at
 # the older spaces' defaults), plus: a persistent CTA needed a producer.
-V2_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES[:6], persistent_needs_producer, *CONFIG_RULES[6:], v3_values)
+V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
+    *CONFIG_RULES[:6],
+    persistent_needs_producer,
+    *CONFIG_RULES[6:],
+    v4_values,
+    v3_values,
+)
