@@ -76,17 +76,11 @@ class Config:
     split_k_reduce: str = "dsmem"
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("str", str):
-                if not isinstance(value, str):
-                    raise SpaceError(f"config knob {f.name} must be a string, got {value!r}")
-                continue
-            expected = bool if f.type in ("bool", bool) else int
-            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
-                raise SpaceError(f"config knob {f.name} must be an integer, got {value!r}")
-            if expected is bool and not isinstance(value, bool):
-                raise SpaceError(f"config knob {f.name} must be true or false, got {value!r}")
+        # type(value) is exact: a bool is not an int knob (and subclasses are not knob values).
+        for name, kind in _KINDS:
+            value = getattr(self, name)
+            if type(value) is not kind:
+                raise SpaceError(f"config knob {name} must be {_KIND_NAMES[kind]}, got {value!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +135,13 @@ class Config:
             text += " swap"
         return text
 
+
+# Each knob's exact type, read once: Config is built for every node of a space's search.
+_KINDS: tuple[tuple[str, type], ...] = tuple(
+    (f.name, {"str": str, "bool": bool, "int": int}[f.type if isinstance(f.type, str) else f.type.__name__])
+    for f in fields(Config)
+)
+_KIND_NAMES = {str: "a string", bool: "true or false", int: "an integer"}
 
 # Knobs added after hopper-gemm/1 and their defaults (the hopper-gemm/1 behaviour): left out of
 # `canonical` at these values, so older configs keep their digests.

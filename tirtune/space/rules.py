@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tirtune.space.config import Config
 from tirtune.space.errors import SpaceError
@@ -52,6 +53,8 @@ __all__ = [
     "V4_BLK_N",
     "V4_CONFIG_RULES",
     "kernel_shape",
+    "knobs_read",
+    "reads",
     "one_row_operand_supported",
     "split_k_bytes",
     "split_k_divides_k_tiles",
@@ -66,6 +69,26 @@ __all__ = [
 
 ProblemRule = Callable[[Problem], "str | None"]
 ConfigRule = Callable[[Config, Problem], "str | None"]
+_Rule = TypeVar("_Rule", bound=ConfigRule)
+_READS: dict[ConfigRule, frozenset[str]] = {}
+
+
+def reads(*knobs: str) -> Callable[[_Rule], _Rule]:
+    """Declare the knobs a config rule reads (besides the problem): the rule's answer never
+    depends on any other knob. SearchSpace.valid_configs applies a rule as soon as the knobs it
+    reads are chosen, so a prefix of the knob grid that breaks it is cut as a whole
+    (tests/test_space.py checks each declaration against the rule's behaviour)."""
+
+    def mark(rule: _Rule) -> _Rule:
+        _READS[rule] = frozenset(knobs)
+        return rule
+
+    return mark
+
+
+def knobs_read(rule: ConfigRule) -> frozenset[str] | None:
+    """The knobs `rule` declared with `reads`, or None (it may read any knob)."""
+    return _READS.get(rule)
 
 # Dynamic shared memory one CTA may opt into on sm_90 (227 KiB).
 SMEM_LIMIT_BYTES = 232_448
@@ -172,6 +195,7 @@ def smem_bytes(config: Config) -> int:
     return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
+@reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k")
 def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
@@ -184,6 +208,7 @@ def smem_fits(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("persistent", "warp_specialized")
 def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/1 and /2: a persistent CTA loads the next tile's stages while consuming this
     one's, which only the producer did there."""
@@ -195,6 +220,7 @@ def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("raster_group", "persistent")
 def raster_group_valid(config: Config, problem: Problem) -> str | None:
     """Tile rows per group: 1 = row-major, N = groups of N rows, 0 = column-major (one group)."""
     if config.raster_group < 0:
@@ -204,12 +230,14 @@ def raster_group_valid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue")
 def epilogue_supported(config: Config, problem: Problem) -> str | None:
     if config.epilogue not in EPILOGUES:
         return f"epilogue={config.epilogue!r}: known epilogues are {', '.join(EPILOGUES)}"
     return None
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule", "epilogue")
 def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of 64."""
     if config.epilogue in TMA_EPILOGUES and (config.blk_n % STORE_BOX or consumer_rows(config) % STORE_BOX):
@@ -220,6 +248,7 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("schedule", "persistent", "warp_specialized", "consumers")
 def schedule_supported(config: Config, problem: Problem) -> str | None:
     """Ping-pong consumers take turns on the tiles of a persistent CTA, fed by one producer."""
     if config.schedule not in SCHEDULES:
@@ -277,6 +306,7 @@ def _split(config: Config) -> tuple[int, int] | None:
     return consumer, other
 
 
+@reads("reg_split", "blk_m", "blk_n", "consumers", "schedule", "warp_specialized", "epilogue_warpgroup")
 def reg_split_valid(config: Config, problem: Problem) -> str | None:
     """Where setmaxnreg runs, the split must fit the register file and move registers from the
     other warpgroups to the consumers; elsewhere the knob would name the default's kernel."""
@@ -309,6 +339,7 @@ def reg_split_valid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("cluster", "cluster_dim", "persistent", "warp_specialized")
 def cluster_supported(config: Config, problem: Problem) -> str | None:
     if config.cluster not in CLUSTER_SIZES:
         return f"cluster={config.cluster}: clusters of {', '.join(map(str, CLUSTER_SIZES))} CTAs are supported"
@@ -328,6 +359,7 @@ def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
     return (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
 
 
+@reads("cluster", "cluster_dim", "blk_m", "blk_n", "swap_ab")
 def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
     """The CTAs of a cluster compute adjacent tiles along cluster_dim: that tile count must divide."""
     if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
@@ -343,6 +375,7 @@ def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("cluster", "cluster_dim", "blk_m", "blk_n")
 def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
     """Each CTA of a cluster loads 1/cluster of the shared operand's rows and multicasts it; a slice
     must start on a 128B-swizzle atom (8 rows)."""
@@ -357,6 +390,7 @@ def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("loader", "stages", "warp_specialized", "cluster")
 def loader_supported(config: Config, problem: Problem) -> str | None:
     """The thread loader is the synchronous teaching path: copy, sync, multiply, one stage."""
     if config.loader not in LOADERS:
@@ -369,6 +403,7 @@ def loader_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue")
 def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
     """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
     stride = problem.n * problem.element_bytes
@@ -380,6 +415,7 @@ def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None
     return None
 
 
+@reads("blk_m", "consumers", "schedule")
 def consumers_split_m(config: Config, problem: Problem) -> str | None:
     if config.consumers < 1 or (config.schedule != "pingpong" and config.blk_m % config.consumers):
         return f"blk_m={config.blk_m} does not split evenly over {config.consumers} consumer warpgroups"
@@ -389,6 +425,7 @@ def consumers_split_m(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule")
 def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
     rows = consumer_rows(config)
     regs = rows * config.blk_n // 128
@@ -406,6 +443,7 @@ def register_budget(config: Config) -> int:
     return launch_registers(config)
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule", "warp_specialized", "epilogue_warpgroup", "reg_split")
 def registers_fit(config: Config, problem: Problem) -> str | None:
     """The accumulators plus ~40 registers of addresses and loop state must fit a consumer thread's
     budget: this is what limits 3 consumer warpgroups (4 with the producer: 128 registers each)."""
@@ -423,6 +461,7 @@ def registers_fit(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue_warpgroup", "epilogue", "warp_specialized")
 def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None:
     """The epilogue warpgroup stores what the consumers staged: it needs a TMA-store epilogue and
     the producer's warp-specialized layout (its registers are lowered with the producer's)."""
@@ -436,6 +475,7 @@ def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None
     return None
 
 
+@reads("consumers", "reg_split", "raster_group")
 def v3_values(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/3 (whose space replays recorded data) had 1-3 consumers, two register splits
     and grouped or row-major rasterization only."""
@@ -448,6 +488,7 @@ def v3_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_n")
 def v4_values(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/1-4 built tiles 64, 128, 192 or 256 wide (blk_n); narrower ones came with /5."""
     if config.blk_n not in V4_BLK_N:
@@ -455,6 +496,7 @@ def v4_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("swap_ab", "epilogue")
 def swap_ab_supported(config: Config, problem: Problem) -> str | None:
     """swap_ab computes D^T: its fragment leaves the registers transposed, one 2-byte store per
     element; the staged TMA-store epilogues (and the epilogue warpgroup that serves them) would
@@ -467,6 +509,7 @@ def swap_ab_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("split_k", "split_k_reduce", "persistent", "cluster", "epilogue", "loader")
 def split_k_supported(config: Config, problem: Problem) -> str | None:
     """A split-K cluster of split_k CTAs computes one output tile (the 2-D grid, one tile per
     cluster: a persistent cluster would have to walk tiles in step and reduce each one), has no
@@ -485,6 +528,7 @@ def split_k_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("split_k", "blk_k")
 def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
     """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count)."""
     if config.split_k <= 1 or config.blk_k <= 0:
@@ -498,6 +542,7 @@ def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("cluster", "epilogue")
 def one_row_operand_supported(config: Config, problem: Problem) -> str | None:
     """M = 1 (or N = 1): TMA cannot describe a box of rows over a one-row tensor (its unit
     dimension disappears from the tensor map), so the kernel loads such an operand one row per
@@ -512,6 +557,7 @@ def one_row_operand_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_n", "consumers", "warp_specialized", "epilogue_warpgroup")
 def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
     """ptxas compiles every instruction within the registers a thread has at launch: setmaxnreg
     moves registers only at run time. One m64 x blk_n wgmma holds blk_n/2 accumulators plus its
@@ -526,18 +572,21 @@ def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_n")
 def wgmma_n_supported(config: Config, problem: Problem) -> str | None:
     if config.blk_n % 8 or not 8 <= config.blk_n <= 256:
         return f"blk_n={config.blk_n}: wgmma needs N a multiple of 8 in 8..256"
     return None
 
 
+@reads("blk_k")
 def blk_k_matches_swizzle(config: Config, problem: Problem) -> str | None:
     if config.blk_k % SWIZZLE_ELEMENTS or config.blk_k <= 0:
         return f"blk_k={config.blk_k}: the 128B-swizzled K-major tile needs a multiple of {SWIZZLE_ELEMENTS}"
     return None
 
 
+@reads("stages", "warp_specialized")
 def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
     if not 1 <= config.stages <= 8:
         return f"stages={config.stages}: the barrier ring supports 1..8 stages"
