@@ -318,6 +318,28 @@ SET_V5_PERF: list[tuple[Config, Problem]] = [
     (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE_2K),
     (_c(256, 128, 64, 4, 2, True, **G8, **CH), SQUARE_2K),
     (_c(128, 256, 64, 4, 2, True, **CH), SQUARE_2K),  # one tile per CTA, 128 CTAs
+    # Large ragged shapes: tile choice only (no new knob aims at them). 3000x5000x2000: 128x192
+    # tiles are 648 = 4.9 waves (98% of the last wave busy) where 128x256 are 480 = 3.6 (64%).
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), Problem(3000, 5000, 2000, "float16")),  # reference
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), Problem(3000, 5000, 2000, "float16")),
+    (_c(192, 128, 64, 4, 3, True, **G8, **CH), Problem(3000, 5000, 2000, "float16")),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), Problem(4000, 4000, 4000, "float16")),  # reference
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), Problem(4000, 4000, 4000, "float16")),
+]
+# The two split-K reductions against each other (the same tiles and splits as the DSMEM entries
+# above): a global workspace in turn, ordered by per-tile semaphores, no cluster.
+SER = {"split_k_reduce": "serial"}
+SET_V5_SERIAL: list[tuple[Config, Problem]] = [
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2, **SER), GEMV),
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=2, **SER), DECODE),
+    (_c(128, 16, 128, 6, 2, True, **SW, split_k=4, **SER), DECODE),
+    (_c(64, 16, 128, 4, 1, True, **SW, split_k=4, **SER), DECODE),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **SER), BATCH128),
+    (_c(128, 128, 64, 4, 2, True, split_k=2, **SER), SQUARE_1K),
+    (_c(128, 128, 64, 6, 2, True, split_k=2, **SER), SQUARE_1K),  # the stage the parked tile took back
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4, **SER), Problem(7, 200, 4096, "bfloat16")),  # ragged
+    (_c(128, 48, 64, 4, 2, False, split_k=4, **SER), Problem(100, 200, 4096, "bfloat16")),
+    (_c(64, 40, 128, 6, 1, True, split_k=8, **SER), Problem(33, 200, 14336, "float16")),
 ]
 # Correctness of the new paths on the sweep's ragged shapes (M 1..512, N 8..4096, K 8..14336).
 SET_V5_RAGGED: list[tuple[Config, Problem]] = [
@@ -393,7 +415,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-fuzz": _fuzz,
     "v4": lambda: SET_V4_TAILS + _fuzz(24, seed=4, space=HOPPER, new_in_v4=True) + SET_V4_PERF,
     "v4-fuzz": lambda: _fuzz(150, seed=5, space=HOPPER, new_in_v4=True),
-    "v5": lambda: SET_V5_PERF + SET_V5_RAGGED,
+    "v5": lambda: SET_V5_PERF + SET_V5_SERIAL + SET_V5_RAGGED,
+    "v5-serial": lambda: SET_V5_SERIAL,
     "v5-perf": lambda: SET_V5_PERF,
     "v5-ragged": lambda: SET_V5_RAGGED,
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),

@@ -23,7 +23,7 @@ for r in rows:
 PY
 EXCL=$(cat "$OUT/exclude.txt")
 # The performance problems (the ragged entries are for correctness only).
-ONLY="__1x4096x4096_,__2x4096x4096_,__7x4096x4096_,__8x4096x4096_,__16x4096x4096_,__128x4096x4096_,__1024x1024x1024_,__2048x2048x2048_"
+ONLY="__1x4096x4096_,__2x4096x4096_,__7x4096x4096_,__8x4096x4096_,__16x4096x4096_,__128x4096x4096_,__1024x1024x1024_,__2048x2048x2048_,__3000x5000x2000_,__4000x4000x4000_"
 timeout 420 python3 bench/best_vs_cublas.py "$SET" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --processes 3 --rounds 7 --timeout 15 --out "$OUT/perf" > "$OUT/perf.log" 2>&1
 grep -E "^\|" "$OUT/perf.log" | cut -c1-220
 if [ -n "$FUZZ" ]; then

@@ -454,6 +454,12 @@ def test_rules_of_split_k() -> None:
     assert _rules(Config(128, 128, 64, 5, 2, True, split_k=2), Problem(1024, 1024, 1024)) == []
     assert _rules(Config(128, 128, 64, 6, 2, True, split_k=2), Problem(1024, 1024, 1024)) == ["smem_fits"]
     assert _rules(Config(128, 128, 64, 6, 2, True), Problem(1024, 1024, 1024)) == []
+    # The serial reduction keeps its partial tiles in global memory: no shared memory for them,
+    # and no cluster (the same one-tile grid, register epilogue and TMA loads).
+    serial = Config(128, 128, 64, 6, 2, True, split_k=2, split_k_reduce="serial")
+    assert rules.split_k_bytes(serial) == 0 and _rules(serial, Problem(1024, 1024, 1024)) == []
+    assert _rules(replace(serial, persistent=True), Problem(1024, 1024, 1024)) == ["split_k_supported"]
+    assert serial.label() == "128x128x64 s6 c2 ws sk2-serial"
     assert [v.rule for v in HOPPER_V4.violations(sk, DECODE)] == ["v4_values", "knobs_of_this_space"]
 
 

@@ -100,13 +100,23 @@ CASES = {
     "swap-m1-n8": (_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
     "m1-noswap-sk4-mono": (_c(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
     "sk2-c2-tail": (_c(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
+    # Serial split-K: a global workspace and per-tile semaphores instead of a cluster.
+    "serial-sk4-swap-m16": (
+        _c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    "serial-sk2-c2-mono-tail": (
+        _c(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
+        Problem(100, 200, 4096, "bfloat16"),
+    ),
     "narrow-n24-persist-pingpong-swap-tail": (
         _c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
         Problem(33, 4095, 136, "bfloat16"),
     ),
 }
-# Kernels a split-K cluster reduces through distributed shared memory.
-SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1)
+# Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
+SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
+SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
 
 
 @dataclass(frozen=True)
@@ -195,8 +205,10 @@ def test_lowers_to_cuda(name: str) -> None:
     assert ("stmatrix" in source) == (config.epilogue != "register")
     assert ("multicast::cluster" in source) == (config.cluster > 1)
     # A cluster launch: multicast clusters, or split-K clusters (which multicast nothing).
-    assert ("clusterDim" in source) == (config.cluster > 1 or config.split_k > 1)
-    assert ("ld.shared::cluster" in source) == (config.split_k > 1)
+    dsmem = config.split_k > 1 and config.split_k_reduce == "dsmem"
+    assert ("clusterDim" in source) == (config.cluster > 1 or dsmem)
+    assert ("ld.shared::cluster" in source) == dsmem
+    assert ("tirtune_splitk_serial" in source) == (config.split_k > 1 and config.split_k_reduce == "serial")
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -302,10 +314,29 @@ def test_sass_of_the_split_k_reduction(built: dict[str, Built], name: str) -> No
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("name", SERIAL_CASES)
+def test_sass_of_the_serial_split_k(built: dict[str, Built], name: str) -> None:
+    """Serial split-K: no cluster; the turn is taken with an acquiring load and passed with a
+    releasing store of the tile's semaphore, the partial tile goes through L2 (ld/st.global.cg:
+    LDG/STG.E.STRONG.GPU, whole fragments), the consumers meet at named barrier 5, and the
+    writer fences before passing the turn."""
+    b = built[name]
+    p = plan(b.config, b.problem)
+    assert "clusterDim" not in b.source and _count(b.sass, "UCGABAR_ARV") == 0
+    assert "ld.acquire.gpu.global.b32" in b.source and "st.release.gpu.global.b32" in b.source
+    regs = p.reduce_regs
+    assert len(re.findall(r"\bLDG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 1  # the partial + the spin
+    assert len(re.findall(r"\bSTG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 2  # the partial, pass, reset
+    assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? 0x5, ", b.sass), "named barrier 5 over the consumers"
+    assert _count(b.sass, "MEMBAR") >= 1
+
+
+@pytest.mark.nvcc
 @pytest.mark.parametrize("name", sorted(n for n, (c, _) in CASES.items() if c.swap_ab))
 def test_sass_of_the_swapped_epilogue(built: dict[str, Built], name: str) -> None:
-    """swap_ab stores the transposed fragment one 16-bit element at a time."""
+    """swap_ab stores the transposed fragment one 16-bit element at a time (the serial split-K's
+    workspace and semaphore stores are the strong, L2-scoped ones)."""
     sass = built[name].sass
     assert _count(sass, "UTMASTG") == 0
-    stores = re.findall(r"\bSTG\.E(\.U16)?\b", sass)
-    assert stores and all(stores), "every store of the transposed fragment is a 2-byte STG.E.U16"
+    stores = [s for s in re.findall(r"\bSTG\.E[.\w]*", sass) if ".STRONG." not in s]
+    assert stores and set(stores) == {"STG.E.U16"}, "every store of the transposed fragment is a 2-byte STG.E.U16"

@@ -138,6 +138,18 @@ PICKED = (
         Config(128, 48, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"),
         Problem(1000, 1024, 200, "float16"),
     ),
+    # Serial split-K (a global workspace, per-tile semaphores): swapped, and two consumers without
+    # a producer.
+    (
+        "sm_90a",
+        Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
+        Problem(100, 200, 4096, "bfloat16"),
+    ),
 )
 
 

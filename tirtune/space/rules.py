@@ -125,7 +125,9 @@ LOADERS = ("tma", "threads")
 STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
 # hopper-gemm/5: split-K clusters (at most 8 CTAs: the portable cluster size) and their reductions.
 SPLIT_KS = (1, 2, 4, 8)
-SPLIT_K_REDUCES = ("dsmem",)
+# "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
+# workspace, ordered by a per-tile semaphore (no cluster).
+SPLIT_K_REDUCES = ("dsmem", "serial")
 V4_BLK_N = (64, 128, 192, 256)  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 
 
@@ -184,8 +186,9 @@ def staging_bytes(config: Config) -> int:
 
 def split_k_bytes(config: Config) -> int:
     """Shared memory where a split-K CTA parks its fp32 fragments for the cluster's reduction:
-    every consumer's accumulators (the tile, blk_m x blk_n x 4 B, for cooperative consumers)."""
-    if config.split_k <= 1:
+    every consumer's accumulators (the tile, blk_m x blk_n x 4 B, for cooperative consumers);
+    none for the serial reduction (its workspace is in global memory)."""
+    if config.split_k <= 1 or config.split_k_reduce == "serial":
         return 0
     return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4
 
@@ -195,7 +198,7 @@ def smem_bytes(config: Config) -> int:
     return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
-@reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k")
+@reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k", "split_k_reduce")
 def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
@@ -511,9 +514,9 @@ def swap_ab_supported(config: Config, problem: Problem) -> str | None:
 
 @reads("split_k", "split_k_reduce", "persistent", "cluster", "epilogue", "loader")
 def split_k_supported(config: Config, problem: Problem) -> str | None:
-    """A split-K cluster of split_k CTAs computes one output tile (the 2-D grid, one tile per
-    cluster: a persistent cluster would have to walk tiles in step and reduce each one), has no
-    multicast cluster of its own, stores the reduced tile from registers and loads with TMA."""
+    """The split_k CTAs of one output tile (a cluster for the DSMEM reduction) come from the 2-D
+    grid, one tile each (persistent CTAs would have to walk tiles in step and reduce each one);
+    no multicast cluster besides; the reduced tile is stored from registers; TMA loads."""
     if config.split_k not in SPLIT_KS:
         return f"split_k={config.split_k}: the k-tiles split over {', '.join(map(str, SPLIT_KS))} CTAs of a cluster"
     if config.split_k_reduce not in SPLIT_K_REDUCES:

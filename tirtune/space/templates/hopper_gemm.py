@@ -157,6 +157,43 @@ CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 
 
+# Serial split-K: the operations of tirtune_splitk_serial (constants, folded after inlining).
+SK_WAIT, SK_SIGNAL, SK_LOAD, SK_STORE, SK_FENCE, SK_BAR = range(6)
+SK_BAR_ID = 5  # a named barrier over the consumer warpgroups (1-4 serve single warpgroups)
+
+
+def _serial_source(workspace: int, tiles: int) -> tuple[str, str]:
+    """Serial split-K's one helper: the workspace (a partial fp32 tile per output tile) and the
+    per-tile semaphores are static device arrays sized at compile time (the problem is), zero at
+    module load; the semaphore of a tile is back at 0 when the kernel ends. `op` selects: wait
+    until sem[index] == value (acquire), sem[index] = value (release), load / store ws[index]
+    at L2 (another SM wrote or reads it), a fence, a named barrier (index) of `value` threads."""
+    name = "tirtune_splitk_serial"
+    source = (
+        f"__forceinline__ __device__ float {name}(int op, int index, int value, float x) {{\n"
+        f"  static float ws[{workspace}];\n"
+        f"  static int sem[{tiles}];\n"
+        "  if (op == 0) {\n"
+        "    int seen;\n"
+        "    do {\n"
+        '      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(&sem[index]) : "memory");\n'
+        "    } while (seen != value);\n"
+        "  } else if (op == 1) {\n"
+        '    asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(&sem[index]), "r"(value) : "memory");\n'
+        "  } else if (op == 2) {\n"
+        "    return __ldcg(&ws[index]);\n"
+        "  } else if (op == 3) {\n"
+        "    __stcg(&ws[index], x);\n"
+        "  } else if (op == 4) {\n"
+        "    __threadfence();\n"
+        "  } else {\n"
+        '    asm volatile("bar.sync %0, %1;" :: "r"(index), "r"(value) : "memory");\n'
+        "  }\n"
+        "  return 0.0f;\n}\n"
+    )
+    return name, source
+
+
 def _pack2_source(dtype: str) -> tuple[str, str]:
     """Epilogue helper for stmatrix: two fp32 accumulators -> one 32-bit word of two 16-bit values."""
     _, convert, pair = HALF2[dtype]
@@ -214,6 +251,12 @@ class KernelPlan(GemmPlan):
     # m is the problem's N and n its M; `problem_shape` gives the problem's (M, N) back.
     swap_ab: bool = False
     split_k: int = 1
+    split_k_reduce: str = "dsmem"
+
+    @property
+    def serial_split(self) -> bool:
+        """Split-K reduced in turn through a global workspace (not a cluster through DSMEM)."""
+        return self.split_k > 1 and self.split_k_reduce == "serial"
 
     @property
     def problem_shape(self) -> tuple[int, int]:
@@ -242,7 +285,7 @@ class KernelPlan(GemmPlan):
 
     @property
     def ctas(self) -> int:
-        """CTAs launched: every tile's split-K cluster counts split_k."""
+        """CTAs launched: every tile's split_k CTAs count."""
         return self.tile_schedule.ctas * self.split_k
 
     @property
@@ -371,6 +414,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         epilogue_warpgroup=config.epilogue_warpgroup,
         swap_ab=config.swap_ab,
         split_k=config.split_k,
+        split_k_reduce=config.split_k_reduce,
     )
 
 
@@ -421,10 +465,11 @@ def _trace(p: KernelPlan) -> Any:
     # transposed), split-K clusters of SPLIT CTAs reducing through distributed shared memory (each
     # parks its NREG accumulators a consumer thread in RED, [register][thread]), and one-row
     # operands (M or N = 1), loaded as one row into stages whose other rows stay zero.
-    SWAP, SPLIT, NREG = p.swap_ab, p.split_k, p.reduce_regs
+    SWAP, SPLIT, NREG, SERIAL = p.swap_ab, p.split_k, p.reduce_regs, p.serial_split
     ONE_A, ONE_B = p.one_row_a, p.one_row_b
-    RED = (NREG, C * WARPGROUP) if SPLIT > 1 else None
+    RED = (NREG, C * WARPGROUP) if SPLIT > 1 and not SERIAL else None
     dsmem_name, dsmem_source = _DSMEM_LOAD
+    serial_name, serial_source = _serial_source(p.tiles * NREG * C * WARPGROUP, p.tiles)
     sk = Skeleton.trace(T, p)
     ring = sk.ring
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
@@ -456,6 +501,11 @@ def _trace(p: KernelPlan) -> Any:
         # nt-th tile (each of the buffer's barriers completes once per use).
         return nt * ((CHUNKS + NBUF - 1 - i % NBUF) // NBUF) + i // NBUF
 
+    def serial_op(op: int, index: Any, value: Any, x: Any = 0.0) -> Any:
+        # The serial split-K helper (see _serial_source); its float result is the workspace load.
+        return T.cuda.func_call(serial_name, op, index, value, T.float32(x) if isinstance(x, float) else x,
+                                source_code=serial_source, return_type="float32")
+
     def cluster_sum(ptr: Any) -> Any:
         # Split-K: the fp32 at this shared-memory offset summed over the cluster's CTAs, in rank
         # order (the same order on every CTA: the result is bitwise reproducible).
@@ -483,10 +533,13 @@ def _trace(p: KernelPlan) -> Any:
             XA = T.meta_var(A)
             XB = T.meta_var(B)
         if SPLIT > 1:
-            # A cluster of SPLIT consecutive CTAs along x computes one tile; rank r multiplies
-            # k-tiles [r*KT, (r+1)*KT).
+            # SPLIT consecutive CTAs along x (a cluster, unless serial) compute one tile; rank r
+            # multiplies k-tiles [r*KT, (r+1)*KT).
             bx, by = T.cta_id([GM * SPLIT, GN])
-            rank, _rank_y = T.cta_id_in_cluster([SPLIT, 1])
+            if SERIAL:
+                rank = T.meta_var(bx % SPLIT)
+            else:
+                rank, _rank_y = T.cta_id_in_cluster([SPLIT, 1])
         elif PERSIST:
             bx = T.cta_id([GRID])
             if CL > 1:
@@ -523,7 +576,7 @@ def _trace(p: KernelPlan) -> Any:
             # warpgroup's store has read it. Each completes once per use of the buffer.
             staged = MBarrier(pool, C * NBUF)
             drained = MBarrier(pool, C * NBUF)
-        if SPLIT > 1:
+        if RED is not None:
             As, Bs, Ds, Red = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING, RED))
         else:
             As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
@@ -919,9 +972,59 @@ def _trace(p: KernelPlan) -> Any:
                         D[grow, gcol + 1] = T.cast(hi, DT)
 
         @T.inline
+        def serial_epilogue(c, acc0, acc1, m0, n0):
+            # Serial split-K: the tile's CTAs take turns (rank order) on a global fp32 workspace
+            # slot, handing over through the tile's semaphore: rank r waits for turn r, adds the
+            # slot (ranks 0..r-1's sum) to its fragment, and either writes the sum back and
+            # passes the turn on, or (the last rank) stores D and resets the semaphore to 0 for
+            # the next launch. One thread waits and signals; the consumers sync around it.
+            tile = T.meta_var(bx // SPLIT * GN + by)
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            if rank > 0:
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_WAIT, tile, rank))
+                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+                take_partial(acc0, tile, t, 0)
+                if MB == 2:
+                    take_partial(acc1, tile, t, 1)
+            if rank < SPLIT - 1:
+                hand_partial(acc0, tile, t, 0)
+                if MB == 2:
+                    hand_partial(acc1, tile, t, 1)
+                T.evaluate(serial_op(SK_FENCE, 0, 0))
+                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_SIGNAL, tile, rank + 1))
+            else:
+                store_block(acc0, m0 + c * ROW_BASE, n0)
+                if MB == 2:
+                    store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_SIGNAL, tile, 0))
+
+        @T.inline
+        def take_partial(acc, tile, t, mb):
+            # acc += the workspace slot (register-major per tile, as the DSMEM reduction parks it).
+            for r in T.unroll(NACC):
+                acc[r] = acc[r] + serial_op(SK_LOAD, ((tile * NREG + mb * NACC + r) * C * WARPGROUP) + t, 0)
+
+        @T.inline
+        def hand_partial(acc, tile, t, mb):
+            for r in T.unroll(NACC):
+                T.evaluate(serial_op(SK_STORE, ((tile * NREG + mb * NACC + r) * C * WARPGROUP) + t, 0, acc[r]))
+
+        @T.inline
         def epilogue(c, acc0, acc1, m0, n0, nt):
             # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
-            if SPLIT > 1:
+            if SERIAL:
+                serial_epilogue(c, acc0, acc1, m0, n0)
+            elif SPLIT > 1:
                 park_block(acc0, c, 0)
                 if MB == 2:
                     park_block(acc1, c, 1)
@@ -1048,7 +1151,7 @@ def _trace(p: KernelPlan) -> Any:
             if not PERSIST:
                 prologue(wg, 0, m0, n0)
             consume(wg)
-        if SPLIT > 1:
+        if RED is not None:
             # Every CTA of the cluster has parked its fragment (barrier.cluster.arrive releases,
             # .wait acquires): the consumer threads reduce their share; the second barrier keeps
             # each CTA's shared memory alive until its peers have read it.
