@@ -460,6 +460,10 @@ def test_rules_of_split_k() -> None:
     assert rules.split_k_bytes(serial) == 0 and _rules(serial, Problem(1024, 1024, 1024)) == []
     assert _rules(replace(serial, persistent=True), Problem(1024, 1024, 1024)) == ["split_k_supported"]
     assert serial.label() == "128x128x64 s6 c2 ws sk2-serial"
+    # Its static workspace (an fp32 tile per output tile) is capped at 256 MiB: 8192^2 fits, 8200^2 not.
+    assert _rules(serial, Problem(8192, 8192, 1024)) == []
+    assert _rules(serial, Problem(8200, 8192, 1024)) == ["split_k_workspace_fits"]
+    assert _rules(replace(serial, split_k_reduce="dsmem", stages=4), Problem(8200, 8192, 1024)) == []
     assert [v.rule for v in HOPPER_V4.violations(sk, DECODE)] == ["v4_values", "knobs_of_this_space"]
 
 

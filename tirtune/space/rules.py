@@ -59,6 +59,7 @@ __all__ = [
     "split_k_bytes",
     "split_k_divides_k_tiles",
     "split_k_supported",
+    "split_k_workspace_fits",
     "swap_ab_supported",
     "v3_values",
     "v4_values",
@@ -128,7 +129,10 @@ SPLIT_KS = (1, 2, 4, 8)
 # "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
 # workspace, ordered by a per-tile semaphore (no cluster).
 SPLIT_K_REDUCES = ("dsmem", "serial")
-V4_BLK_N = (64, 128, 192, 256)  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
+V4_BLK_N = (64, 128, 192, 256)
+# The serial reduction's workspace is a static device array (a partial fp32 tile per output tile),
+# allocated when the module loads: at most 256 MiB (8192 x 8192 outputs).
+SERIAL_WORKSPACE_LIMIT_BYTES = 256 << 20  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,6 +535,21 @@ def split_k_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("split_k", "split_k_reduce", "blk_m", "blk_n", "swap_ab")
+def split_k_workspace_fits(config: Config, problem: Problem) -> str | None:
+    """The serial reduction's static workspace holds one fp32 tile per output tile."""
+    if config.split_k <= 1 or config.split_k_reduce != "serial" or config.blk_m <= 0 or config.blk_n <= 0:
+        return None
+    m, n = kernel_shape(config, problem)
+    need = -(-m // config.blk_m) * config.blk_m * -(-n // config.blk_n) * config.blk_n * 4
+    if need > SERIAL_WORKSPACE_LIMIT_BYTES:
+        return (
+            f"split_k_reduce=serial keeps an fp32 tile per output tile in a static workspace: {need} B "
+            f"> {SERIAL_WORKSPACE_LIMIT_BYTES} B"
+        )
+    return None
+
+
 @reads("split_k", "blk_k")
 def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
     """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count)."""
@@ -625,6 +644,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     swap_ab_supported,
     split_k_supported,
     split_k_divides_k_tiles,
+    split_k_workspace_fits,
     one_row_operand_supported,
 )
 
