@@ -283,6 +283,7 @@ SET_V5_PERF: list[tuple[Config, Problem]] = [
     (_c(128, 8, 128, 6, 2, True, **SW, split_k=4), GEMV),  # 32 tiles x 4
     (_c(64, 8, 128, 4, 1, True, **SW, split_k=4), GEMV),  # 256 CTAs, 2-3 a SM
     (_c(64, 64, 64, 4, 1, False, split_k=4), GEMV),  # unswapped: A one row of a 64-row tile
+    (_c(64, 8, 64, 1, 1, False, **SW, loader="threads"), GEMV),  # no TMA at all: the fallback if the 1-D map fails
     (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(2, 4096, 4096, "float16")),
     (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(7, 4096, 4096, "float16")),
     (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(8, 4096, 4096, "float16")),

@@ -303,6 +303,13 @@ def test_sass_of_the_split_k_reduction(built: dict[str, Built], name: str) -> No
     b = built[name]
     assert "clusterDim.x = " in b.source and "tvm_builtin_cluster_ctaid_x" in b.source
     assert "mapa.shared::cluster.u32" in b.source and "ld.shared::cluster.f32" in b.source
+    # The first barrier publishes the parked fragments (release: MEMBAR before UCGABAR_ARV); the
+    # last only keeps shared memory alive for the peers' loads (relaxed: no fence).
+    assert "barrier.cluster.arrive.relaxed.aligned" in b.source
+    arrives = [i for i, line in enumerate(b.sass.splitlines()) if "UCGABAR_ARV" in line]
+    lines = b.sass.splitlines()
+    assert any("MEMBAR" in lines[i - k] for k in range(1, 8) for i in arrives[:1])
+    assert not any("MEMBAR" in lines[arrives[-1] - k] for k in range(1, 8))
     assert _count(b.sass, "UCGABAR_ARV") >= 2 and _count(b.sass, "UCGABAR_WAIT") >= 2
     assert "SR_SWINHI" in b.sass and "SR_CgaCtaId" in b.sass
     p = plan(b.config, b.problem)

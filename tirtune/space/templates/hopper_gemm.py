@@ -75,8 +75,12 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   wait.acquire) publishes the fragments; consumer thread t of rank r then sums register pairs
   r, r+split_k, ... of thread t's fragment over the cluster's CTAs in rank order 0..split_k-1
   (mapa.shared::cluster + ld.shared::cluster: the same order on every CTA, so the result is
-  bitwise reproducible) and stores them, converted, to D; a second cluster barrier keeps every
-  CTA's shared memory alive until its peers have read it. Each output element is stored once.
+  bitwise reproducible) and stores them, converted, to D; a second cluster barrier (arriving
+  relaxed: no fence for the D stores) keeps every CTA's shared memory alive until its peers have
+  read it. Each output element is stored once.
+  split_k_reduce "serial": no cluster; the tile's CTAs take turns on a static global fp32
+  workspace slot in rank order, handing over through a per-tile semaphore (acquire/release);
+  the last rank stores D and resets the semaphore for the next launch.
 * One-row operands (hopper-gemm/5): TMA cannot describe a box of rows over a tensor of one row
   (its unit dimension leaves the tensor map), so an operand with M = 1 (N = 1) is loaded as one
   row a stage (a 1-D tensor map; the stage's expected bytes count that row), and its ring is
@@ -156,6 +160,17 @@ SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persisten
 CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 
+
+# split_k "dsmem": the cluster barrier after the reduction only has to keep each CTA's shared
+# memory alive until its peers' loads of it have returned (their values are stored before the
+# peers arrive), so it arrives relaxed: a releasing arrive waits (MEMBAR.ALL.GPU) for the CTA's
+# own D stores to be performed, ~0.5-1 us at the end of a ~10 us decode GEMM.
+_CLUSTER_SYNC_RELAXED = (
+    "tirtune_cluster_sync_relaxed",
+    "__forceinline__ __device__ void tirtune_cluster_sync_relaxed() {\n"
+    '  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");\n'
+    '  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");\n}\n',
+)
 
 # Serial split-K: the operations of tirtune_splitk_serial (constants, folded after inlining).
 SK_WAIT, SK_SIGNAL, SK_LOAD, SK_STORE, SK_FENCE, SK_BAR = range(6)
@@ -1158,7 +1173,7 @@ def _trace(p: KernelPlan) -> Any:
             T.cuda.cluster_sync()
             if wg < C:
                 reduce_tile(wg, m0, n0)
-            T.cuda.cluster_sync()
+            T.evaluate(T.cuda.func_call(_CLUSTER_SYNC_RELAXED[0], source_code=_CLUSTER_SYNC_RELAXED[1]))
         if CL > 1:
             # No CTA leaves while a peer may still multicast into it or arrive on its barriers.
             T.cuda.cluster_sync()
