@@ -370,7 +370,9 @@ SET_V5_RAGGED: list[tuple[Config, Problem]] = [
 
 def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
-    narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems."""
+    narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
+    in turn and every other point split-K (a split-K point's other knobs are mostly forced, so
+    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps)."""
     import random
 
     rng = random.Random(seed)
@@ -385,17 +387,23 @@ def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
     ]
     new_values = {"blk_n": (8, 16, 24, 32, 40, 48, 96), "stages": (8,)}
     chosen: list[tuple[Config, Problem]] = []
-    while len(chosen) < count:
-        knobs = {name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()}
-        if not (knobs["swap_ab"] or knobs["split_k"] > 1 or any(knobs[k] in v for k, v in new_values.items())):
-            continue
-        if knobs["split_k"] > 1:  # the rest of a split-K point is mostly forced: draw it valid more often
-            knobs.update(persistent=False, cluster=1, epilogue="register", loader="tma", raster_group=1,
-                         schedule="cooperative", epilogue_warpgroup=False)
-        config = Config(**knobs)
-        problem = rng.choice(problems)
-        if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
-            chosen.append((config, problem))
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem, split = problems[turn % len(problems)], (turn + turn // len(problems)) % 2 == 0
+        for _ in range(5000):  # a problem may have no valid split (K = 8 is one k-tile)
+            knobs = {name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()}
+            if split:
+                knobs.update(split_k=rng.choice([2, 4, 8]), persistent=False, cluster=1, epilogue="register",
+                             loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
+            else:
+                knobs["split_k"] = 1
+            if not (knobs["swap_ab"] or split or any(knobs[k] in v for k, v in new_values.items())):
+                continue
+            config = Config(**knobs)
+            if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
     return chosen
 
 

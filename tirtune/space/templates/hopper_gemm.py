@@ -477,9 +477,10 @@ def _trace(p: KernelPlan) -> Any:
     EWG, CHUNKS = p.epilogue_warpgroup, p.store_chunks
     NBUF = 2 if CHUNKED else 1
     # hopper-gemm/5: swap_ab (the kernel's A is the problem's B: the fragment is stored
-    # transposed), split-K clusters of SPLIT CTAs reducing through distributed shared memory (each
-    # parks its NREG accumulators a consumer thread in RED, [register][thread]), and one-row
-    # operands (M or N = 1), loaded as one row into stages whose other rows stay zero.
+    # transposed), split-K over SPLIT CTAs a tile, reduced through a cluster's distributed shared
+    # memory (each parks its NREG accumulators a consumer thread in RED, [register][thread]) or
+    # SERIALly through a global workspace, and one-row operands (M or N = 1), loaded as one row
+    # into stages whose other rows stay zero.
     SWAP, SPLIT, NREG, SERIAL = p.swap_ab, p.split_k, p.reduce_regs, p.serial_split
     ONE_A, ONE_B = p.one_row_a, p.one_row_b
     RED = (NREG, C * WARPGROUP) if SPLIT > 1 and not SERIAL else None
