@@ -264,6 +264,147 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
 ]
 
 
+# hopper-gemm/5 (issue 14): swap_ab, narrow tiles, split-K clusters (DSMEM reduction), one-row
+# operands. Per problem: the new candidates, then hopper-gemm/4 layouts as same-run references.
+# "swap": the kernel's tile is blk_m rows of the problem's N by blk_n columns of its M.
+SW, WS1 = {"swap_ab": True}, {"consumers": 1, "warp_specialized": True}
+GEMV = Problem(1, 4096, 4096, "float16")
+DECODE = Problem(16, 4096, 4096, "float16")
+DECODE_BF16 = Problem(16, 4096, 4096, "bfloat16")
+BATCH128 = Problem(128, 4096, 4096, "float16")
+SQUARE_1K = Problem(1024, 1024, 1024, "float16")
+SQUARE_2K = Problem(2048, 2048, 2048, "float16")
+SET_V5_PERF: list[tuple[Config, Problem]] = [
+    # M = 1: the problem's B (33.5 MB) streamed through 64-row tiles, A one row on wgmma's n8.
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), GEMV),  # 64 tiles x 2 = 128 CTAs
+    (_c(64, 8, 128, 8, 1, True, **SW), GEMV),  # 64 CTAs
+    (_c(128, 8, 128, 6, 2, True, **SW, split_k=4), GEMV),  # 32 tiles x 4
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4), GEMV),  # 256 CTAs, 2-3 a SM
+    (_c(64, 64, 64, 4, 1, False, split_k=4), GEMV),  # unswapped: A one row of a 64-row tile
+    (_c(64, 8, 64, 1, 1, False, **SW, loader="threads"), GEMV),  # no TMA at all: the fallback if the 1-D map fails
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(2, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(7, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2), Problem(8, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **SW), Problem(8, 4096, 4096, "float16")),
+    # M = 16 (decode): wgmma m64n16 over the problem's N.
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=2), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **SW), DECODE),
+    (_c(128, 16, 128, 6, 2, True, **SW, split_k=4), DECODE),
+    (_c(64, 16, 128, 4, 1, True, **SW, split_k=4), DECODE),
+    (_c(64, 16, 64, 8, 1, True, **SW, split_k=2), DECODE),
+    (_c(64, 64, 128, 6, 1, True, split_k=2), DECODE),  # unswapped, M padded to 64 rows
+    (_c(64, 64, 128, 6, 1, True), DECODE),  # hopper-gemm/4 layouts: references
+    (_c(64, 128, 64, 6, 1, True, persistent=True), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=2), DECODE_BF16),
+    (_c(128, 16, 128, 6, 2, True, **SW, split_k=4), DECODE_BF16),
+    (_c(64, 64, 128, 6, 1, True), DECODE_BF16),
+    # M = 128: 124 FLOP/B, near the ridge; 128 CTAs of split or narrow tiles.
+    (_c(128, 64, 64, 6, 2, True, split_k=2), BATCH128),  # 64 tiles x 2
+    (_c(128, 128, 64, 4, 2, True, **SW, split_k=4), BATCH128),  # swapped: 32 tiles of N x 4
+    (_c(64, 128, 64, 6, 1, True, **SW, split_k=2), BATCH128),  # swapped: 64 tiles x 2
+    (_c(64, 128, 64, 6, 1, True, split_k=2), BATCH128),  # 2 x 32 tiles x 2
+    (_c(128, 64, 64, 6, 2, True), BATCH128),  # references: 64 CTAs / persistent 128x128
+    (_c(128, 128, 64, 6, 2, True, persistent=True, raster_group=8), BATCH128),
+    # 1024^3: 64 tiles of 128x128 leave half the SMs idle.
+    (_c(128, 128, 64, 4, 2, True, split_k=2), SQUARE_1K),
+    (_c(128, 64, 64, 6, 2, True), SQUARE_1K),  # 128 tiles
+    (_c(128, 64, 64, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"), SQUARE_1K),
+    (_c(128, 96, 64, 6, 2, True, split_k=2), SQUARE_1K),  # 88 tiles x 2: 176 CTAs, two a SM
+    (_c(128, 128, 64, 4, 2, True, persistent=True), SQUARE_1K),  # reference
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE_1K),
+    # 2048^3: one wave of 128x256 (or 256x128) tiles against 1.94 waves of 128x128.
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE_2K),  # the 4096^3 best: reference
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), SQUARE_2K),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH), SQUARE_2K),
+    (_c(128, 256, 64, 4, 2, True, **CH), SQUARE_2K),  # one tile per CTA, 128 CTAs
+    # Large ragged shapes: tile choice only (no new knob aims at them). 3000x5000x2000: 128x192
+    # tiles are 648 = 4.9 waves (98% of the last wave busy) where 128x256 are 480 = 3.6 (64%).
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), Problem(3000, 5000, 2000, "float16")),  # reference
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), Problem(3000, 5000, 2000, "float16")),
+    (_c(192, 128, 64, 4, 3, True, **G8, **CH), Problem(3000, 5000, 2000, "float16")),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), Problem(4000, 4000, 4000, "float16")),  # reference
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), Problem(4000, 4000, 4000, "float16")),
+]
+# The two split-K reductions against each other (the same tiles and splits as the DSMEM entries
+# above): a global workspace in turn, ordered by per-tile semaphores, no cluster.
+SER = {"split_k_reduce": "serial"}
+SET_V5_SERIAL: list[tuple[Config, Problem]] = [
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=2, **SER), GEMV),
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=2, **SER), DECODE),
+    (_c(128, 16, 128, 6, 2, True, **SW, split_k=4, **SER), DECODE),
+    (_c(64, 16, 128, 4, 1, True, **SW, split_k=4, **SER), DECODE),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **SER), BATCH128),
+    (_c(128, 128, 64, 4, 2, True, split_k=2, **SER), SQUARE_1K),
+    (_c(128, 128, 64, 6, 2, True, split_k=2, **SER), SQUARE_1K),  # the stage the parked tile took back
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4, **SER), Problem(7, 200, 4096, "bfloat16")),  # ragged
+    (_c(128, 48, 64, 4, 2, False, split_k=4, **SER), Problem(100, 200, 4096, "bfloat16")),
+    (_c(64, 40, 128, 6, 1, True, split_k=8, **SER), Problem(33, 200, 14336, "float16")),
+]
+# Correctness of the new paths on the sweep's ragged shapes (M 1..512, N 8..4096, K 8..14336).
+SET_V5_RAGGED: list[tuple[Config, Problem]] = [
+    (_c(64, 8, 64, 2, 1, True, **SW), Problem(1, 8, 8, "float16")),  # both operands tiny, K one k-tile
+    (_c(64, 8, 64, 2, 1, True, **SW, split_k=2), Problem(2, 24, 72, "float16")),
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4), Problem(7, 200, 4096, "bfloat16")),
+    (_c(64, 40, 64, 4, 1, True, **SW, split_k=2), Problem(33, 4095, 72, "float16")),  # odd N: D rows unaligned
+    (_c(64, 104, 64, 6, 1, True, **SW, split_k=2), Problem(100, 4096, 14336, "bfloat16")),  # n104 (probe)
+    (_c(64, 24, 128, 8, 1, True, split_k=8), Problem(512, 24, 4096, "float16")),  # narrow, unswapped
+    (_c(64, 64, 128, 4, 1, True, **SW, split_k=8), Problem(64, 8, 4096, "float16")),
+    (_c(64, 16, 64, 2, 1, False, **SW, split_k=2), Problem(16, 4095, 72, "bfloat16")),  # no producer
+    (_c(64, 8, 64, 2, 1, True, **SW), Problem(2, 4096, 8, "float16")),
+    (_c(64, 40, 128, 6, 1, True, split_k=8), Problem(33, 200, 14336, "float16")),  # narrow + 8-CTA split
+    (_c(64, 8, 64, 2, 1, False, **SW, split_k=2), Problem(7, 24, 72, "bfloat16")),
+    (_c(64, 8, 128, 8, 1, True, **SW, split_k=4), Problem(1, 4095, 14336, "float16")),
+    (_c(128, 128, 64, 2, 2, True, split_k=2), Problem(512, 4096, 72, "float16")),
+    (_c(128, 48, 64, 4, 2, False, split_k=4), Problem(100, 200, 4096, "bfloat16")),
+    (_c(64, 64, 64, 4, 1, True), Problem(1, 200, 72, "float16")),  # M = 1 without swap or split
+    (_c(128, 16, 64, 4, 2, True, persistent=True, cluster=2, **SW), Problem(16, 4096, 4096, "float16")),
+    (_c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", **SW),
+     Problem(33, 4095, 136, "bfloat16")),
+    (_c(128, 32, 64, 4, 1, True, **SW, split_k=8), Problem(100, 4096, 4096, "bfloat16")),  # 2 m64 blocks
+    (_c(128, 48, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"), Problem(1000, 1024, 200, "float16")),
+    (_c(64, 8, 64, 4, 1, True, persistent=True, raster_group=8, **SW), Problem(7, 4096, 72, "float16")),
+]
+
+
+def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
+    narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
+    in turn and every other point split-K (a split-K point's other knobs are mostly forced, so
+    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps)."""
+    import random
+
+    rng = random.Random(seed)
+    problems = [
+        Problem(m, n, k, dtype)
+        for m, n, k, dtype in (
+            (1, 4096, 4096, "float16"), (2, 24, 72, "bfloat16"), (7, 4095, 8, "float16"),
+            (16, 200, 4096, "bfloat16"), (33, 8, 72, "float16"), (64, 4095, 136, "float16"),
+            (100, 24, 4096, "bfloat16"), (512, 200, 72, "float16"), (1, 24, 14336, "float16"),
+            (1000, 1000, 1024, "bfloat16"),
+        )
+    ]
+    new_values = {"blk_n": (8, 16, 24, 32, 40, 48, 96), "stages": (8,)}
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem, split = problems[turn % len(problems)], (turn + turn // len(problems)) % 2 == 0
+        for _ in range(5000):  # a problem may have no valid split (K = 8 is one k-tile)
+            knobs = {name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()}
+            if split:
+                knobs.update(split_k=rng.choice([2, 4, 8]), persistent=False, cluster=1, epilogue="register",
+                             loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
+            else:
+                knobs["split_k"] = 1
+            if not (knobs["swap_ab"] or split or any(knobs[k] in v for k, v in new_values.items())):
+                continue
+            config = Config(**knobs)
+            if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
 def _journey() -> list[tuple[str, Config, Problem]]:
     from bench.journey import JOURNEY
 
@@ -281,6 +422,11 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v3-fuzz": _fuzz,
     "v4": lambda: SET_V4_TAILS + _fuzz(24, seed=4, space=HOPPER, new_in_v4=True) + SET_V4_PERF,
     "v4-fuzz": lambda: _fuzz(150, seed=5, space=HOPPER, new_in_v4=True),
+    "v5": lambda: SET_V5_PERF + SET_V5_SERIAL + SET_V5_RAGGED,
+    "v5-serial": lambda: SET_V5_SERIAL,
+    "v5-perf": lambda: SET_V5_PERF,
+    "v5-ragged": lambda: SET_V5_RAGGED,
+    "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
@@ -300,6 +446,9 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_cl{config.cluster}{config.cluster_dim}" if config.cluster != 1 else "",
             f"_{config.loader}" if config.loader != "tma" else "",
             "_ewg" if config.epilogue_warpgroup else "",
+            f"_sk{config.split_k}" if config.split_k != 1 else "",
+            f"-{config.split_k_reduce}" if config.split_k != 1 and config.split_k_reduce != "dsmem" else "",
+            "_swap" if config.swap_ab else "",
         ]
     )
     return (

@@ -31,4 +31,6 @@ def configs() -> st.SearchStrategy[Config]:
     small = st.integers(min_value=-64, max_value=1024)
     return st.builds(Config, blk_m=small, blk_n=small, blk_k=small, stages=st.integers(-2, 12),
                      consumers=st.integers(-1, 5), warp_specialized=st.booleans(), persistent=st.booleans(),
-                     raster_group=st.integers(-2, 20), epilogue=st.sampled_from(["register", "tma", "smem"]))
+                     raster_group=st.integers(-2, 20), epilogue=st.sampled_from(["register", "tma", "smem"]),
+                     swap_ab=st.booleans(), split_k=st.integers(-1, 9),
+                     split_k_reduce=st.sampled_from(["dsmem", "atomic"]))

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import configs, grid_configs, problems, tma_problems
 
@@ -16,9 +16,11 @@ from tirtune.space import (
     HOPPER_V1,
     HOPPER_V2,
     HOPPER_V3,
+    HOPPER_V4,
     TEMPLATE_VERSION,
     Config,
     Problem,
+    SearchSpace,
     SpaceError,
     rules,
     space_for,
@@ -126,6 +128,9 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "reg_split": "232/40",
         "loader": "tma",
         "epilogue_warpgroup": False,
+        "swap_ab": False,
+        "split_k": 1,
+        "split_k_reduce": "dsmem",
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -136,9 +141,9 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
 
 
 def test_spaces_by_template_version() -> None:
-    assert space_for(TEMPLATE_VERSION) is HOPPER and TEMPLATE_VERSION == "hopper-gemm/4"
+    assert space_for(TEMPLATE_VERSION) is HOPPER and TEMPLATE_VERSION == "hopper-gemm/5"
     assert space_for("hopper-gemm/1") is HOPPER_V1 and space_for("hopper-gemm/2") is HOPPER_V2
-    assert space_for("hopper-gemm/3") is HOPPER_V3
+    assert space_for("hopper-gemm/3") is HOPPER_V3 and space_for("hopper-gemm/4") is HOPPER_V4
     assert set(HOPPER_V1.knobs) == {"blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"}
     assert set(HOPPER_V2.knobs) == set(HOPPER_V1.knobs) | {"persistent", "raster_group", "epilogue"}
     p = Problem(4096, 4096, 4096)
@@ -146,10 +151,12 @@ def test_spaces_by_template_version() -> None:
     assert len(v1) == 156 and len(v2) == 596  # the recorded hopper-gemm/1 sweep, the hopper-gemm/2 tune
     v3 = set(HOPPER_V3.valid_configs(p))
     assert v1 < v2 < v3 and len(v3) == 13945  # the space the bench/data recordings sample
-    # hopper-gemm/4 keeps every hopper-gemm/3 point (its ~8M-point grid is too slow to list here:
-    # 22,521 valid at 4096^3 fp16, about 80 s).
-    assert all(HOPPER.is_valid(c, p) for c in v3)
-    assert set(HOPPER.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
+    # hopper-gemm/4 and /5 keep every hopper-gemm/3 point (/4's 7M-point grid is too slow to list
+    # here: 28,880 valid at 4096^3 fp16, 40 s; /5's 180M points: 79,544, 20-90 s).
+    assert all(HOPPER_V4.is_valid(c, p) and HOPPER.is_valid(c, p) for c in v3)
+    assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
+    assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {"swap_ab", "split_k", "split_k_reduce"}
+    assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):
         space_for("hopper-gemm/0")
 
@@ -294,6 +301,7 @@ def test_tma_refuses_misaligned_k_before_compiling() -> None:
     HOPPER.check_problem(Problem(1000, 1000, 4000))  # M, N need no alignment
 
 
+@settings(deadline=None)  # the scan walks up to a few thousand invalid points first (slow on busy cores)
 @given(tma_problems())
 def test_every_tma_addressable_problem_has_valid_configs(problem: Problem) -> None:
     assert HOPPER.problem_violations(problem) == []
@@ -322,6 +330,14 @@ def test_valid_configs_respect_the_hardware_budgets(config: Config) -> None:
             assert config.consumers * consumer + (groups - config.consumers) * other <= groups * launch
             assert other <= launch <= consumer
         assert config.blk_n // 2 + rules.WGMMA_OPERAND_REGS <= launch
+        # hopper-gemm/5: a split-K cluster is one tile per cluster, reduced from registers, over
+        # equal shares of the k-tiles; the swapped fragment leaves through registers.
+        if config.split_k > 1:
+            assert not config.persistent and config.cluster == 1 and config.epilogue == "register"
+            assert -(-problem.k // config.blk_k) % config.split_k == 0
+            assert rules.split_k_bytes(config) == config.blk_m * config.blk_n * 4
+        if config.swap_ab:
+            assert config.epilogue == "register" and not config.epilogue_warpgroup
 
 
 def test_known_points() -> None:
@@ -404,3 +420,136 @@ def test_column_major_raster_is_one_group_of_every_tile_row() -> None:
     assert HOPPER.is_valid(Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0), p)
     assert [v.rule for v in HOPPER.violations(Config(raster_group=0), p)] == ["raster_group_valid"]
     assert "v3_values" in [v.rule for v in HOPPER_V3.violations(Config(persistent=True, raster_group=0), p)]
+
+
+DECODE = Problem(16, 4096, 4096)
+GEMV = Problem(1, 4096, 4096)
+
+
+def test_hopper_gemm_5_knobs_keep_older_digests_and_name_themselves() -> None:
+    old = Config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma")
+    assert not {"swap_ab", "split_k", "split_k_reduce"} & set(json.loads(old.canonical()))
+    sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
+    assert sk.label() == "64x16x128 s8 c1 ws sk2 swap"
+    assert len({sk.digest(), replace(sk, swap_ab=False).digest(), replace(sk, split_k=1).digest()}) == 3
+    assert Config.from_json(sk.to_json()) == sk
+
+
+def test_rules_of_swap_ab() -> None:
+    ok = Config(64, 16, 128, 8, 1, True, swap_ab=True)
+    assert _rules(ok, DECODE) == []
+    # The transposed fragment leaves through registers: no staged TMA store.
+    assert _rules(Config(64, 64, 64, 4, 1, True, swap_ab=True, epilogue="tma_chunked"), DECODE) == [
+        "swap_ab_supported"
+    ]
+    # Clusters pair the kernel's tiles: swapped, its M is the problem's N (4096 = 32 tiles of 128),
+    # where the problem's M (1100 = 9 tiles) does not pair up.
+    pairs = Config(128, 64, 64, 4, 2, True, persistent=True, cluster=2)
+    ragged = Problem(1100, 4096, 4096)
+    assert _rules(pairs, ragged) == ["cluster_divides_grid"]
+    assert _rules(replace(pairs, swap_ab=True), ragged) == []
+    assert rules.kernel_shape(replace(pairs, swap_ab=True), ragged) == (4096, 1100)
+
+
+def test_rules_of_split_k() -> None:
+    sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
+    assert _rules(sk, DECODE) == []
+    assert _rules(replace(sk, split_k=3), DECODE) == ["split_k_supported", "split_k_divides_k_tiles"]
+    assert _rules(replace(sk, split_k_reduce="atomic"), DECODE) == ["split_k_supported"]
+    # One tile per cluster, the cluster is the split, the reduced tile leaves from registers.
+    for other in ({"persistent": True}, {"persistent": True, "cluster": 2}, {"loader": "threads", "stages": 1,
+                                                                             "warp_specialized": False}):
+        assert "split_k_supported" in _rules(replace(sk, **other), DECODE), other
+    # K = 896 is 7 k-tiles of 128: no even split over 2, 4 or 8 CTAs; 1024 is 8.
+    assert _rules(replace(sk, split_k=8), Problem(16, 4096, 896)) == ["split_k_divides_k_tiles"]
+    assert _rules(replace(sk, split_k=8), Problem(16, 4096, 1024)) == []
+    # The parked fp32 fragments count in shared memory: 5 stages of 128x128x64 (160 KiB) + 64 KiB
+    # fit, 6 (192 KiB) only without them.
+    assert rules.split_k_bytes(Config(128, 128, 64, 4, 2, True, split_k=2)) == 65536
+    assert _rules(Config(128, 128, 64, 5, 2, True, split_k=2), Problem(1024, 1024, 1024)) == []
+    assert _rules(Config(128, 128, 64, 6, 2, True, split_k=2), Problem(1024, 1024, 1024)) == ["smem_fits"]
+    assert _rules(Config(128, 128, 64, 6, 2, True), Problem(1024, 1024, 1024)) == []
+    # The serial reduction keeps its partial tiles in global memory: no shared memory for them,
+    # and no cluster (the same one-tile grid, register epilogue and TMA loads).
+    serial = Config(128, 128, 64, 6, 2, True, split_k=2, split_k_reduce="serial")
+    assert rules.split_k_bytes(serial) == 0 and _rules(serial, Problem(1024, 1024, 1024)) == []
+    assert _rules(replace(serial, persistent=True), Problem(1024, 1024, 1024)) == ["split_k_supported"]
+    assert serial.label() == "128x128x64 s6 c2 ws sk2-serial"
+    # Its static workspace (an fp32 tile per output tile) is capped at 256 MiB: 8192^2 fits, 8200^2 not.
+    assert _rules(serial, Problem(8192, 8192, 1024)) == []
+    assert _rules(serial, Problem(8200, 8192, 1024)) == ["split_k_workspace_fits"]
+    assert _rules(replace(serial, split_k_reduce="dsmem", stages=4), Problem(8200, 8192, 1024)) == []
+    assert [v.rule for v in HOPPER_V4.violations(sk, DECODE)] == ["v4_values", "knobs_of_this_space"]
+
+
+def test_rules_of_one_row_operands() -> None:
+    assert _rules(Config(64, 8, 128, 8, 1, True, swap_ab=True), GEMV) == []
+    assert _rules(Config(64, 64, 64, 4, 1, True), GEMV) == []
+    # One row a stage: no multicast slices of it, and no TMA store of a one-row D.
+    assert _rules(Config(128, 16, 64, 4, 2, True, persistent=True, cluster=2, swap_ab=True), GEMV) == [
+        "one_row_operand_supported"
+    ]
+    assert _rules(Config(64, 64, 64, 4, 1, True, persistent=True, epilogue="tma"), GEMV) == [
+        "one_row_operand_supported"
+    ]
+    assert _rules(Config(64, 64, 64, 4, 1, True, persistent=True, epilogue="tma"), Problem(2, 4096, 4096)) == []
+
+
+@given(grid_configs(), tma_problems(max_dim=5000))
+def test_plans_of_valid_configs_are_consistent(config: Config, problem: Problem) -> None:
+    """Whatever the knobs, the plan of a valid pair launches whole tiles over the problem: the
+    swapped kernel's shape is the problem's transposed, every CTA of a split-K cluster gets the same
+    positive number of k-tiles, and a stage's bytes fit its shared memory."""
+    from tirtune.space.templates.hopper_gemm import plan
+
+    if not HOPPER.is_valid(config, problem):
+        return
+    p = plan(config, problem)
+    assert p.problem_shape == (problem.m, problem.n)
+    assert (p.m, p.n) == rules.kernel_shape(config, problem)
+    assert p.cta_k_tiles >= 1 and p.cta_k_tiles * config.split_k == p.k_tiles
+    assert p.ctas == p.tile_schedule.ctas * config.split_k
+    assert p.stages * p.stage_bytes <= rules.smem_bytes(config)
+    assert p.one_row_a == (p.m == 1) and p.one_row_b == (p.n == 1)
+
+
+def _rule_functions() -> list[rules.ConfigRule]:
+    every = (*HOPPER.config_rules, *HOPPER_V4.config_rules, *HOPPER_V3.config_rules, *HOPPER_V2.config_rules)
+    return list(dict.fromkeys(every))
+
+
+def test_every_config_rule_declares_what_it_reads() -> None:
+    for rule in _rule_functions():
+        read = rules.knobs_read(rule)
+        assert read, f"{rule.__name__} declares no knobs (rules.reads)"
+        assert read <= set(Config.__dataclass_fields__), (rule.__name__, read)
+
+
+@given(st.one_of(grid_configs(), configs()), st.one_of(grid_configs(), configs()), problems(max_dim=5000))
+def test_rules_read_only_the_knobs_they_declare(a: Config, b: Config, problem: Problem) -> None:
+    """A rule's answer for `a` is its answer for any config that agrees with `a` on the knobs the
+    rule declares: what SearchSpace.valid_configs relies on to cut a prefix of the grid."""
+    for rule in _rule_functions():
+        read = rules.knobs_read(rule)
+        assert read is not None
+        spliced = replace(b, **{k: getattr(a, k) for k in read})
+        assert rule(spliced, problem) == rule(a, problem), rule.__name__
+
+
+# Two values of every knob (three of the hopper-gemm/5 ones): ~590K points, listed both ways.
+_SMALL_GRID = {
+    "blk_m": (64, 128), "blk_n": (8, 16, 64, 128), "blk_k": (64, 128), "stages": (1, 4, 8), "consumers": (1, 2),
+    "warp_specialized": (False, True), "persistent": (False, True), "raster_group": (0, 1),
+    "epilogue": ("register", "tma"), "schedule": ("cooperative", "pingpong"), "reg_split": ("232/40", "240/24"),
+    "cluster": (1, 2), "cluster_dim": ("m", "n"), "loader": ("tma", "threads"), "epilogue_warpgroup": (False, True),
+    "swap_ab": (False, True), "split_k": (1, 2, 8), "split_k_reduce": ("dsmem",),
+}
+
+
+@pytest.mark.parametrize(
+    "problem", [Problem(16, 4096, 4096), Problem(1, 200, 72, "bfloat16"), Problem(1000, 1024, 200)]
+)
+def test_the_pruned_search_lists_exactly_the_valid_points(problem: Problem) -> None:
+    space = SearchSpace("sm_90a", "small", _SMALL_GRID, HOPPER.problem_rules, HOPPER.config_rules)
+    found = space.valid_configs(problem)
+    assert found == space.brute_force_valid_configs(problem) and found  # same points, same order

@@ -93,7 +93,30 @@ CASES = {
         _c(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
         Problem(300, 200, 136, "bfloat16"),
     ),
+    # hopper-gemm/5: swap_ab (decode shapes on wgmma's N), narrow tiles, split-K clusters reducing
+    # through distributed shared memory, one-row operands (M = 1, with and without the swap).
+    "swap-m16-n16": (_c(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16")),
+    "swap-sk2-m16": (_c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "bfloat16")),
+    "swap-m1-n8": (_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
+    "m1-noswap-sk4-mono": (_c(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
+    "sk2-c2-tail": (_c(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
+    # Serial split-K: a global workspace and per-tile semaphores instead of a cluster.
+    "serial-sk4-swap-m16": (
+        _c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    "serial-sk2-c2-mono-tail": (
+        _c(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
+        Problem(100, 200, 4096, "bfloat16"),
+    ),
+    "narrow-n24-persist-pingpong-swap-tail": (
+        _c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
+        Problem(33, 4095, 136, "bfloat16"),
+    ),
 }
+# Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
+SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
+SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
 
 
 @dataclass(frozen=True)
@@ -130,6 +153,15 @@ def test_plan_derives_the_launch_shape() -> None:
     assert (quad.ctas, quad.cluster_grid, quad.multicast_rows) == (64, (8, 2), 32)
     split = plan(_c(128, 256, 64, 4, 2, True, reg_split="240/24"), Problem(4096, 4096, 4096))
     assert (split.consumer_regs, split.producer_regs) == (240, 24)
+    # hopper-gemm/5: the swapped kernel's M is the problem's N; a split-K cluster of 2 CTAs per
+    # tile multiplies half the k-tiles each; a one-row operand's stage carries one row.
+    decode = plan(_c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096))
+    assert (decode.m, decode.n, decode.problem_shape, decode.grid) == (4096, 16, (16, 4096), (64, 1))
+    assert (decode.k_tiles, decode.cta_k_tiles, decode.tiles, decode.ctas) == (32, 16, 64, 128)
+    assert (decode.reduce_regs, decode.stage_bytes) == (8, (64 + 16) * 128 * 2)
+    gemv = plan(_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096))
+    assert (gemv.one_row_a, gemv.one_row_b, gemv.stage_bytes) == (False, True, (64 + 1) * 128 * 2)
+    assert plan(_c(64, 64, 64, 4, 1, True), Problem(1, 4096, 4096)).stage_bytes == (1 + 64) * 64 * 2
 
 
 @pytest.mark.parametrize(
@@ -145,6 +177,10 @@ def test_plan_derives_the_launch_shape() -> None:
         (_c(64, 64, 64, 4, 2, True), Problem(4096, 4096, 4096)),  # 32 rows per consumer
         (_c(256, 256, 128, 4, 2, True), Problem(4096, 4096, 4096)),  # shared memory
         (_c(64, 64, 64, 2, 1, False), Problem(64, 64, 12)),  # K*2 B not a multiple of 16
+        (_c(64, 16, 64, 4, 1, True, swap_ab=True, epilogue="tma"), Problem(16, 4096, 4096)),  # swap: registers
+        (_c(128, 128, 64, 4, 2, True, persistent=True, split_k=2), Problem(1024, 1024, 1024)),  # split: 1 tile
+        (_c(128, 128, 64, 4, 2, True, split_k=8), Problem(1024, 1024, 200)),  # 4 k-tiles over 8 CTAs
+        (_c(128, 128, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"), Problem(1, 4096, 4096)),  # M=1
     ],
 )
 def test_invalid_pairs_are_refused_with_the_rule(config: Config, problem: Problem) -> None:
@@ -168,7 +204,11 @@ def test_lowers_to_cuda(name: str) -> None:
         assert f"setmaxnreg.dec.sync.aligned.u32 {p.producer_regs};" in source
     assert ("stmatrix" in source) == (config.epilogue != "register")
     assert ("multicast::cluster" in source) == (config.cluster > 1)
-    assert ("clusterDim" in source) == (config.cluster > 1)
+    # A cluster launch: multicast clusters, or split-K clusters (which multicast nothing).
+    dsmem = config.split_k > 1 and config.split_k_reduce == "dsmem"
+    assert ("clusterDim" in source) == (config.cluster > 1 or dsmem)
+    assert ("ld.shared::cluster" in source) == dsmem
+    assert ("tirtune_splitk_serial" in source) == (config.split_k > 1 and config.split_k_reduce == "serial")
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -219,13 +259,15 @@ def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: s
     assert len(hgmma) >= (b.config.blk_k // 16) * p.m_blocks, b.sass[:2000]
     if elem == "BF16":
         assert all(".BF16" in h for h in hgmma)
-    loads = re.findall(r"\bUTMALDG\.2D(\.MULTICAST)?\b", b.sass)
+    loads = re.findall(r"\bUTMALDG\.[12]D(\.MULTICAST)?\b", b.sass)
     if b.config.loader == "threads":
         assert not loads and _count(b.sass, "LDG") > 0 and _count(b.sass, "STS") > 0
     else:
         assert len(loads) >= 2 * (b.config.blk_k // 64)
     # A cluster multicasts the operand its CTAs share (one load of the pair is local).
     assert any(loads) == (b.config.cluster > 1)
+    # A one-row operand (M = 1) is one row a stage: a 1-D tensor map.
+    assert bool(re.search(r"\bUTMALDG\.1D\b", b.sass)) == (b.problem.m == 1 or b.problem.n == 1)
     assert _count(b.sass, "STL") == 0 and _count(b.sass, "LDL") == 0
     resources = toolchain.ptxas_resources(b.nvcc_output)
     assert resources is not None and not resources.spills, b.nvcc_output[-2000:]
@@ -249,3 +291,59 @@ def test_sass_of_the_tma_store_epilogues(built: dict[str, Built], name: str) -> 
 def test_sass_of_the_register_epilogue(built: dict[str, Built]) -> None:
     for name in ("ws-c2-n256", "cluster4n-tail", "mono-persist-threads"):
         assert _count(built[name].sass, "UTMASTG") == 0 and _count(built[name].sass, "STG") > 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", SPLIT_K_CASES)
+def test_sass_of_the_split_k_reduction(built: dict[str, Built], name: str) -> None:
+    """The split-K cluster: launched with a cluster of split_k CTAs, two cluster barriers around
+    the reduction, and the peers' fragments read through distributed shared memory (mapa shows
+    as the shared window's base, SR_SWINHI, and the CTA rank PRMT-ed into the address; the
+    reads are generic LD.E of that window: the kernel has no other generic loads)."""
+    b = built[name]
+    assert "clusterDim.x = " in b.source and "tvm_builtin_cluster_ctaid_x" in b.source
+    assert "mapa.shared::cluster.u32" in b.source and "ld.shared::cluster.f32" in b.source
+    # The first barrier publishes the parked fragments (release: MEMBAR before UCGABAR_ARV); the
+    # last only keeps shared memory alive for the peers' loads (relaxed: no fence).
+    assert "barrier.cluster.arrive.relaxed.aligned" in b.source
+    arrives = [i for i, line in enumerate(b.sass.splitlines()) if "UCGABAR_ARV" in line]
+    lines = b.sass.splitlines()
+    assert any("MEMBAR" in lines[i - k] for k in range(1, 8) for i in arrives[:1])
+    assert not any("MEMBAR" in lines[arrives[-1] - k] for k in range(1, 8))
+    assert _count(b.sass, "UCGABAR_ARV") >= 2 and _count(b.sass, "UCGABAR_WAIT") >= 2
+    assert "SR_SWINHI" in b.sass and "SR_CgaCtaId" in b.sass
+    p = plan(b.config, b.problem)
+    # Each consumer thread sums its share of register pairs over split_k CTAs: two loads a pair
+    # and CTA, unrolled.
+    pairs = -(-p.reduce_regs // 2 // b.config.split_k)
+    assert len(re.findall(r"\bLD\.E\b", b.sass)) >= 2 * b.config.split_k * pairs
+    assert p.ctas == p.tiles * b.config.split_k
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", SERIAL_CASES)
+def test_sass_of_the_serial_split_k(built: dict[str, Built], name: str) -> None:
+    """Serial split-K: no cluster; the turn is taken with an acquiring load and passed with a
+    releasing store of the tile's semaphore, the partial tile goes through L2 (ld/st.global.cg:
+    LDG/STG.E.STRONG.GPU, whole fragments), the consumers meet at named barrier 5, and the
+    writer fences before passing the turn."""
+    b = built[name]
+    p = plan(b.config, b.problem)
+    assert "clusterDim" not in b.source and _count(b.sass, "UCGABAR_ARV") == 0
+    assert "ld.acquire.gpu.global.b32" in b.source and "st.release.gpu.global.b32" in b.source
+    regs = p.reduce_regs
+    assert len(re.findall(r"\bLDG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 1  # the partial + the spin
+    assert len(re.findall(r"\bSTG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 2  # the partial, pass, reset
+    assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? 0x5, ", b.sass), "named barrier 5 over the consumers"
+    assert _count(b.sass, "MEMBAR") >= 1
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(n for n, (c, _) in CASES.items() if c.swap_ab))
+def test_sass_of_the_swapped_epilogue(built: dict[str, Built], name: str) -> None:
+    """swap_ab stores the transposed fragment one 16-bit element at a time (the serial split-K's
+    workspace and semaphore stores are the strong, L2-scoped ones)."""
+    sass = built[name].sass
+    assert _count(sass, "UTMASTG") == 0
+    stores = [s for s in re.findall(r"\bSTG\.E[.\w]*", sass) if ".STRONG." not in s]
+    assert stores and set(stores) == {"STG.E.U16"}, "every store of the transposed fragment is a 2-byte STG.E.U16"

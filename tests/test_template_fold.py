@@ -115,6 +115,40 @@ PICKED = (
         Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0, cluster=2),
         Problem(1000, 1024, 200, "float16"),
     ),
+    # hopper-gemm/5: swap_ab (with split-K, a cluster, ping-pong), narrow tiles, split-K clusters
+    # (2, 4 and 8 CTAs; one and two consumers; two m64 blocks), one-row operands.
+    ("sm_90a", Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16")),
+    ("sm_90a", Config(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
+    ("sm_90a", Config(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
+    ("sm_90a", Config(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
+    ("sm_90a", Config(128, 32, 64, 4, 1, True, swap_ab=True, split_k=8), Problem(100, 4096, 4096, "bfloat16")),
+    (
+        "sm_90a",
+        Config(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
+        Problem(33, 4095, 136, "bfloat16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 16, 64, 4, 2, True, persistent=True, cluster=2, swap_ab=True),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 48, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"),
+        Problem(1000, 1024, 200, "float16"),
+    ),
+    # Serial split-K (a global workspace, per-tile semaphores): swapped, and two consumers without
+    # a producer.
+    (
+        "sm_90a",
+        Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
+        Problem(100, 200, 4096, "bfloat16"),
+    ),
 )
 
 

@@ -39,6 +39,18 @@ class Config:
     consumers still stage their register fragments in shared memory (stmatrix), then hand each
     staged buffer over through an mbarrier and go on; the epilogue warpgroup stores it and hands
     it back once the store has read it.
+    swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T, so the problem's N runs along wgmma's
+    64-row M and the problem's M becomes wgmma's N (8..256 in steps of 8): a small M (decode,
+    small batches) fits a narrow wgmma instead of a 64-row block that is mostly padding. D stays
+    row-major (M, N); the fragment is stored transposed. blk_m, blk_n, consumers and cluster_dim
+    always name the kernel's own (post-swap) axes: with swap_ab, blk_m is the tile's extent along
+    the problem's N and blk_n its extent along the problem's M (so every tile, register and
+    shared-memory rule reads the same with and without the swap).
+    split_k (hopper-gemm/5): the CTAs of a thread-block cluster of split_k CTAs compute the same
+    output tile, each over 1/split_k of the k-tiles; split_k_reduce names how their fp32 partial
+    tiles are summed: "dsmem" (each CTA parks its fragment in its own shared memory, a cluster
+    barrier, then CTA r sums its share of the tile over every peer, in rank order, through
+    distributed shared memory and stores it).
 
     Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
     default, so a hopper-gemm/1 config keeps its digest (its stored identity).
@@ -59,6 +71,9 @@ class Config:
     reg_split: str = "232/40"
     loader: str = "tma"
     epilogue_warpgroup: bool = False
+    swap_ab: bool = False
+    split_k: int = 1
+    split_k_reduce: str = "dsmem"
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -100,7 +115,8 @@ class Config:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        """Short human form for tables: 128x128x64 s4 c2 ws."""
+        """Short human form for tables: 128x128x64 s4 c2 ws (with swap_ab, blk_m x blk_n is the
+        kernel's tile: blk_m along the problem's N, blk_n along its M; the label ends "swap")."""
         roles = "ws" if self.warp_specialized else "mono"
         text = f"{self.blk_m}x{self.blk_n}x{self.blk_k} s{self.stages} c{self.consumers} {roles}"
         group = "col" if self.raster_group == 0 else str(self.raster_group)
@@ -120,6 +136,10 @@ class Config:
             text += f" {self.loader}-load"
         if self.epilogue_warpgroup:
             text += " ewg"
+        if self.split_k != 1:
+            text += f" sk{self.split_k}" + (f"-{self.split_k_reduce}" if self.split_k_reduce != "dsmem" else "")
+        if self.swap_ab:
+            text += " swap"
         return text
 
 
@@ -140,4 +160,7 @@ V2_KNOBS: dict[str, Any] = {
     "reg_split": "232/40",
     "loader": "tma",
     "epilogue_warpgroup": False,
+    "swap_ab": False,
+    "split_k": 1,
+    "split_k_reduce": "dsmem",
 }

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from tirtune.space.errors import SpaceError
-from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES, REG_SPLITS, V2_CONFIG_RULES, V3_CONFIG_RULES, V3_REG_SPLITS
+from tirtune.space.rules import (
+    CONFIG_RULES,
+    PROBLEM_RULES,
+    REG_SPLITS,
+    SPLIT_K_REDUCES,
+    SPLIT_KS,
+    V2_CONFIG_RULES,
+    V3_CONFIG_RULES,
+    V3_REG_SPLITS,
+    V4_CONFIG_RULES,
+)
 from tirtune.space.space import SearchSpace
 
-__all__ = ["HOPPER", "HOPPER_V1", "HOPPER_V2", "HOPPER_V3", "SPACES", "TEMPLATE_VERSION", "space_for"]
+__all__ = ["HOPPER", "HOPPER_V1", "HOPPER_V2", "HOPPER_V3", "HOPPER_V4", "SPACES", "TEMPLATE_VERSION", "space_for"]
 
 # Bump whenever the generated kernel for a given config can change: it is part of every
 # measurement's identity, so old measurements become stale rather than wrong.
-TEMPLATE_VERSION = "hopper-gemm/4"
+TEMPLATE_VERSION = "hopper-gemm/5"
 
 _V1_KNOBS = {
     "blk_m": (64, 128, 256),
@@ -57,18 +67,40 @@ HOPPER_V3 = SearchSpace(
 
 # hopper-gemm/4: a fourth consumer warpgroup (256-row tiles, 64 rows each), a separate epilogue
 # warpgroup that issues the TMA stores, the register splits those layouts need, and column-major
-# rasterization. A
-# hopper-gemm/3 config generates the same kernel as before (tests/test_template_fold.py).
+# rasterization. A hopper-gemm/3 config generates the same kernel as before
+# (tests/test_template_fold.py).
+_V4_KNOBS = {
+    **_V3_KNOBS,
+    "consumers": (1, 2, 3, 4),
+    # 0: column-major (one group of every tile row), beside row-major (1) and grouped.
+    "raster_group": (0, 1, 8, 16),
+    "reg_split": REG_SPLITS,
+    "epilogue_warpgroup": (False, True),
+}
+HOPPER_V4 = SearchSpace(
+    arch="sm_90a",
+    template_version="hopper-gemm/4",
+    knobs=_V4_KNOBS,
+    problem_rules=PROBLEM_RULES,
+    config_rules=V4_CONFIG_RULES,
+)
+
+# hopper-gemm/5 (issue 14: small, skinny, ragged and decode GEMMs): swap_ab (D^T = B A^T, the
+# problem's M on wgmma's N), narrow tiles (blk_n 8-48 and 96: small problems fill the 132 SMs and
+# a swapped small M fits wgmma's N), 8-stage rings, split-K clusters reducing through distributed
+# shared memory, and one-row operands (M or N = 1). Every hopper-gemm/4 config generates the same kernel as
+# before (tests/test_template_fold.py).
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs={
-        **_V3_KNOBS,
-        "consumers": (1, 2, 3, 4),
-        # 0: column-major (one group of every tile row), beside row-major (1) and grouped.
-        "raster_group": (0, 1, 8, 16),
-        "reg_split": REG_SPLITS,
-        "epilogue_warpgroup": (False, True),
+        **_V4_KNOBS,
+        "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256),
+        # A deep ring keeps a memory-bound decode tile's loads in flight (8: the rule's limit).
+        "stages": (1, 2, 3, 4, 5, 6, 8),
+        "swap_ab": (False, True),
+        "split_k": SPLIT_KS,
+        "split_k_reduce": SPLIT_K_REDUCES,
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
@@ -94,7 +126,7 @@ HOPPER_V1 = SearchSpace(
     config_rules=V2_CONFIG_RULES,
 )
 
-SPACES = {space.template_version: space for space in (HOPPER, HOPPER_V3, HOPPER_V2, HOPPER_V1)}
+SPACES = {space.template_version: space for space in (HOPPER, HOPPER_V4, HOPPER_V3, HOPPER_V2, HOPPER_V1)}
 
 
 def space_for(template_version: str) -> SearchSpace:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tirtune.space.config import Config
 from tirtune.space.errors import SpaceError
@@ -50,7 +51,19 @@ __all__ = [
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
     "V3_CONFIG_RULES",
+    "V4_BLK_N",
+    "V4_CONFIG_RULES",
+    "kernel_shape",
+    "knobs_read",
+    "reads",
+    "one_row_operand_supported",
+    "split_k_bytes",
+    "split_k_divides_k_tiles",
+    "split_k_supported",
+    "split_k_workspace_fits",
+    "swap_ab_supported",
     "v3_values",
+    "v4_values",
     "warpgroups",
     "wgmma_fits_launch_registers",
     "wgmma_n_supported",
@@ -58,6 +71,26 @@ __all__ = [
 
 ProblemRule = Callable[[Problem], "str | None"]
 ConfigRule = Callable[[Config, Problem], "str | None"]
+_Rule = TypeVar("_Rule", bound=ConfigRule)
+_READS: dict[ConfigRule, frozenset[str]] = {}
+
+
+def reads(*knobs: str) -> Callable[[_Rule], _Rule]:
+    """Declare the knobs a config rule reads (besides the problem): the rule's answer never
+    depends on any other knob. SearchSpace.valid_configs applies a rule as soon as the knobs it
+    reads are chosen, so a prefix of the knob grid that breaks it is cut as a whole
+    (tests/test_space.py checks each declaration against the rule's behaviour)."""
+
+    def mark(rule: _Rule) -> _Rule:
+        _READS[rule] = frozenset(knobs)
+        return rule
+
+    return mark
+
+
+def knobs_read(rule: ConfigRule) -> frozenset[str] | None:
+    """The knobs `rule` declared with `reads`, or None (it may read any knob)."""
+    return _READS.get(rule)
 
 # TMA row strides are multiples of this; with 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE.
 TMA_ROW_BYTES = 16
@@ -96,6 +129,15 @@ CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
 STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
+# hopper-gemm/5: split-K clusters (at most 8 CTAs: the portable cluster size) and their reductions.
+SPLIT_KS = (1, 2, 4, 8)
+# "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
+# workspace, ordered by a per-tile semaphore (no cluster).
+SPLIT_K_REDUCES = ("dsmem", "serial")
+V4_BLK_N = (64, 128, 192, 256)
+# The serial reduction's workspace is a static device array (a partial fp32 tile per output tile),
+# allocated when the module loads: at most 256 MiB (8192 x 8192 outputs).
+SERIAL_WORKSPACE_LIMIT_BYTES = 256 << 20  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +193,34 @@ def staging_bytes(config: Config) -> int:
     return 0
 
 
+def split_k_bytes(config: Config) -> int:
+    """Shared memory where a split-K CTA parks its fp32 fragments for the cluster's reduction:
+    every consumer's accumulators (the tile, blk_m x blk_n x 4 B, for cooperative consumers);
+    none for the serial reduction (its workspace is in global memory)."""
+    if config.split_k <= 1 or config.split_k_reduce == "serial":
+        return 0
+    return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4
+
+
 def smem_bytes(config: Config) -> int:
     stage = (config.blk_m + config.blk_n) * config.blk_k * 2
-    return config.stages * stage + staging_bytes(config) + SMEM_OVERHEAD_BYTES
+    return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
+@reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k", "split_k_reduce")
 def smem_fits(config: Config, problem: Problem) -> str | None:
     need = smem_bytes(config)
     if need > SMEM_LIMIT_BYTES:
         tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
         staging = f" + {staging_bytes(config)} B of {config.epilogue} output staging" if staging_bytes(config) else ""
-        return f"{config.stages} stages of {tiles}{staging} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        parked = f" + {split_k_bytes(config)} B of split-K fragments" if split_k_bytes(config) else ""
+        return (
+            f"{config.stages} stages of {tiles}{staging}{parked} need {need} B of shared memory > {SMEM_LIMIT_BYTES} B"
+        )
     return None
 
 
+@reads("persistent", "warp_specialized")
 def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/1 and /2: a persistent CTA loads the next tile's stages while consuming this
     one's, which only the producer did there."""
@@ -176,6 +232,7 @@ def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("raster_group", "persistent")
 def raster_group_valid(config: Config, problem: Problem) -> str | None:
     """Tile rows per group: 1 = row-major, N = groups of N rows, 0 = column-major (one group)."""
     if config.raster_group < 0:
@@ -185,12 +242,14 @@ def raster_group_valid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue")
 def epilogue_supported(config: Config, problem: Problem) -> str | None:
     if config.epilogue not in EPILOGUES:
         return f"epilogue={config.epilogue!r}: known epilogues are {', '.join(EPILOGUES)}"
     return None
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule", "epilogue")
 def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of 64."""
     if config.epilogue in TMA_EPILOGUES and (config.blk_n % STORE_BOX or consumer_rows(config) % STORE_BOX):
@@ -201,6 +260,7 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("schedule", "persistent", "warp_specialized", "consumers")
 def schedule_supported(config: Config, problem: Problem) -> str | None:
     """Ping-pong consumers take turns on the tiles of a persistent CTA, fed by one producer."""
     if config.schedule not in SCHEDULES:
@@ -258,6 +318,7 @@ def _split(config: Config) -> tuple[int, int] | None:
     return consumer, other
 
 
+@reads("reg_split", "blk_m", "blk_n", "consumers", "schedule", "warp_specialized", "epilogue_warpgroup")
 def reg_split_valid(config: Config, problem: Problem) -> str | None:
     """Where setmaxnreg runs, the split must fit the register file and move registers from the
     other warpgroups to the consumers; elsewhere the knob would name the default's kernel."""
@@ -290,6 +351,7 @@ def reg_split_valid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("cluster", "cluster_dim", "persistent", "warp_specialized")
 def cluster_supported(config: Config, problem: Problem) -> str | None:
     if config.cluster not in CLUSTER_SIZES:
         return f"cluster={config.cluster}: clusters of {', '.join(map(str, CLUSTER_SIZES))} CTAs are supported"
@@ -303,12 +365,20 @@ def cluster_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
+    """The (M, N) the kernel computes: the problem's, or (N, M) with swap_ab (D^T = B A^T). The
+    tile knobs (blk_m, blk_n, cluster_dim) name these axes."""
+    return (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
+
+
+@reads("cluster", "cluster_dim", "blk_m", "blk_n", "swap_ab")
 def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
     """The CTAs of a cluster compute adjacent tiles along cluster_dim: that tile count must divide."""
     if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
         return None  # no cluster, or one cluster_supported refuses
     along_m = config.cluster_dim == "m"
-    tiles = -(-problem.m // config.blk_m) if along_m else -(-problem.n // config.blk_n)
+    m, n = kernel_shape(config, problem)
+    tiles = -(-m // config.blk_m) if along_m else -(-n // config.blk_n)
     if tiles % config.cluster:
         return (
             f"{tiles} tiles along {config.cluster_dim.upper()} do not split into clusters of "
@@ -317,6 +387,7 @@ def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("cluster", "cluster_dim", "blk_m", "blk_n")
 def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
     """Each CTA of a cluster loads 1/cluster of the shared operand's rows and multicasts it; a slice
     must start on a 128B-swizzle atom (8 rows)."""
@@ -331,6 +402,7 @@ def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("loader", "stages", "warp_specialized", "cluster")
 def loader_supported(config: Config, problem: Problem) -> str | None:
     """The thread loader is the synchronous teaching path: copy, sync, multiply, one stage."""
     if config.loader not in LOADERS:
@@ -343,6 +415,7 @@ def loader_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue")
 def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
     """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
     stride = problem.n * problem.element_bytes
@@ -354,6 +427,7 @@ def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None
     return None
 
 
+@reads("blk_m", "consumers", "schedule")
 def consumers_split_m(config: Config, problem: Problem) -> str | None:
     if config.consumers < 1 or (config.schedule != "pingpong" and config.blk_m % config.consumers):
         return f"blk_m={config.blk_m} does not split evenly over {config.consumers} consumer warpgroups"
@@ -363,6 +437,7 @@ def consumers_split_m(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule")
 def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
     rows = consumer_rows(config)
     regs = rows * config.blk_n // 128
@@ -380,6 +455,7 @@ def register_budget(config: Config) -> int:
     return launch_registers(config)
 
 
+@reads("blk_m", "blk_n", "consumers", "schedule", "warp_specialized", "epilogue_warpgroup", "reg_split")
 def registers_fit(config: Config, problem: Problem) -> str | None:
     """The accumulators plus ~40 registers of addresses and loop state must fit a consumer thread's
     budget: this is what limits 3 consumer warpgroups (4 with the producer: 128 registers each)."""
@@ -397,6 +473,7 @@ def registers_fit(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("epilogue_warpgroup", "epilogue", "warp_specialized")
 def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None:
     """The epilogue warpgroup stores what the consumers staged: it needs a TMA-store epilogue and
     the producer's warp-specialized layout (its registers are lowered with the producer's)."""
@@ -410,6 +487,7 @@ def epilogue_warpgroup_supported(config: Config, problem: Problem) -> str | None
     return None
 
 
+@reads("consumers", "reg_split", "raster_group")
 def v3_values(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/3 (whose space replays recorded data) had 1-3 consumers, two register splits
     and grouped or row-major rasterization only."""
@@ -422,6 +500,91 @@ def v3_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_n")
+def v4_values(config: Config, problem: Problem) -> str | None:
+    """hopper-gemm/1-4 built tiles 64, 128, 192 or 256 wide (blk_n); narrower ones came with /5."""
+    if config.blk_n not in V4_BLK_N:
+        return f"hopper-gemm/1-4 have blk_n {', '.join(map(str, V4_BLK_N))}; got blk_n={config.blk_n}"
+    return None
+
+
+@reads("swap_ab", "epilogue")
+def swap_ab_supported(config: Config, problem: Problem) -> str | None:
+    """swap_ab computes D^T: its fragment leaves the registers transposed, one 2-byte store per
+    element; the staged TMA-store epilogues (and the epilogue warpgroup that serves them) would
+    write the kernel's N x M tile as it stands, so they are not built for it."""
+    if config.swap_ab and config.epilogue != "register":
+        return (
+            f"swap_ab needs epilogue=register (got {config.epilogue}): the transposed fragment is stored from "
+            "registers; the stmatrix + TMA-store staging writes the untransposed tile"
+        )
+    return None
+
+
+@reads("split_k", "split_k_reduce", "persistent", "cluster", "epilogue", "loader")
+def split_k_supported(config: Config, problem: Problem) -> str | None:
+    """The split_k CTAs of one output tile (a cluster for the DSMEM reduction) come from the 2-D
+    grid, one tile each (persistent CTAs would have to walk tiles in step and reduce each one);
+    no multicast cluster besides; the reduced tile is stored from registers; TMA loads."""
+    if config.split_k not in SPLIT_KS:
+        return f"split_k={config.split_k}: the k-tiles split over {', '.join(map(str, SPLIT_KS))} CTAs of a cluster"
+    if config.split_k_reduce not in SPLIT_K_REDUCES:
+        return f"split_k_reduce={config.split_k_reduce!r}: known reductions are {', '.join(SPLIT_K_REDUCES)}"
+    if config.split_k > 1 and (
+        config.persistent or config.cluster != 1 or config.epilogue != "register" or config.loader != "tma"
+    ):
+        return (
+            f"split_k={config.split_k} needs one tile per cluster (not persistent), cluster=1 (the split is the "
+            "cluster), epilogue=register (the reduced tile is stored from registers) and loader=tma"
+        )
+    return None
+
+
+@reads("split_k", "split_k_reduce", "blk_m", "blk_n", "swap_ab")
+def split_k_workspace_fits(config: Config, problem: Problem) -> str | None:
+    """The serial reduction's static workspace holds one fp32 tile per output tile."""
+    if config.split_k <= 1 or config.split_k_reduce != "serial" or config.blk_m <= 0 or config.blk_n <= 0:
+        return None
+    m, n = kernel_shape(config, problem)
+    need = -(-m // config.blk_m) * config.blk_m * -(-n // config.blk_n) * config.blk_n * 4
+    if need > SERIAL_WORKSPACE_LIMIT_BYTES:
+        return (
+            f"split_k_reduce=serial keeps an fp32 tile per output tile in a static workspace: {need} B "
+            f"> {SERIAL_WORKSPACE_LIMIT_BYTES} B"
+        )
+    return None
+
+
+@reads("split_k", "blk_k")
+def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
+    """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count)."""
+    if config.split_k <= 1 or config.blk_k <= 0:
+        return None
+    k_tiles = -(-problem.k // config.blk_k)
+    if k_tiles % config.split_k:
+        return (
+            f"K={problem.k} is {k_tiles} k-tiles of {config.blk_k}: they do not split evenly over "
+            f"split_k={config.split_k} CTAs"
+        )
+    return None
+
+
+@reads("cluster", "epilogue")
+def one_row_operand_supported(config: Config, problem: Problem) -> str | None:
+    """M = 1 (or N = 1): TMA cannot describe a box of rows over a one-row tensor (its unit
+    dimension disappears from the tensor map), so the kernel loads such an operand one row per
+    stage. No cluster then (a multicast slice is 8 rows or more), and with M = 1 no TMA store of
+    D (the same one-row tensor map)."""
+    if problem.m != 1 and problem.n != 1:
+        return None
+    if config.cluster > 1:
+        return f"a one-row operand (M={problem.m}, N={problem.n}) is loaded one row a stage: no multicast cluster"
+    if problem.m == 1 and config.epilogue in TMA_EPILOGUES:
+        return "M=1: a TMA store cannot address D's single row (register epilogue only)"
+    return None
+
+
+@reads("blk_n", "consumers", "warp_specialized", "epilogue_warpgroup")
 def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
     """ptxas compiles every instruction within the registers a thread has at launch: setmaxnreg
     moves registers only at run time. One m64 x blk_n wgmma holds blk_n/2 accumulators plus its
@@ -436,18 +599,21 @@ def wgmma_fits_launch_registers(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_n")
 def wgmma_n_supported(config: Config, problem: Problem) -> str | None:
     if config.blk_n % 8 or not 8 <= config.blk_n <= 256:
         return f"blk_n={config.blk_n}: wgmma needs N a multiple of 8 in 8..256"
     return None
 
 
+@reads("blk_k")
 def blk_k_matches_swizzle(config: Config, problem: Problem) -> str | None:
     if config.blk_k % SWIZZLE_ELEMENTS or config.blk_k <= 0:
         return f"blk_k={config.blk_k}: the 128B-swizzled K-major tile needs a multiple of {SWIZZLE_ELEMENTS}"
     return None
 
 
+@reads("stages", "warp_specialized")
 def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
     if not 1 <= config.stages <= 8:
         return f"stages={config.stages}: the barrier ring supports 1..8 stages"
@@ -479,11 +645,27 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     registers_fit,
     epilogue_warpgroup_supported,
     wgmma_fits_launch_registers,
+    # hopper-gemm/5
+    swap_ab_supported,
+    split_k_supported,
+    split_k_divides_k_tiles,
+    split_k_workspace_fits,
+    one_row_operand_supported,
 )
 
+# hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
+# space's own: the knobs /5 added are refused by the space, as knobs it does not have).
+V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values)
+
 # hopper-gemm/3 (its space replays the recorded datasets): the same rules, limited to its values.
-V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v3_values)
+V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*V4_CONFIG_RULES, v3_values)
 
 # hopper-gemm/1 and /2 (their spaces replay recorded data): the same rules (the newer ones pass at
 # the older spaces' defaults), plus: a persistent CTA needed a producer.
-V2_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES[:6], persistent_needs_producer, *CONFIG_RULES[6:], v3_values)
+V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
+    *CONFIG_RULES[:6],
+    persistent_needs_producer,
+    *CONFIG_RULES[6:],
+    v4_values,
+    v3_values,
+)

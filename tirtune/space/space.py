@@ -9,7 +9,7 @@ from typing import Any
 
 from tirtune.core import V2_KNOBS, Config, Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.rules import ConfigRule, ProblemRule, Violation
+from tirtune.space.rules import ConfigRule, ProblemRule, Violation, knobs_read
 
 __all__ = ["SearchSpace"]
 
@@ -97,10 +97,53 @@ class SearchSpace:
             yield Config(**dict(zip(names, values, strict=True)))
 
     def valid_configs(self, problem: Problem) -> list[Config]:
+        """Every valid point of the grid, in `configs()` order."""
         finite = self.finite_configs(problem)
         if finite is not None:
             return finite
         # The grid's points set only this space's knobs: the problem and the rules decide.
+        if self.problem_violations(problem):
+            return []
+        return self._search(problem)
+
+    def _search(self, problem: Problem) -> list[Config]:
+        """Depth-first over the knobs in order, applying each rule as soon as the knobs it reads
+        (`rules.reads`) are chosen: a choice that breaks it cuts every completion at once. The
+        hopper-gemm/5 grid has ~180M points (~0.3% valid at 4096^3): listing them one by one
+        took half an hour. A rule without a declaration is applied to whole configs."""
+        names = list(self.knobs)
+        depth = {name: i for i, name in enumerate(names)}
+        at: list[list[ConfigRule]] = [[] for _ in range(max(len(names), 1))]
+        for rule in self.config_rules:
+            read = knobs_read(rule)
+            known = [depth[k] for k in read if k in depth] if read is not None else [len(names) - 1]
+            at[max(known, default=0)].append(rule)
+        found: list[Config] = []
+        chosen: dict[str, Any] = {}
+
+        def walk(i: int) -> None:
+            if i == len(names):
+                found.append(Config(**chosen))
+                return
+            for value in self.knobs[names[i]]:
+                chosen[names[i]] = value
+                if at[i]:
+                    # Knobs not chosen yet sit at their defaults: the rules here do not read them.
+                    partial = Config(**chosen)
+                    if any(rule(partial, problem) for rule in at[i]):
+                        continue
+                walk(i + 1)
+            del chosen[names[i]]
+
+        if names:
+            walk(0)
+        elif not any(rule(Config(), problem) for rule in self.config_rules):
+            found.append(Config())
+        return found
+
+    def brute_force_valid_configs(self, problem: Problem) -> list[Config]:
+        """`valid_configs` by checking every point of the grid (slow; the reference it is tested
+        against)."""
         if self.problem_violations(problem):
             return []
         rules = self.config_rules

@@ -1,4 +1,4 @@
-"""The Hopper (sm_90a) GEMM template, hopper-gemm/4: D = A @ B.T with TMA, an mbarrier ring, wgmma.
+"""The Hopper (sm_90a) GEMM template, hopper-gemm/5: D = A @ B.T with TMA, an mbarrier ring, wgmma.
 
 A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's dtype; the product
 accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a time:
@@ -60,6 +60,31 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   cluster (remote mbarrier arrives), since every producer writes into it. Barriers are
   initialised before a cluster_sync, and a final cluster_sync keeps every CTA's shared memory
   alive until its peers are done with it. 4-CTA clusters run at most 32 at once (128 CTAs).
+
+* swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T: its A operand is the problem's B, its
+  B the problem's A, so the problem's N runs along wgmma's 64-row M and its M along wgmma's N
+  (8..256 in steps of 8: a decode M of 16 is one m64n16 wgmma instead of a 64-row block three
+  quarters padding). Everything up to the epilogue is the unswapped kernel on (N, M, K); the
+  register epilogue stores the fragment's (row, col) to D[col, row], one 2-byte store each (a
+  warp's store covers 8 consecutive elements of 4 rows of D; D of a small M is a few hundred KB).
+  The plan's m, n, blk_m, blk_n and cluster_dim are the kernel's axes.
+* split_k (hopper-gemm/5): a cluster of split_k consecutive CTAs along x computes one output tile;
+  CTA rank r multiplies k-tiles [r*KT, (r+1)*KT) (KT = k_tiles / split_k) through its own ring,
+  then parks its fp32 fragment in its own shared memory, register-major (Red[register][thread]:
+  a warp's stores and loads are 128 consecutive bytes). A cluster barrier (arrive.release,
+  wait.acquire) publishes the fragments; consumer thread t of rank r then sums register pairs
+  r, r+split_k, ... of thread t's fragment over the cluster's CTAs in rank order 0..split_k-1
+  (mapa.shared::cluster + ld.shared::cluster: the same order on every CTA, so the result is
+  bitwise reproducible) and stores them, converted, to D; a second cluster barrier (arriving
+  relaxed: no fence for the D stores) keeps every CTA's shared memory alive until its peers have
+  read it. Each output element is stored once.
+  split_k_reduce "serial": no cluster; the tile's CTAs take turns on a static global fp32
+  workspace slot in rank order, handing over through a per-tile semaphore (acquire/release);
+  the last rank stores D and resets the semaphore for the next launch.
+* One-row operands (hopper-gemm/5): TMA cannot describe a box of rows over a tensor of one row
+  (its unit dimension leaves the tensor map), so an operand with M = 1 (N = 1) is loaded as one
+  row a stage (a 1-D tensor map; the stage's expected bytes count that row), and its ring is
+  zeroed once before the barriers are published, so the other rows multiply as zeros.
 
 Tails: the loop runs ceil(K/blk_k) tiles; TMA zero-fills the out-of-bounds part of a box (and
 still counts the whole box in its transaction bytes), so partial tiles along M, N and K add
@@ -136,6 +161,54 @@ CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 
 
+# split_k "dsmem": the cluster barrier after the reduction only has to keep each CTA's shared
+# memory alive until its peers' loads of it have returned (their values are stored before the
+# peers arrive), so it arrives relaxed: a releasing arrive waits (MEMBAR.ALL.GPU) for the CTA's
+# own D stores to be performed, ~0.5-1 us at the end of a ~10 us decode GEMM.
+_CLUSTER_SYNC_RELAXED = (
+    "tirtune_cluster_sync_relaxed",
+    "__forceinline__ __device__ void tirtune_cluster_sync_relaxed() {\n"
+    '  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");\n'
+    '  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");\n}\n',
+)
+
+# Serial split-K: the operations of tirtune_splitk_serial (constants, folded after inlining).
+SK_WAIT, SK_SIGNAL, SK_LOAD, SK_STORE, SK_FENCE, SK_BAR = range(6)
+SK_BAR_ID = 5  # a named barrier over the consumer warpgroups (1-4 serve single warpgroups)
+
+
+def _serial_source(workspace: int, tiles: int) -> tuple[str, str]:
+    """Serial split-K's one helper: the workspace (a partial fp32 tile per output tile) and the
+    per-tile semaphores are static device arrays sized at compile time (the problem is), zero at
+    module load; the semaphore of a tile is back at 0 when the kernel ends. `op` selects: wait
+    until sem[index] == value (acquire), sem[index] = value (release), load / store ws[index]
+    at L2 (another SM wrote or reads it), a fence, a named barrier (index) of `value` threads."""
+    name = "tirtune_splitk_serial"
+    source = (
+        f"__forceinline__ __device__ float {name}(int op, int index, int value, float x) {{\n"
+        f"  static float ws[{workspace}];\n"
+        f"  static int sem[{tiles}];\n"
+        "  if (op == 0) {\n"
+        "    int seen;\n"
+        "    do {\n"
+        '      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(&sem[index]) : "memory");\n'
+        "    } while (seen != value);\n"
+        "  } else if (op == 1) {\n"
+        '    asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(&sem[index]), "r"(value) : "memory");\n'
+        "  } else if (op == 2) {\n"
+        "    return __ldcg(&ws[index]);\n"
+        "  } else if (op == 3) {\n"
+        "    __stcg(&ws[index], x);\n"
+        "  } else if (op == 4) {\n"
+        "    __threadfence();\n"
+        "  } else {\n"
+        '    asm volatile("bar.sync %0, %1;" :: "r"(index), "r"(value) : "memory");\n'
+        "  }\n"
+        "  return 0.0f;\n}\n"
+    )
+    return name, source
+
+
 def _pack2_source(dtype: str) -> tuple[str, str]:
     """Epilogue helper for stmatrix: two fp32 accumulators -> one 32-bit word of two 16-bit values."""
     _, convert, pair = HALF2[dtype]
@@ -163,6 +236,20 @@ def _store2_source(dtype: str) -> tuple[str, str]:
 # loader="threads": one 16-byte chunk from global to (swizzled) shared memory, or zeros.
 _COPY16 = copy16_helper("tirtune_copy16", "in")
 
+# split_k (hopper-gemm/5): one fp32 of a peer CTA's shared memory (cluster rank `rank`), at the
+# offset `src` has in this CTA's: mapa turns the CTA-local address into the peer's in the
+# cluster's shared window, ld.shared::cluster reads it.
+_DSMEM_LOAD = (
+    "tirtune_dsmem_ld_f32",
+    "__forceinline__ __device__ float tirtune_dsmem_ld_f32(const void* src, int rank) {\n"
+    "  unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(src));\n"
+    "  unsigned int remote;\n"
+    "  float v;\n"
+    '  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));\n'
+    '  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");\n'
+    "  return v;\n}\n",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class KernelPlan(GemmPlan):
@@ -175,6 +262,46 @@ class KernelPlan(GemmPlan):
     cluster: int = 1
     cluster_dim: str = "m"
     epilogue_warpgroup: bool = False
+    # hopper-gemm/5. With swap_ab the plan's m and n (and every tile quantity) are the kernel's:
+    # m is the problem's N and n its M; `problem_shape` gives the problem's (M, N) back.
+    swap_ab: bool = False
+    split_k: int = 1
+    split_k_reduce: str = "dsmem"
+
+    @property
+    def serial_split(self) -> bool:
+        """Split-K reduced in turn through a global workspace (not a cluster through DSMEM)."""
+        return self.split_k > 1 and self.split_k_reduce == "serial"
+
+    @property
+    def problem_shape(self) -> tuple[int, int]:
+        """The problem's (M, N): D's shape."""
+        return (self.n, self.m) if self.swap_ab else (self.m, self.n)
+
+    @property
+    def cta_k_tiles(self) -> int:
+        """k-tiles each CTA of a split-K cluster multiplies (all of them without a split)."""
+        return self.k_tiles // self.split_k
+
+    @property
+    def one_row_a(self) -> bool:
+        """The kernel's A operand has a single row (M = 1): TMA loads that one row per stage."""
+        return self.m == 1
+
+    @property
+    def one_row_b(self) -> bool:
+        """The kernel's B operand has a single row (N = 1)."""
+        return self.n == 1
+
+    @property
+    def reduce_regs(self) -> int:
+        """fp32 accumulators a consumer thread parks for the split-K reduction."""
+        return self.m_blocks * self.acc_regs
+
+    @property
+    def ctas(self) -> int:
+        """CTAs launched: every tile's split_k CTAs count."""
+        return self.tile_schedule.ctas * self.split_k
 
     @property
     def warpgroups(self) -> int:
@@ -273,8 +400,11 @@ class KernelPlan(GemmPlan):
 
     @property
     def stage_bytes(self) -> int:
-        """Bytes TMA delivers per stage: whole boxes, out-of-bounds zeros included."""
-        return (self.blk_m + self.blk_n) * self.blk_k * 2
+        """Bytes TMA delivers per stage: whole boxes, out-of-bounds zeros included (a one-row
+        operand's box is that one row)."""
+        rows_a = 1 if self.one_row_a else self.blk_m
+        rows_b = 1 if self.one_row_b else self.blk_n
+        return (rows_a + rows_b) * self.blk_k * 2
 
     @property
     def wgmma_name(self) -> str:
@@ -286,14 +416,20 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
     """Check (config, problem) against the space's rules and derive the kernel constants."""
     refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)
     consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
+    fields = plan_fields(config, problem)
+    if config.swap_ab:  # the kernel computes D^T = B A^T: its M is the problem's N
+        fields["m"], fields["n"] = problem.n, problem.m
     return KernelPlan(
-        **plan_fields(config, problem),
+        **fields,
         schedule=config.schedule,
         consumer_regs=consumer_regs,
         producer_regs=producer_regs,
         cluster=config.cluster,
         cluster_dim=config.cluster_dim,
         epilogue_warpgroup=config.epilogue_warpgroup,
+        swap_ab=config.swap_ab,
+        split_k=config.split_k,
+        split_k_reduce=config.split_k_reduce,
     )
 
 
@@ -314,9 +450,12 @@ def _trace(p: KernelPlan) -> Any:
     from tvm.script import tirx as T
     from tvm.script.tirx import tile as Tx
 
+    # M and N are the kernel's (with swap_ab: the problem's N and M); PM x PN is D's shape.
     M, N, K, DT = p.m, p.n, p.k, p.dtype
+    PM, PN = p.problem_shape
     BM, BN, BK, S = p.blk_m, p.blk_n, p.blk_k, p.stages
-    C, MB, KT, ROW_BASE = p.consumers, p.m_blocks, p.k_tiles, p.row_base
+    # KT: the k-tiles one CTA multiplies (1/split_k of them in a split-K cluster).
+    C, MB, KT, ROW_BASE = p.consumers, p.m_blocks, p.cta_k_tiles, p.row_base
     WS, NWG, NACC, REBALANCE = p.warp_specialized, p.warpgroups, p.acc_regs, p.rebalances_registers
     GM, GN = p.grid
     TX_BYTES = p.stage_bytes
@@ -337,6 +476,16 @@ def _trace(p: KernelPlan) -> Any:
     # to warp c of the epilogue warpgroup through staged/drained barriers.
     EWG, CHUNKS = p.epilogue_warpgroup, p.store_chunks
     NBUF = 2 if CHUNKED else 1
+    # hopper-gemm/5: swap_ab (the kernel's A is the problem's B: the fragment is stored
+    # transposed), split-K over SPLIT CTAs a tile, reduced through a cluster's distributed shared
+    # memory (each parks its NREG accumulators a consumer thread in RED, [register][thread]) or
+    # SERIALly through a global workspace, and one-row operands (M or N = 1), loaded as one row
+    # into stages whose other rows stay zero.
+    SWAP, SPLIT, NREG, SERIAL = p.swap_ab, p.split_k, p.reduce_regs, p.serial_split
+    ONE_A, ONE_B = p.one_row_a, p.one_row_b
+    RED = (NREG, C * WARPGROUP) if SPLIT > 1 and not SERIAL else None
+    dsmem_name, dsmem_source = _DSMEM_LOAD
+    serial_name, serial_source = _serial_source(p.tiles * NREG * C * WARPGROUP, p.tiles)
     sk = Skeleton.trace(T, p)
     ring = sk.ring
     # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
@@ -368,6 +517,20 @@ def _trace(p: KernelPlan) -> Any:
         # nt-th tile (each of the buffer's barriers completes once per use).
         return nt * ((CHUNKS + NBUF - 1 - i % NBUF) // NBUF) + i // NBUF
 
+    def serial_op(op: int, index: Any, value: Any, x: Any = 0.0) -> Any:
+        # The serial split-K helper (see _serial_source); its float result is the workspace load.
+        return T.cuda.func_call(serial_name, op, index, value, T.float32(x) if isinstance(x, float) else x,
+                                source_code=serial_source, return_type="float32")
+
+    def cluster_sum(ptr: Any) -> Any:
+        # Split-K: the fp32 at this shared-memory offset summed over the cluster's CTAs, in rank
+        # order (the same order on every CTA: the result is bitwise reproducible).
+        total = None
+        for r in range(SPLIT):
+            v = T.cuda.func_call(dsmem_name, ptr, r, source_code=dsmem_source, return_type="float32")
+            total = v if total is None else total + v
+        return total
+
     def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
         # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
         # consumers, which walk every other tile; the other loops are the skeleton's).
@@ -376,9 +539,24 @@ def _trace(p: KernelPlan) -> Any:
 
     # fmt: off
     @T.prim_func  # type: ignore[untyped-decorator]
-    def main(A: T.Buffer((M, K), DT), B: T.Buffer((N, K), DT), D: T.Buffer((M, N), DT)):  # type: ignore[valid-type]
+    def main(A: T.Buffer((PM, K), DT), B: T.Buffer((PN, K), DT), D: T.Buffer((PM, PN), DT)):  # type: ignore[valid-type]
         T.device_entry()
-        if PERSIST:
+        # The kernel's operands: with swap_ab it multiplies B by A (D^T = B A^T).
+        if SWAP:
+            XA = T.meta_var(B)
+            XB = T.meta_var(A)
+        else:
+            XA = T.meta_var(A)
+            XB = T.meta_var(B)
+        if SPLIT > 1:
+            # SPLIT consecutive CTAs along x (a cluster, unless serial) compute one tile; rank r
+            # multiplies k-tiles [r*KT, (r+1)*KT).
+            bx, by = T.cta_id([GM * SPLIT, GN])
+            if SERIAL:
+                rank = T.meta_var(bx % SPLIT)
+            else:
+                rank, _rank_y = T.cta_id_in_cluster([SPLIT, 1])
+        elif PERSIST:
             bx = T.cta_id([GRID])
             if CL > 1:
                 rank, _rank_y = T.cta_id_in_cluster([CL, 1])
@@ -392,6 +570,17 @@ def _trace(p: KernelPlan) -> Any:
         warp = T.warp_id_in_wg([4])
         lane = T.lane_id([32])
 
+        @T.inline
+        def zero_ring(X, rows):
+            # A one-row operand's ring starts all zeros (TMA rewrites only row 0 of a stage), so
+            # the rows past M (N) multiply as zeros; fenced to the async proxy that TMA and wgmma
+            # use, before publish_barriers syncs the CTA.
+            for i in range(-(-S * rows * BK // NTHREADS)):
+                e = T.meta_var(i * NTHREADS + wg * WARPGROUP + warp * 32 + lane)
+                if e < S * rows * BK:
+                    X[e // (rows * BK), e // BK % rows, e % BK] = T.cast(0, DT)
+            T.ptx.fence.proxy.async_.shared__cta()
+
         pool = T.SMEMPool()
         full = TMABar(pool, S)
         empty = MBarrier(pool, S)
@@ -403,7 +592,10 @@ def _trace(p: KernelPlan) -> Any:
             # warpgroup's store has read it. Each completes once per use of the buffer.
             staged = MBarrier(pool, C * NBUF)
             drained = MBarrier(pool, C * NBUF)
-        As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
+        if RED is not None:
+            As, Bs, Ds, Red = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING, RED))
+        else:
+            As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
         full.init(1)
         empty.init(p.releasers)
         if PINGPONG:
@@ -411,18 +603,35 @@ def _trace(p: KernelPlan) -> Any:
         if EWG:
             staged.init(1)
             drained.init(1)
+        if ONE_A:
+            zero_ring(As, BM)
+        if ONE_B:
+            zero_ring(Bs, BN)
         sk.publish_barriers()
 
-        if not PERSIST:
+        if SPLIT > 1:
+            m0 = T.meta_var(bx // SPLIT * BM)
+            n0 = T.meta_var(by * BN)
+        elif not PERSIST:
             m0 = T.meta_var(bx * BM)
             n0 = T.meta_var(by * BN)
 
         @T.inline
         def load_own(s, kt, kk, m0, n0):
-            Tx.copy_async(As[s, :, kk:kk + ATOM_K], A[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
-                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
-            Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], B[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
-                          dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+            if ONE_A:
+                # A single row (M = 1): a larger box would ask TMA for a unit dimension it
+                # cannot describe; the stage's other rows stay zero (zero_ring).
+                Tx.copy_async(As[s, 0:1, kk:kk + ATOM_K], XA[0:1, kt * BK + kk:kt * BK + kk + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+            else:
+                Tx.copy_async(As[s, :, kk:kk + ATOM_K], XA[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+            if ONE_B:
+                Tx.copy_async(Bs[s, 0:1, kk:kk + ATOM_K], XB[0:1, kt * BK + kk:kt * BK + kk + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+            else:
+                Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], XB[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
 
         @T.inline
         def load_shared_slice(s, kt, kk, m0, n0, r):
@@ -430,16 +639,16 @@ def _trace(p: KernelPlan) -> Any:
             # cluster (same shared-memory offset and barrier in each); its own operand, locally.
             k0 = T.meta_var(kt * BK + kk)
             if ALONG_M:
-                Tx.copy_async(As[s, :, kk:kk + ATOM_K], A[m0:m0 + BM, k0:k0 + ATOM_K],
+                Tx.copy_async(As[s, :, kk:kk + ATOM_K], XA[m0:m0 + BM, k0:k0 + ATOM_K],
                               dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
                 Tx.copy_async(Bs[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
-                              B[n0 + r * MC_ROWS:n0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
+                              XB[n0 + r * MC_ROWS:n0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
                               dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
             else:
                 Tx.copy_async(As[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
-                              A[m0 + r * MC_ROWS:m0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
+                              XA[m0 + r * MC_ROWS:m0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
                               dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
-                Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], B[n0:n0 + BN, k0:k0 + ATOM_K],
+                Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], XB[n0:n0 + BN, k0:k0 + ATOM_K],
                               dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
 
         @T.inline
@@ -462,9 +671,15 @@ def _trace(p: KernelPlan) -> Any:
             full.arrive(ring.slot(j), TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            load_atom(ring.slot(j), kt, 0, m0, n0)
-            if BK == 2 * ATOM_K:
-                load_atom(ring.slot(j), kt, ATOM_K, m0, n0)
+            if SPLIT > 1:
+                # This CTA's k-tiles of the split: rank*KT + kt.
+                load_atom(ring.slot(j), rank * KT + kt, 0, m0, n0)
+                if BK == 2 * ATOM_K:
+                    load_atom(ring.slot(j), rank * KT + kt, ATOM_K, m0, n0)
+            else:
+                load_atom(ring.slot(j), kt, 0, m0, n0)
+                if BK == 2 * ATOM_K:
+                    load_atom(ring.slot(j), kt, ATOM_K, m0, n0)
 
         @T.inline
         def load_tile_at(j, kt, tm, tn):
@@ -487,8 +702,8 @@ def _trace(p: KernelPlan) -> Any:
             # t, t+C*128, ... of 8 elements (16 B) of the A and B tiles; a chunk past M, N or K
             # is zero-filled (K is a multiple of 8, so a chunk is wholly in or out).
             tid = T.meta_var(c * WARPGROUP + warp * 32 + lane)
-            copy_rows(As, A, BM, m0, M, kt, tid)
-            copy_rows(Bs, B, BN, n0, N, kt, tid)
+            copy_rows(As, XA, BM, m0, M, kt, tid)
+            copy_rows(Bs, XB, BN, n0, N, kt, tid)
 
         @T.inline
         def copy_rows(S_, G_, rows, r0, limit, kt, tid):
@@ -533,7 +748,16 @@ def _trace(p: KernelPlan) -> Any:
         def store_block(acc, row0, n0):
             # wgmma m64nN f32 fragment: register r of a thread holds row
             # 16*warp + lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1).
-            if PAIRED:
+            if SWAP:
+                # The kernel's (row, col) is the problem's (n, m): D[col, row], one 2-byte store
+                # each (a warp's store covers 8 consecutive n of 4 rows of D).
+                for r in T.unroll(NACC):
+                    row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * ((r >> 1) & 1))
+                    col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
+                    if row < M:
+                        if col < N:
+                            D[col, row] = T.cast(acc[r], DT)
+            elif PAIRED:
                 for q in T.unroll(NACC // 2):
                     row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * (q & 1))
                     col = T.meta_var(n0 + 8 * (q >> 1) + 2 * (lane % 4))
@@ -722,9 +946,105 @@ def _trace(p: KernelPlan) -> Any:
                     release(ring.slot(j0 + KT - 1))
 
         @T.inline
+        def park_block(acc, c, mb):
+            # Split-K: park the fragment in this CTA's shared memory, register-major
+            # (Red[mb*NACC + r, thread]: a warp's 32 stores fill 128 consecutive bytes).
+            for r in T.unroll(NACC):
+                Red[mb * NACC + r, c * WARPGROUP + warp * 32 + lane] = acc[r]
+
+        @T.inline
+        def reduce_tile(c, m0, n0):
+            # Split-K, after the cluster barrier: this CTA (rank) sums register pairs rank,
+            # rank+SPLIT, ... of every consumer thread's fragment over the SPLIT CTAs of the
+            # cluster, in rank order, and stores them: each output element once, by one CTA.
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            for i in T.unroll(-(-NREG // 2 // SPLIT)):
+                q = T.meta_var(2 * (i * SPLIT + rank))  # the pair's first register
+                if NREG // 2 % SPLIT == 0 or i * SPLIT + rank < NREG // 2:
+                    reduce_pair(c, t, q, m0, n0)
+
+        @T.inline
+        def reduce_pair(c, t, q, m0, n0):
+            # Registers q, q+1 (q even) of fragment block q // NACC: one row, two adjacent columns.
+            grow = T.meta_var(m0 + c * ROW_BASE + q // NACC * WGMMA_M + 16 * warp + lane // 4
+                              + 8 * ((q % NACC >> 1) & 1))
+            gcol = T.meta_var(n0 + 8 * (q % NACC >> 2) + 2 * (lane % 4))
+            lo = T.meta_var(cluster_sum(Red.ptr_to([q, t])))
+            hi = T.meta_var(cluster_sum(Red.ptr_to([q + 1, t])))
+            if grow < M:
+                if SWAP:
+                    if gcol < N:
+                        D[gcol, grow] = T.cast(lo, DT)
+                    if gcol + 1 < N:
+                        D[gcol + 1, grow] = T.cast(hi, DT)
+                elif PAIRED:
+                    if gcol < N:
+                        T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([grow, gcol]), lo, hi,
+                                                    source_code=store2_source))
+                else:
+                    if gcol < N:
+                        D[grow, gcol] = T.cast(lo, DT)
+                    if gcol + 1 < N:
+                        D[grow, gcol + 1] = T.cast(hi, DT)
+
+        @T.inline
+        def serial_epilogue(c, acc0, acc1, m0, n0):
+            # Serial split-K: the tile's CTAs take turns (rank order) on a global fp32 workspace
+            # slot, handing over through the tile's semaphore: rank r waits for turn r, adds the
+            # slot (ranks 0..r-1's sum) to its fragment, and either writes the sum back and
+            # passes the turn on, or (the last rank) stores D and resets the semaphore to 0 for
+            # the next launch. One thread waits and signals; the consumers sync around it.
+            tile = T.meta_var(bx // SPLIT * GN + by)
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            if rank > 0:
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_WAIT, tile, rank))
+                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+                take_partial(acc0, tile, t, 0)
+                if MB == 2:
+                    take_partial(acc1, tile, t, 1)
+            if rank < SPLIT - 1:
+                hand_partial(acc0, tile, t, 0)
+                if MB == 2:
+                    hand_partial(acc1, tile, t, 1)
+                T.evaluate(serial_op(SK_FENCE, 0, 0))
+                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_SIGNAL, tile, rank + 1))
+            else:
+                store_block(acc0, m0 + c * ROW_BASE, n0)
+                if MB == 2:
+                    store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+                if c == 0:
+                    if warp == 0:
+                        if lane == 0:
+                            T.evaluate(serial_op(SK_SIGNAL, tile, 0))
+
+        @T.inline
+        def take_partial(acc, tile, t, mb):
+            # acc += the workspace slot (register-major per tile, as the DSMEM reduction parks it).
+            for r in T.unroll(NACC):
+                acc[r] = acc[r] + serial_op(SK_LOAD, ((tile * NREG + mb * NACC + r) * C * WARPGROUP) + t, 0)
+
+        @T.inline
+        def hand_partial(acc, tile, t, mb):
+            for r in T.unroll(NACC):
+                T.evaluate(serial_op(SK_STORE, ((tile * NREG + mb * NACC + r) * C * WARPGROUP) + t, 0, acc[r]))
+
+        @T.inline
         def epilogue(c, acc0, acc1, m0, n0, nt):
             # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
-            if TMA_EPI:
+            if SERIAL:
+                serial_epilogue(c, acc0, acc1, m0, n0)
+            elif SPLIT > 1:
+                park_block(acc0, c, 0)
+                if MB == 2:
+                    park_block(acc1, c, 1)
+            elif TMA_EPI:
                 tma_epilogue(c, acc0, acc1, m0, n0, nt)
             elif CHUNKED:
                 chunked_epilogue(c, acc0, acc1, m0, n0, nt)
@@ -847,6 +1167,14 @@ def _trace(p: KernelPlan) -> Any:
             if not PERSIST:
                 prologue(wg, 0, m0, n0)
             consume(wg)
+        if RED is not None:
+            # Every CTA of the cluster has parked its fragment (barrier.cluster.arrive releases,
+            # .wait acquires): the consumer threads reduce their share; the second barrier keeps
+            # each CTA's shared memory alive until its peers have read it.
+            T.cuda.cluster_sync()
+            if wg < C:
+                reduce_tile(wg, m0, n0)
+            T.evaluate(T.cuda.func_call(_CLUSTER_SYNC_RELAXED[0], source_code=_CLUSTER_SYNC_RELAXED[1]))
         if CL > 1:
             # No CTA leaves while a peer may still multicast into it or arrive on its barriers.
             T.cuda.cluster_sync()

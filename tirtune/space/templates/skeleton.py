@@ -239,8 +239,9 @@ def copy16_helper(name: str, flag: str) -> tuple[str, str]:
 class Skeleton:
     """The shared pieces of one kernel, built by `Skeleton.trace` inside a branch's trace.
 
-    ring_tiles(pool, a_shape, b_shape, d_shape) -> (As, Bs, Ds): call as
-        `As, Bs, Ds = T.meta_var(sk.ring_tiles(...))`; Ds is None when d_shape is.
+    ring_tiles(pool, a_shape, b_shape, d_shape[, scratch_shape]) -> (As, Bs, Ds[, scratch]): call as
+        `As, Bs, Ds = T.meta_var(sk.ring_tiles(...))`; Ds is None when d_shape is; with a
+        scratch_shape an fp32 buffer of that shape follows the tiles and is returned fourth.
     The macros (TVMScript, called from the kernel body):
         publish_barriers(): the barriers' init fence, then a cluster barrier (a CTA barrier
             without a cluster): no CTA uses a barrier, its own or a peer's, before it is set up.
@@ -269,13 +270,18 @@ class Skeleton:
         GM, GN, G = schedule.grid_m, schedule.grid_n, schedule.raster_group
         CL = schedule.cluster
 
-        def ring_tiles(pool, a_shape, b_shape, d_shape):
+        def ring_tiles(pool, a_shape, b_shape, d_shape, scratch_shape=None):
             # After the barriers (8-byte aligned) the tiles start at 1024 B; every tile size is a
-            # multiple of 1024 B, so each stays aligned for the swizzle.
+            # multiple of 1024 B, so each stays aligned for the swizzle. An fp32 scratch buffer
+            # (plain layout) may follow them: then a fourth value is returned.
             pool.move_base_to(TILE_ALIGN)
             As = pool.alloc(a_shape, DT, layout=swizzled_layout(DT, a_shape))
             Bs = pool.alloc(b_shape, DT, layout=swizzled_layout(DT, b_shape))
             Ds = None if d_shape is None else pool.alloc(d_shape, DT, layout=swizzled_layout(DT, d_shape))
+            if scratch_shape is not None:
+                scratch = pool.alloc(scratch_shape, "float32")
+                pool.commit()
+                return As, Bs, Ds, scratch
             pool.commit()
             return As, Bs, Ds
 
