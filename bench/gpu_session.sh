@@ -9,6 +9,7 @@
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
+#   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
 #   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
 #   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
 #                                               # it found correct (whose names hold ONLY, default 4096x4096x4096)
@@ -92,6 +93,26 @@ case "$1" in
     timeout 150 python3 -m bench.energy "$SET" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --seconds 1 --rounds 3 \
       --out "$OUT" > "$OUT/energy.log" 2>&1
     grep -E "^\|" "$OUT/energy.log" | cut -c1-200 ;;
+  kit)
+    # A prebuilt kit (bench/prebuild.py set, or SET.tgz beside where SET is expected), tvm-ffi from
+    # .whl/: every kernel once under a watchdog (a fresh process after a hang), then, unless MODE is
+    # smoke, the correct ones timed against same-run cuBLAS (ONLY: problems to time, comma-separated
+    # name fragments; default all). Was bench/v5_device.sh, the hopper-gemm/5 session.
+    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
+      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    SET=$2; MODE=${3:-all}; ONLY=${4:-}; NAME=$(basename "$SET")
+    [ -d "$SET" ] || tar -xzf "$SET.tgz" -C "$(dirname "$SET")"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    timeout "${SMOKE_TIMEOUT_S:-240}" bash -c "for _ in \$(seq 1 25); do timeout 150 python3 -m bench.smoke '$SET' \
+      --out '$OUT/smoke-$NAME.jsonl' --watchdog-s 8 && break; done"
+    python3 -m bench.smoke --summarize "$OUT/smoke-$NAME.jsonl" --summary "$OUT/smoke-$NAME.md" \
+      --title "Smoke run of $SET" | head -12
+    [ "$MODE" = smoke ] && exit 0
+    EXCL=$(python3 -m bench.smoke --failed "$OUT/smoke-$NAME.jsonl")
+    timeout "${TIME_TIMEOUT_S:-300}" python3 -m bench.best_vs_cublas "$SET" ${ONLY:+--only "$ONLY"} \
+      ${EXCL:+--exclude "$EXCL"} --processes "${PROCESSES:-2}" --rounds 5 --timeout 15 --out "$OUT/perf" \
+      > "$OUT/perf.log" 2>&1
+    grep -E "^\|" "$OUT/perf.log" | cut -c1-220 ;;
   *)
     echo "unknown step $1" >&2; exit 2 ;;
 esac
