@@ -427,6 +427,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-perf": lambda: SET_V5_PERF,
     "v5-ragged": lambda: SET_V5_RAGGED,
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
+    # The correctness sweep: 300 points (the first 120 are v5-fuzz's, the same draws).
+    "v5-sweep": lambda: _fuzz_v5(300, seed=6),
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
