@@ -49,3 +49,18 @@ def test_another_dtype_is_left_out_unless_given_a_distance() -> None:
     tuned = [Problem(16, 4096, 4096, "float16"), Problem(8, 4096, 4096, "bfloat16")]
     assert nearest_problems(problem, tuned, 2) == [Problem(8, 4096, 4096, "bfloat16")]
     assert nearest_problems(problem, tuned, 2, other_dtype=0.1) == tuned
+
+
+def test_a_swapped_tile_is_fitted_to_m_and_a_wide_tile_to_n() -> None:
+    from tirtune.core import Config
+    from tirtune.space.shapes import fitted
+
+    widths = (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256)
+    swapped = Config(blk_m=64, blk_n=16, swap_ab=True)
+    assert fitted(swapped, Problem(1, 4096, 4096), widths).blk_n == 8
+    assert fitted(swapped, Problem(33, 4096, 4096), widths).blk_n == 40
+    assert fitted(swapped, Problem(100, 4096, 4096), widths).blk_n == 128
+    assert fitted(swapped, Problem(1000, 4096, 4096), widths).blk_n == 256  # wider than any: the widest
+    wide = Config(blk_m=128, blk_n=128)
+    assert fitted(wide, Problem(4096, 24, 4096), widths).blk_n == 24
+    assert fitted(wide, Problem(4096, 4096, 4096), widths) is wide

@@ -25,7 +25,8 @@ from tirtune.core import Config, Problem, SpaceError
 from tirtune.space import blackwell
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.hopper import HOPPER
-from tirtune.space.shapes import ShapeClass, shape_class
+from tirtune.space.hopper_starts import HOPPER_START, HOPPER_STARTS
+from tirtune.space.shapes import ShapeClass, fitted, shape_class
 from tirtune.space.space import SearchSpace
 
 __all__ = [
@@ -77,8 +78,11 @@ class Branch:
         return any(_cc_matches(cc, major, minor) for cc in self.compute_capabilities)
 
     def start_configs(self, problem: Problem) -> tuple[Config, ...]:
-        """Where a job on `problem` starts: the configs of its shape class."""
-        return self.start_with[shape_class(problem)]
+        """Where a job on `problem` starts: the configs of its shape class, their tiles fitted to
+        the problem (`shapes.fitted`: swap-AB's wgmma N to a small M, a tile wider than N), each once."""
+        widths = tuple(self.space.knobs.get("blk_n", ()))
+        configs = self.start_with[shape_class(problem)]
+        return tuple(dict.fromkeys(fitted(c, problem, widths) if widths else c for c in configs))
 
     def peak_tflops(self, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
         """The MMA ceiling of a GPU of `sm_count` SMs at `sm_clock_mhz` (None if either is unknown)."""
@@ -99,52 +103,6 @@ def _every_class(configs: tuple[Config, ...]) -> Mapping[ShapeClass, tuple[Confi
     return MappingProxyType({c: configs for c in ShapeClass})
 
 
-# Where Hopper's search starts, for every shape class for now: the hand-tuned shape of
-# TIRX_HOPPER.md and the seed's V7 analogue.
-HOPPER_START: tuple[Config, ...] = (
-    # The best hopper-gemm/3 points measured by hand (bench/results/best-vs-cublas.md, L2 flushed,
-    # median of 3 processes): ping-pong consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3
-    # fp16 (1.046x at 8192^3, 1.022x bf16), and the cooperative 128x256 with chunked stores
-    # (1.026x fp16, 1.020x bf16).
-    Config(
-        blk_m=128,
-        blk_n=128,
-        blk_k=64,
-        stages=6,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=16,
-        epilogue="tma_chunked",
-        schedule="pingpong",
-    ),
-    Config(
-        blk_m=128,
-        blk_n=256,
-        blk_k=64,
-        stages=4,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=8,
-        epilogue="tma_chunked",
-    ),
-    # The best hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes of TIRX_HOPPER.md.
-    Config(
-        blk_m=128,
-        blk_n=256,
-        blk_k=64,
-        stages=3,
-        consumers=2,
-        warp_specialized=True,
-        persistent=True,
-        raster_group=8,
-        epilogue="tma",
-    ),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-)
-
 # Blackwell has no starting points of its own (nothing has run on a B200): a job starts from the
 # Hopper points its knobs can express (the last three), as it did when it was handed Hopper's list.
 _BLACKWELL_START: tuple[Config, ...] = HOPPER_START[2:]
@@ -162,7 +120,7 @@ _ENTRIES = (
         version_prefix="hopper-",
         status="run",
         status_text="run on an H200: every trial verified, then timed",
-        start_with=_every_class(HOPPER_START),
+        start_with=HOPPER_STARTS,
         mma_flops_per_sm_clock=4096,
     ),
     Branch(

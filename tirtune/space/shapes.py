@@ -17,12 +17,13 @@ does not start from the tiles of a 4096^3 square. The classes, in the order they
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from enum import Enum
 
-from tirtune.space.problem import Problem
+from tirtune.core import Config, Problem
 
-__all__ = ["SMS", "ShapeClass", "log_distance", "nearest_problems", "shape_class"]
+__all__ = ["SMS", "ShapeClass", "fitted", "log_distance", "nearest_problems", "shape_class"]
 
 SMS = 132  # the H100/H200 SXM's streaming multiprocessors
 
@@ -74,3 +75,14 @@ def nearest_problems(
     others = (c for c in candidates if c != problem and math.isfinite(distance(c)))
     ranked = sorted(others, key=lambda c: (distance(c), c.m * c.n * c.k, c.m, c.n, c.k, c.dtype))
     return ranked[:limit]
+
+
+def fitted(config: Config, problem: Problem, widths: Sequence[int]) -> Config:
+    """`config` with a tile fitted to a small problem: with swap_ab, wgmma's N (blk_n) is the
+    problem's M, so it becomes the narrowest of `widths` that holds M; without, a blk_n wider
+    than the problem's N shrinks to the narrowest width that holds N. Other configs unchanged."""
+    extent = problem.m if config.swap_ab else problem.n
+    if not config.swap_ab and config.blk_n <= extent:
+        return config
+    fits = sorted(w for w in widths if w >= extent)
+    return replace(config, blk_n=fits[0] if fits else max(widths))

@@ -1,0 +1,107 @@
+"""Where a Hopper job starts, per shape class (space/shapes.py): the configs measured best there.
+
+The branch registry (space/branches.py) hands a job its class's list (after the configs the
+tuner transfers from the nearest tuned problems, tuner/start.py). Each list holds the best
+configs measured on the H200 for the class's problems, most likely first; every figure cited is
+in the results file named beside it. A tile that must fit the problem (swap-AB's small M on
+wgmma's N, a narrow N) is fitted by `shapes.fitted`, so one list serves M = 1 and M = 16 alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from tirtune.core import Config
+from tirtune.space.shapes import ShapeClass
+
+__all__ = ["HOPPER_START", "HOPPER_STARTS"]
+
+# The 4096^3 points (bench/results/best-vs-cublas.md, L2 flushed, median of 3 processes): ping-pong
+# consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
+# and the cooperative 128x256 with chunked stores (1.026x fp16, 1.020x bf16); then the best
+# hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes of TIRX_HOPPER.md.
+HOPPER_START: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=6, consumers=2, warp_specialized=True, persistent=True,
+           raster_group=16, epilogue="tma_chunked", schedule="pingpong"),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True, persistent=True,
+           raster_group=8, epilogue="tma_chunked"),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=3, consumers=2, warp_specialized=True, persistent=True,
+           raster_group=8, epilogue="tma"),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+)
+
+# Config's default is warp_specialized=True (a producer warpgroup), which every list below uses.
+# Decode (M <= 16): swap-AB puts the small M on wgmma's N (fitted to M), 64 rows of N per CTA,
+# deep rings of 128-wide k-tiles, K split over a 2-CTA cluster (bench/results/best-vs-cublas-v5.md:
+# 1.118x at 16x4096x4096, 1.156x at 8x4096x4096, 1.05x at 1x4096x4096; without the split 1.108x).
+DECODE: tuple[Config, ...] = (
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True),
+    Config(blk_m=64, blk_n=16, blk_k=64, stages=8, consumers=1, swap_ab=True, split_k=2),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4),
+    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2),
+)
+
+# Small batch (M <= 512): 128x4096x4096's best was 128x64 tiles with K split in two (0.969x);
+# swapped 64x128 tiles 0.864x (6 stages there; 4 here, so a swapped M of 256 fits); the 4096^3 shapes 0.68-0.74x
+SMALL_BATCH: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2),
+    Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=1, swap_ab=True, split_k=2),
+    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, split_k=2),
+    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2),
+)
+
+# Fewer 128x128 tiles than SMs (1024^3): 128x64 tiles give 128 CTAs; persistent with chunked TMA
+# stores 0.922x, one tile per CTA 0.877x; 128x128 split-K 0.76x, ping-pong 0.82x (v5 results).
+FEW_TILES: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2),
+    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2),
+    Config(blk_m=64, blk_n=128, blk_k=64, stages=6, consumers=1, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    HOPPER_START[0],
+)
+
+# Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x), 192x128 with
+# three consumers 0.951x; 4000^3's 128x256 (0.958x), ping-pong 128x128 0.92x (v5 results).
+RAGGED: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    HOPPER_START[0],
+    Config(blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+)
+
+# Narrow output (N <= 64): narrow tiles, K split so the few tiles fill the SMs.
+TALL_SKINNY: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
+    Config(blk_m=128, blk_n=32, blk_k=128, stages=4, consumers=2, split_k=2),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8),
+    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=4),
+)
+
+# K-heavy: the squares' points, then K split over a cluster.
+K_HEAVY: tuple[Config, ...] = (
+    *HOPPER_START[:2],
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, split_k=2),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
+    *HOPPER_START[2:],
+)
+
+HOPPER_STARTS: Mapping[ShapeClass, tuple[Config, ...]] = MappingProxyType({
+    ShapeClass.DECODE: DECODE,
+    ShapeClass.SMALL_BATCH: SMALL_BATCH,
+    ShapeClass.TALL_SKINNY: TALL_SKINNY,
+    ShapeClass.FEW_TILES: FEW_TILES,
+    ShapeClass.K_HEAVY: K_HEAVY,
+    ShapeClass.RAGGED: RAGGED,
+    ShapeClass.SQUARE: HOPPER_START,
+})
