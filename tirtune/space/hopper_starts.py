@@ -45,7 +45,8 @@ DECODE: tuple[Config, ...] = (
 )
 
 # Small batch (M <= 512): 128x4096x4096's best was 128x64 tiles with K split in two (0.969x);
-# swapped 64x128 tiles 0.864x (6 stages there; 4 here, so a swapped M of 256 fits); the 4096^3 shapes 0.68-0.74x
+# swapped 64x128 tiles 0.864x (6 stages there; 4 here, so a swapped M of 256 fits); the 4096^3
+# shapes 0.68-0.74x
 SMALL_BATCH: tuple[Config, ...] = (
     Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
     Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2),
