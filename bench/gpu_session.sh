@@ -10,6 +10,9 @@
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 #   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
+#   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
+#   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
+#   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
 #   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
 #   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
 #                                               # it found correct (whose names hold ONLY, default 4096x4096x4096)
@@ -113,6 +116,29 @@ case "$1" in
       ${EXCL:+--exclude "$EXCL"} --processes "${PROCESSES:-2}" --rounds 5 --timeout 15 --out "$OUT/perf" \
       > "$OUT/perf.log" 2>&1
     grep -E "^\|" "$OUT/perf.log" | cut -c1-220 ;;
+  suite)
+    # The 20-problem suite through the service (bench/suite.py, its own `tirtune serve`), started in
+    # a process session of its own so it outlives this call: suite-wait collects it in the next one.
+    # The database and logs stay under /root/tirtune while the machine is held.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    rm -f /root/tirtune/suite.done
+    setsid nohup bash -c "python3 -m bench.suite --trials '$2' --out /root/tirtune/suite \
+      --database sqlite:////root/tirtune/suite.sqlite ${3:+--only ${*:3}} > /root/tirtune/suite.out 2>&1; \
+      touch /root/tirtune/suite.done" > /dev/null 2>&1 &
+    sleep "${SUITE_WAIT_S:-540}"
+    tail -n 25 /root/tirtune/suite.out ;;
+  suite-wait)
+    # Wait (at most SUITE_WAIT_S) for the suite started by the step above, then bring back its files.
+    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do [ -e /root/tirtune/suite.done ] && break; sleep 1; done
+    cp /root/tirtune/suite.json /root/tirtune/suite.md /root/tirtune/suite.out /root/tirtune/suite.serve.log "$OUT"/ 2>/dev/null
+    cp /root/tirtune/suite.sqlite "$OUT"/ 2>/dev/null
+    tail -n 40 /root/tirtune/suite.out ;;
+  sweep)
+    # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
+    # run every kernel once under a watchdog (the kit step's smoke run).
+    python3 -m bench.prebuild --set "${2:-v5-sweep}" --out "/root/tirtune/${2:-v5-sweep}" \
+      --cache-dir "$TIRTUNE_CACHE_DIR" --jobs "${3:-16}" 2>&1 | tail -n 3
+    bash "$0" kit "/root/tirtune/${2:-v5-sweep}" smoke ;;
   *)
     echo "unknown step $1" >&2; exit 2 ;;
 esac
