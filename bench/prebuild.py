@@ -368,6 +368,98 @@ SET_V5_RAGGED: list[tuple[Config, Problem]] = [
 ]
 
 
+# hopper-gemm/5, second round (issue 14 after the first GPU run): the TMA loads' L2 eviction
+# priorities (l2_hint "<A>/<B>" of the kernel's operands: with swap_ab A is the problem's B), the
+# tensor maps' 256-byte L2 promotion, the descriptor prefetch (pftm), four swizzle atoms a stage
+# (blk_k 256) and A-multicast clusters for M = 128. Each problem: the run-1 best (or reference)
+# first, then the variants, so every comparison is inside one process.
+FIRST_A, FIRST_B = {"l2_hint": "first/none"}, {"l2_hint": "none/first"}
+P256, PFTM = {"l2_promotion": "256B"}, {"prefetch_tensormap": True}
+ALL_A = {**FIRST_A, **P256, **PFTM}  # the streamed operand is the kernel's A (swapped decode)
+ALL_B = {**FIRST_B, **P256, **PFTM}  # ... the kernel's B (unswapped M = 128)
+DEC = {**SW, "split_k": 2}
+RAGGED_3K = Problem(3000, 5000, 2000, "float16")
+RAGGED_4K = Problem(4000, 4000, 4000, "float16")
+SET_V5B_PERF: list[tuple[Config, Problem]] = [
+    # 16x4096x4096 (run 1: 64x16x128 s8 sk2 swap 1.118; no split 1.108).
+    (_c(64, 16, 128, 8, 1, True, **DEC), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, l2_hint="first/last"), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **P256), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **PFTM), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A, **P256), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **ALL_A), DECODE),
+    (_c(64, 16, 256, 5, 1, True, **DEC), DECODE),  # four atoms a stage: 512 B of each row
+    (_c(64, 16, 256, 5, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **SW), DECODE),  # no split: 64 CTAs
+    (_c(64, 16, 128, 8, 1, True, **SW, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 4, 1, True, **SW, split_k=4, **FIRST_A), DECODE),  # 256 CTAs, two an SM
+    (_c(64, 16, 128, 8, 1, True, **DEC, **SER, **FIRST_A), DECODE),
+    (_c(64, 16, 64, 8, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 64, 128, 6, 1, True, split_k=2, **FIRST_B), DECODE),  # unswapped: B is the stream
+    (_c(64, 16, 128, 8, 1, True, **DEC), DECODE_BF16),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A), DECODE_BF16),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **ALL_A), DECODE_BF16),
+    # M = 1 and 8 (run 1: 1.05-1.16).
+    (_c(64, 8, 128, 8, 1, True, **DEC), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **FIRST_A), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **ALL_A), GEMV),
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4, **FIRST_A), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC), Problem(8, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **FIRST_A), Problem(8, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **ALL_A), Problem(8, 4096, 4096, "float16")),
+    # 128x4096x4096 (run 1: 128x64x64 s6 sk2 0.969): B streamed, A (1 MB) re-read by every CTA.
+    (_c(128, 64, 64, 6, 2, True, split_k=2), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **FIRST_B), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, l2_hint="last/first"), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **ALL_B), BATCH128),
+    (_c(128, 64, 128, 4, 2, True, split_k=2, **FIRST_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True), BATCH128),  # 128 CTAs, no multicast: A read 128 times
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n"), BATCH128),  # A read 32 times
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=2, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 16, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2), Problem(128, 4096, 4096, "bfloat16")),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **FIRST_B), Problem(128, 4096, 4096, "bfloat16")),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B),
+     Problem(128, 4096, 4096, "bfloat16")),
+    # 1024^3 (run 1: 128x64x64 s6 persist g8 tma_chunked 0.922): fixed costs of a 16-k-tile CTA.
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH), SQUARE_1K),
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH, **PFTM), SQUARE_1K),
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH, **PFTM, **P256), SQUARE_1K),
+    (_c(128, 64, 64, 8, 2, True, **G8, **CH), SQUARE_1K),  # 8 of the 16 k-tiles in flight at once
+    (_c(128, 64, 64, 8, 2, True, **G8, **CH, **PFTM), SQUARE_1K),
+    (_c(128, 64, 128, 4, 2, True, **G8, **CH, **PFTM), SQUARE_1K),  # 8 k-tiles of 128
+    (_c(128, 64, 64, 6, 2, True, **CH, **PFTM), SQUARE_1K),  # one tile a CTA, no persistent loop
+    # 2048^3 (run 1: ping-pong 128x128 s6 g16 chunked 1.024).
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE_2K),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **PFTM), SQUARE_2K),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **PFTM, **P256), SQUARE_2K),
+    # Ragged (run 1: 3000x5000x2000 0.969, 4000^3 0.958).
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), Problem(3000, 5000, 2000, "bfloat16")),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), Problem(3000, 5000, 2000, "bfloat16")),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), RAGGED_4K),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), Problem(4000, 4000, 4000, "bfloat16")),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), Problem(4000, 4000, 4000, "bfloat16")),
+]
+# The new paths on ragged shapes (correctness: tails along M, N and K, one-row operands, clusters).
+SET_V5B_RAGGED: list[tuple[Config, Problem]] = [
+    (_c(64, 16, 256, 4, 1, True, **DEC, l2_hint="first/last", **P256, **PFTM), Problem(13, 4095, 1000, "bfloat16")),
+    (_c(128, 64, 256, 2, 2, True, **FIRST_B), Problem(300, 200, 520, "float16")),  # K tail inside atom 3
+    (_c(64, 8, 256, 4, 1, True, **SW, l2_hint="first/last", **PFTM), Problem(1, 1000, 1000, "float16")),
+    (_c(128, 32, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first", **PFTM),
+     Problem(100, 1024, 200, "float16")),
+    (_c(128, 128, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), TAIL_N8),  # TMA stores prefetched too
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=4, **SER, **FIRST_A), Problem(16, 200, 4096, "bfloat16")),
+    (_c(64, 64, 256, 3, 2, True, **PP128, raster_group=8, **PFTM), Problem(1000, 1000, 1000, "bfloat16")),
+]
+
 def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
@@ -429,6 +521,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-perf": lambda: SET_V5_PERF,
     "v5-ragged": lambda: SET_V5_RAGGED,
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
+    "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
@@ -451,6 +544,9 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_sk{config.split_k}" if config.split_k != 1 else "",
             f"-{config.split_k_reduce}" if config.split_k != 1 and config.split_k_reduce != "dsmem" else "",
             "_swap" if config.swap_ab else "",
+            f"_l2{config.l2_hint.replace('/', '-')}" if config.l2_hint != "none/none" else "",
+            f"_p{config.l2_promotion}" if config.l2_promotion != "128B" else "",
+            "_pftm" if config.prefetch_tensormap else "",
         ]
     )
     return (
