@@ -417,6 +417,7 @@ SET_V5B_PERF: list[tuple[Config, Problem]] = [
     (_c(128, 32, 64, 8, 2, True), BATCH128),  # 128 CTAs, no multicast: A read 128 times
     (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n"), BATCH128),  # A read 32 times
     (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **ALL_B), BATCH128),
     (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=2, cluster_dim="n", **FIRST_B), BATCH128),
     (_c(128, 16, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
     (_c(128, 64, 64, 6, 2, True, split_k=2), Problem(128, 4096, 4096, "bfloat16")),

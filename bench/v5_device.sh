@@ -5,6 +5,7 @@
 # rounds, only kernels the smoke run found correct). Outputs under $OUT.
 #   bench/v5_device.sh .build/v5              # smoke + timing (~6-8 min)
 #   bench/v5_device.sh .build/v5-fuzz smoke   # smoke only (~4 min)
+#   PROCESSES=2 ROUNDS=5 bench/v5_device.sh .build/v5b   # the second-round kit, shorter timing
 # A kit folder may travel compressed as FOLDER.tgz beside where it is expected.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,6 @@ EXCL=$(cat "$OUT/exclude-$NAME.txt")
 # The performance problems (the ragged entries are there for correctness).
 ONLY="__1x4096x4096_,__2x4096x4096_,__7x4096x4096_,__8x4096x4096_,__16x4096x4096_,__128x4096x4096_"
 ONLY="$ONLY,__1024x1024x1024_,__2048x2048x2048_,__3000x5000x2000_,__4000x4000x4000_"
-timeout 300 python3 bench/best_vs_cublas.py "$KIT" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --processes 3 --rounds 7 \
+timeout 300 python3 bench/best_vs_cublas.py "$KIT" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --processes "${PROCESSES:-3}" --rounds "${ROUNDS:-7}" \
   --timeout 15 --out "$OUT/perf" > "$OUT/perf.log" 2>&1
 grep -E "^\|" "$OUT/perf.log" | cut -c1-220
