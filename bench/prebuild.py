@@ -202,6 +202,21 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 ]
 
 
+# Knobs (and blk_k 256) added to hopper-gemm/5 after its first kit: left out of the earlier sets'
+# random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
+LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
+
+
+def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
+    """The knob ranges a random draw picks from: the space's, without the later /5 additions
+    unless `later`."""
+    if later or space is not HOPPER:
+        return dict(space.knobs)
+    knobs = {name: values for name, values in space.knobs.items() if name not in LATER_V5_KNOBS}
+    knobs["blk_k"] = tuple(v for v in knobs["blk_k"] if v <= 128)
+    return knobs
+
+
 def _fuzz(
     count: int = 16, seed: int = 3, space: SearchSpace = HOPPER_V3, new_in_v4: bool = False
 ) -> list[tuple[Config, Problem]]:
@@ -214,7 +229,7 @@ def _fuzz(
     problems = [TAIL, TAIL_BF16, SHORT_M, TAIL_N8, TAIL_CL, ODD_N, Problem(1024, 1024, 1024, "bfloat16")]
     chosen: list[tuple[Config, Problem]] = []
     while len(chosen) < count:
-        knobs = {name: rng.choice(list(values)) for name, values in space.knobs.items()}
+        knobs = {name: rng.choice(list(values)) for name, values in _drawn_knobs(space).items()}
         if new_in_v4 and not knobs["epilogue_warpgroup"]:
             knobs["consumers"] = 4
         config = Config(**knobs)
@@ -461,11 +476,13 @@ SET_V5B_RAGGED: list[tuple[Config, Problem]] = [
     (_c(64, 64, 256, 3, 2, True, **PP128, raster_group=8, **PFTM), Problem(1000, 1000, 1000, "bfloat16")),
 ]
 
-def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
+def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
     in turn and every other point split-K (a split-K point's other knobs are mostly forced, so
-    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps)."""
+    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps).
+    later: draw the knobs added to /5 after its first kit too, and keep only points that use one
+    (an L2 hint, the 256-byte promotion, the descriptor prefetch or blk_k 256)."""
     import random
 
     rng = random.Random(seed)
@@ -485,13 +502,18 @@ def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
             break
         problem, split = problems[turn % len(problems)], (turn + turn // len(problems)) % 2 == 0
         for _ in range(5000):  # a problem may have no valid split (K = 8 is one k-tile)
-            knobs = {name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()}
+            knobs = {name: rng.choice(list(values)) for name, values in _drawn_knobs(HOPPER, later).items()}
             if split:
                 knobs.update(split_k=rng.choice([2, 4, 8]), persistent=False, cluster=1, epilogue="register",
                              loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
             else:
                 knobs["split_k"] = 1
             if not (knobs["swap_ab"] or split or any(knobs[k] in v for k, v in new_values.items())):
+                continue
+            if later and not (
+                knobs["l2_hint"] != "none/none" or knobs["l2_promotion"] != "128B" or knobs["prefetch_tensormap"]
+                or knobs["blk_k"] == 256
+            ):
                 continue
             config = Config(**knobs)
             if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
@@ -522,7 +544,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-perf": lambda: SET_V5_PERF,
     "v5-ragged": lambda: SET_V5_RAGGED,
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
-    "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED,
+    "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED + _fuzz_v5(10, seed=7, later=True),
+    "v5b-fuzz": lambda: _fuzz_v5(120, seed=8, later=True),
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
