@@ -200,6 +200,21 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 ]
 
 
+# Knobs (and blk_k 256) added to hopper-gemm/5 after its first kit: left out of the earlier sets'
+# random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
+LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
+
+
+def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
+    """The knob ranges a random draw picks from: the space's, without the later /5 additions
+    unless `later`."""
+    if later or space is not HOPPER:
+        return dict(space.knobs)
+    knobs = {name: values for name, values in space.knobs.items() if name not in LATER_V5_KNOBS}
+    knobs["blk_k"] = tuple(v for v in knobs["blk_k"] if v <= 128)
+    return knobs
+
+
 def _fuzz(
     count: int = 16, seed: int = 3, space: SearchSpace = HOPPER_V3, new_in_v4: bool = False
 ) -> list[tuple[Config, Problem]]:
@@ -212,7 +227,7 @@ def _fuzz(
     problems = [TAIL, TAIL_BF16, SHORT_M, TAIL_N8, TAIL_CL, ODD_N, Problem(1024, 1024, 1024, "bfloat16")]
     chosen: list[tuple[Config, Problem]] = []
     while len(chosen) < count:
-        knobs = {name: rng.choice(list(values)) for name, values in space.knobs.items()}
+        knobs = {name: rng.choice(list(values)) for name, values in _drawn_knobs(space).items()}
         if new_in_v4 and not knobs["epilogue_warpgroup"]:
             knobs["consumers"] = 4
         config = Config(**knobs)
@@ -366,11 +381,106 @@ SET_V5_RAGGED: list[tuple[Config, Problem]] = [
 ]
 
 
-def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
+# hopper-gemm/5, second round (issue 14 after the first GPU run): the TMA loads' L2 eviction
+# priorities (l2_hint "<A>/<B>" of the kernel's operands: with swap_ab A is the problem's B), the
+# tensor maps' 256-byte L2 promotion, the descriptor prefetch (pftm), four swizzle atoms a stage
+# (blk_k 256) and A-multicast clusters for M = 128. Each problem: the run-1 best (or reference)
+# first, then the variants, so every comparison is inside one process.
+FIRST_A, FIRST_B = {"l2_hint": "first/none"}, {"l2_hint": "none/first"}
+P256, PFTM = {"l2_promotion": "256B"}, {"prefetch_tensormap": True}
+ALL_A = {**FIRST_A, **P256, **PFTM}  # the streamed operand is the kernel's A (swapped decode)
+ALL_B = {**FIRST_B, **P256, **PFTM}  # ... the kernel's B (unswapped M = 128)
+DEC = {**SW, "split_k": 2}
+RAGGED_3K = Problem(3000, 5000, 2000, "float16")
+RAGGED_4K = Problem(4000, 4000, 4000, "float16")
+SET_V5B_PERF: list[tuple[Config, Problem]] = [
+    # 16x4096x4096 (run 1: 64x16x128 s8 sk2 swap 1.118; no split 1.108).
+    (_c(64, 16, 128, 8, 1, True, **DEC), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, l2_hint="first/last"), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **P256), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **PFTM), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A, **P256), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **ALL_A), DECODE),
+    (_c(64, 16, 256, 5, 1, True, **DEC), DECODE),  # four atoms a stage: 512 B of each row
+    (_c(64, 16, 256, 5, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 8, 1, True, **SW), DECODE),  # no split: 64 CTAs
+    (_c(64, 16, 128, 8, 1, True, **SW, **FIRST_A), DECODE),
+    (_c(64, 16, 128, 4, 1, True, **SW, split_k=4, **FIRST_A), DECODE),  # 256 CTAs, two an SM
+    (_c(64, 16, 128, 8, 1, True, **DEC, **SER, **FIRST_A), DECODE),
+    (_c(64, 16, 64, 8, 1, True, **DEC, **FIRST_A), DECODE),
+    (_c(64, 64, 128, 6, 1, True, split_k=2, **FIRST_B), DECODE),  # unswapped: B is the stream
+    (_c(64, 16, 128, 8, 1, True, **DEC), DECODE_BF16),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **FIRST_A), DECODE_BF16),
+    (_c(64, 16, 128, 8, 1, True, **DEC, **ALL_A), DECODE_BF16),
+    # M = 1 and 8 (run 1: 1.05-1.16).
+    (_c(64, 8, 128, 8, 1, True, **DEC), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **FIRST_A), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **ALL_A), GEMV),
+    (_c(64, 8, 128, 4, 1, True, **SW, split_k=4, **FIRST_A), GEMV),
+    (_c(64, 8, 128, 8, 1, True, **DEC), Problem(8, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **FIRST_A), Problem(8, 4096, 4096, "float16")),
+    (_c(64, 8, 128, 8, 1, True, **DEC, **ALL_A), Problem(8, 4096, 4096, "float16")),
+    # 128x4096x4096 (run 1: 128x64x64 s6 sk2 0.969): B streamed, A (1 MB) re-read by every CTA.
+    (_c(128, 64, 64, 6, 2, True, split_k=2), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **FIRST_B), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, l2_hint="last/first"), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **ALL_B), BATCH128),
+    (_c(128, 64, 128, 4, 2, True, split_k=2, **FIRST_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True), BATCH128),  # 128 CTAs, no multicast: A read 128 times
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n"), BATCH128),  # A read 32 times
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **ALL_B), BATCH128),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=2, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 16, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B), BATCH128),
+    (_c(128, 64, 64, 6, 2, True, split_k=2), Problem(128, 4096, 4096, "bfloat16")),
+    (_c(128, 64, 64, 6, 2, True, split_k=2, **FIRST_B), Problem(128, 4096, 4096, "bfloat16")),
+    (_c(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", **FIRST_B),
+     Problem(128, 4096, 4096, "bfloat16")),
+    # 1024^3 (run 1: 128x64x64 s6 persist g8 tma_chunked 0.922): fixed costs of a 16-k-tile CTA.
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH), SQUARE_1K),
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH, **PFTM), SQUARE_1K),
+    (_c(128, 64, 64, 6, 2, True, **G8, **CH, **PFTM, **P256), SQUARE_1K),
+    (_c(128, 64, 64, 8, 2, True, **G8, **CH), SQUARE_1K),  # 8 of the 16 k-tiles in flight at once
+    (_c(128, 64, 64, 8, 2, True, **G8, **CH, **PFTM), SQUARE_1K),
+    (_c(128, 64, 128, 4, 2, True, **G8, **CH, **PFTM), SQUARE_1K),  # 8 k-tiles of 128
+    (_c(128, 64, 64, 6, 2, True, **CH, **PFTM), SQUARE_1K),  # one tile a CTA, no persistent loop
+    # 2048^3 (run 1: ping-pong 128x128 s6 g16 chunked 1.024).
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16), SQUARE_2K),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **PFTM), SQUARE_2K),
+    (_c(128, 128, 64, 6, 2, True, **PP128, raster_group=16, **PFTM, **P256), SQUARE_2K),
+    # Ragged (run 1: 3000x5000x2000 0.969, 4000^3 0.958).
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), Problem(3000, 5000, 2000, "bfloat16")),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), Problem(3000, 5000, 2000, "bfloat16")),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), RAGGED_4K),
+    (_c(256, 128, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH), Problem(4000, 4000, 4000, "bfloat16")),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), Problem(4000, 4000, 4000, "bfloat16")),
+]
+# The new paths on ragged shapes (correctness: tails along M, N and K, one-row operands, clusters).
+SET_V5B_RAGGED: list[tuple[Config, Problem]] = [
+    (_c(64, 16, 256, 4, 1, True, **DEC, l2_hint="first/last", **P256, **PFTM), Problem(13, 4095, 1000, "bfloat16")),
+    (_c(128, 64, 256, 2, 2, True, **FIRST_B), Problem(300, 200, 520, "float16")),  # K tail inside atom 3
+    (_c(64, 8, 256, 4, 1, True, **SW, l2_hint="first/last", **PFTM), Problem(1, 1000, 1000, "float16")),
+    (_c(128, 32, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first", **PFTM),
+     Problem(100, 1024, 200, "float16")),
+    (_c(128, 128, 64, 4, 2, True, **G8, **CH, **PFTM, **P256), TAIL_N8),  # TMA stores prefetched too
+    (_c(64, 16, 128, 8, 1, True, **SW, split_k=4, **SER, **FIRST_A), Problem(16, 200, 4096, "bfloat16")),
+    (_c(64, 64, 256, 3, 2, True, **PP128, raster_group=8, **PFTM), Problem(1000, 1000, 1000, "bfloat16")),
+]
+
+def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
     in turn and every other point split-K (a split-K point's other knobs are mostly forced, so
-    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps)."""
+    drawn freely they would crowd out the rest: persistent, clustered and ping-pong swaps).
+    later: draw the knobs added to /5 after its first kit too, and keep only points that use one
+    (an L2 hint, the 256-byte promotion, the descriptor prefetch or blk_k 256)."""
     import random
 
     rng = random.Random(seed)
@@ -390,13 +500,18 @@ def _fuzz_v5(count: int, seed: int) -> list[tuple[Config, Problem]]:
             break
         problem, split = problems[turn % len(problems)], (turn + turn // len(problems)) % 2 == 0
         for _ in range(5000):  # a problem may have no valid split (K = 8 is one k-tile)
-            knobs = {name: rng.choice(list(values)) for name, values in HOPPER.knobs.items()}
+            knobs = {name: rng.choice(list(values)) for name, values in _drawn_knobs(HOPPER, later).items()}
             if split:
                 knobs.update(split_k=rng.choice([2, 4, 8]), persistent=False, cluster=1, epilogue="register",
                              loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
             else:
                 knobs["split_k"] = 1
             if not (knobs["swap_ab"] or split or any(knobs[k] in v for k, v in new_values.items())):
+                continue
+            if later and not (
+                knobs["l2_hint"] != "none/none" or knobs["l2_promotion"] != "128B" or knobs["prefetch_tensormap"]
+                or knobs["blk_k"] == 256
+            ):
                 continue
             config = Config(**knobs)
             if HOPPER.is_valid(config, problem) and (config, problem) not in chosen:
@@ -429,6 +544,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
     # The issue's correctness sweep: 300 points (the first 120 are v5-fuzz's, the same draws).
     "v5-sweep": lambda: _fuzz_v5(300, seed=6),
+    "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED + _fuzz_v5(10, seed=7, later=True),
+    "v5b-fuzz": lambda: _fuzz_v5(120, seed=8, later=True),
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
@@ -451,6 +568,9 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_sk{config.split_k}" if config.split_k != 1 else "",
             f"-{config.split_k_reduce}" if config.split_k != 1 and config.split_k_reduce != "dsmem" else "",
             "_swap" if config.swap_ab else "",
+            f"_l2{config.l2_hint.replace('/', '-')}" if config.l2_hint != "none/none" else "",
+            f"_p{config.l2_promotion}" if config.l2_promotion != "128B" else "",
+            "_pftm" if config.prefetch_tensormap else "",
         ]
     )
     return (

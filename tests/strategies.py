@@ -33,4 +33,7 @@ def configs() -> st.SearchStrategy[Config]:
                      consumers=st.integers(-1, 5), warp_specialized=st.booleans(), persistent=st.booleans(),
                      raster_group=st.integers(-2, 20), epilogue=st.sampled_from(["register", "tma", "smem"]),
                      swap_ab=st.booleans(), split_k=st.integers(-1, 9),
-                     split_k_reduce=st.sampled_from(["dsmem", "atomic"]))
+                     split_k_reduce=st.sampled_from(["dsmem", "atomic"]),
+                     loader=st.sampled_from(["tma", "threads", "cp.async"]),
+                     l2_hint=st.sampled_from(["none/none", "first/last", "last/none", "first", "none/evict"]),
+                     l2_promotion=st.sampled_from(["128B", "256B", "64B"]), prefetch_tensormap=st.booleans())

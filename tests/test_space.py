@@ -131,6 +131,9 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "swap_ab": False,
         "split_k": 1,
         "split_k_reduce": "dsmem",
+        "l2_hint": "none/none",
+        "l2_promotion": "128B",
+        "prefetch_tensormap": False,
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -155,7 +158,9 @@ def test_spaces_by_template_version() -> None:
     # here: 28,880 valid at 4096^3 fp16, 40 s; /5's 180M points: 79,544, 20-90 s).
     assert all(HOPPER_V4.is_valid(c, p) and HOPPER.is_valid(c, p) for c in v3)
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
-    assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {"swap_ab", "split_k", "split_k_reduce"}
+    assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
+        "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap"
+    }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):
         space_for("hopper-gemm/0")
@@ -482,6 +487,55 @@ def test_rules_of_split_k() -> None:
     assert [v.rule for v in HOPPER_V4.violations(sk, DECODE)] == ["v4_values", "knobs_of_this_space"]
 
 
+def test_tma_load_options_name_themselves_and_keep_older_digests() -> None:
+    old = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
+    assert not {"l2_hint", "l2_promotion", "prefetch_tensormap"} & set(json.loads(old.canonical()))
+    tuned = replace(old, l2_hint="first/last", l2_promotion="256B", prefetch_tensormap=True)
+    assert tuned.label() == "64x16x128 s8 c1 ws sk2 swap l2 first/last p256B pftm"
+    assert Config.from_json(tuned.to_json()) == tuned
+    assert len({old.digest(), tuned.digest(), replace(tuned, prefetch_tensormap=False).digest()}) == 3
+    with pytest.raises(SpaceError, match="prefetch_tensormap must be true or false"):
+        Config(prefetch_tensormap=1)  # type: ignore[arg-type]
+
+
+def test_rules_of_the_tma_load_options() -> None:
+    sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
+    for hint in rules.L2_HINTS:
+        for promotion in rules.L2_PROMOTIONS:
+            assert _rules(replace(sk, l2_hint=hint, l2_promotion=promotion, prefetch_tensormap=True), DECODE) == []
+    # Any "<A>/<B>" pair of policies is buildable; anything else is named.
+    assert _rules(replace(sk, l2_hint="last/last"), DECODE) == []
+    for bad in ("first", "first/", "evict_first/none", "first/none/last", "none"):
+        assert _rules(replace(sk, l2_hint=bad), DECODE) == ["tma_load_options_supported"], bad
+    assert _rules(replace(sk, l2_promotion="64B"), DECODE) == ["tma_load_options_supported"]
+    # The thread loader has no TMA load to carry them.
+    threads = Config(128, 128, 64, 1, 2, False, loader="threads")
+    assert _rules(threads) == []
+    for option in ({"l2_hint": "first/none"}, {"l2_promotion": "256B"}, {"prefetch_tensormap": True}):
+        assert _rules(replace(threads, **option)) == ["tma_load_options_supported"], option
+    # hopper-gemm/4 and older have none of them.
+    assert [v.rule for v in HOPPER_V4.violations(replace(Config(), l2_hint="first/none"), SQUARE)] == [
+        "knobs_of_this_space"
+    ]
+
+
+def test_rules_of_four_atom_stages() -> None:
+    deep = Config(64, 16, 256, 5, 1, True, swap_ab=True, split_k=2)
+    assert _rules(deep, DECODE) == [] and 256 in HOPPER.knobs["blk_k"]
+    # Five stages of (64 + 16) x 256 x 2 B = 200 KiB fit; six do not.
+    assert _rules(replace(deep, stages=6), DECODE) == ["smem_fits"]
+    # At most four 128-byte atoms a stage (one TMA box each).
+    assert _rules(Config(64, 16, 320, 2, 1, True, swap_ab=True), DECODE) == ["blk_k_boxes_supported"]
+    # K = 3840 is 15 k-tiles of 256: no even split over 2 CTAs (it is 30 of 128).
+    assert _rules(deep, Problem(16, 4096, 3840)) == ["split_k_divides_k_tiles"]
+    assert _rules(replace(deep, blk_k=128, stages=8), Problem(16, 4096, 3840)) == []
+    # hopper-gemm/1-4 loaded one or two atoms a stage.
+    unswapped = Config(64, 64, 256, 3, 1, True)
+    assert _rules(unswapped) == []
+    assert [v.rule for v in HOPPER_V4.violations(unswapped, SQUARE)] == ["v4_values"]
+    assert [v.rule for v in HOPPER_V2.violations(unswapped, SQUARE)] == ["v4_values"]
+
+
 def test_rules_of_one_row_operands() -> None:
     assert _rules(Config(64, 8, 128, 8, 1, True, swap_ab=True), GEMV) == []
     assert _rules(Config(64, 64, 64, 4, 1, True), GEMV) == []
@@ -536,13 +590,14 @@ def test_rules_read_only_the_knobs_they_declare(a: Config, b: Config, problem: P
         assert rule(spliced, problem) == rule(a, problem), rule.__name__
 
 
-# Two values of every knob (three of the hopper-gemm/5 ones): ~590K points, listed both ways.
+# Two values of every knob (three of the hopper-gemm/5 ones): ~1.2M points, listed both ways.
 _SMALL_GRID = {
     "blk_m": (64, 128), "blk_n": (8, 16, 64, 128), "blk_k": (64, 128), "stages": (1, 4, 8), "consumers": (1, 2),
     "warp_specialized": (False, True), "persistent": (False, True), "raster_group": (0, 1),
     "epilogue": ("register", "tma"), "schedule": ("cooperative", "pingpong"), "reg_split": ("232/40", "240/24"),
     "cluster": (1, 2), "cluster_dim": ("m", "n"), "loader": ("tma", "threads"), "epilogue_warpgroup": (False, True),
     "swap_ab": (False, True), "split_k": (1, 2, 8), "split_k_reduce": ("dsmem",),
+    "l2_hint": ("none/none", "first/none"),
 }
 
 

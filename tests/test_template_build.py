@@ -113,6 +113,25 @@ CASES = {
         _c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
         Problem(33, 4095, 136, "bfloat16"),
     ),
+    # The TMA loads' L2 options (eviction priority per operand, 256-byte promotion, descriptor
+    # prefetch, stores' prefetch included) and four swizzle atoms a stage (blk_k 256).
+    "l2-hints-swap-sk2-m16": (
+        _c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/last", l2_promotion="256B",
+           prefetch_tensormap=True),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    "k256-swap-sk2-tail": (
+        _c(64, 16, 256, 4, 1, True, swap_ab=True, split_k=2, l2_hint="first/none"), Problem(13, 4095, 1000, "bfloat16")
+    ),
+    "l2-hints-cluster4n-multicast": (
+        _c(128, 32, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first"),
+        Problem(100, 1024, 200, "float16"),
+    ),
+    "pftm-p256-chunked-tail": (
+        _c(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", l2_promotion="256B",
+           prefetch_tensormap=True),
+        Problem(777, 336, 136, "float16"),
+    ),
 }
 # Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
 SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
@@ -162,6 +181,17 @@ def test_plan_derives_the_launch_shape() -> None:
     gemv = plan(_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096))
     assert (gemv.one_row_a, gemv.one_row_b, gemv.stage_bytes) == (False, True, (64 + 1) * 128 * 2)
     assert plan(_c(64, 64, 64, 4, 1, True), Problem(1, 4096, 4096)).stage_bytes == (1 + 64) * 64 * 2
+    # Four atoms a stage; the L2 options become the loads' keyword arguments (none at the defaults).
+    deep = plan(_c(64, 16, 256, 5, 1, True, swap_ab=True, split_k=2, l2_hint="first/none"), Problem(16, 4096, 4096))
+    assert (deep.atoms, deep.k_tiles, deep.cta_k_tiles, deep.stage_bytes) == (4, 16, 8, (64 + 16) * 256 * 2)
+    assert deep.load_options("a") == {"cache_hint": "evict_first"} and deep.load_options("b") == {}
+    tuned = plan(_c(128, 64, 64, 4, 2, True, l2_hint="last/first", l2_promotion="256B", prefetch_tensormap=True),
+                 Problem(128, 4096, 4096))
+    assert tuned.load_options("a") == {"cache_hint": "evict_last", "tensormap_l2_promotion": "L2::256B",
+                                       "prefetch_tensormap": True}
+    assert tuned.load_options("b")["cache_hint"] == "evict_first"
+    assert tuned.store_options() == {"prefetch_tensormap": True}
+    assert plan(_c(128, 64, 64, 4, 2, True), Problem(128, 4096, 4096)).store_options() == {}
 
 
 @pytest.mark.parametrize(
@@ -209,6 +239,10 @@ def test_lowers_to_cuda(name: str) -> None:
     assert ("clusterDim" in source) == (config.cluster > 1 or dsmem)
     assert ("ld.shared::cluster" in source) == dsmem
     assert ("tirtune_splitk_serial" in source) == (config.split_k > 1 and config.split_k_reduce == "serial")
+    # The TMA loads' L2 options: absent at their defaults (those kernels are byte-identical to before).
+    assert ("L2::cache_hint" in source) == (config.l2_hint != "none/none")
+    assert ("prefetch.tensormap" in source) == config.prefetch_tensormap
+    assert ("static_cast<CUtensorMapL2promotion>(3)" in source) == (config.l2_promotion == "256B")
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -347,3 +381,34 @@ def test_sass_of_the_swapped_epilogue(built: dict[str, Built], name: str) -> Non
     assert _count(sass, "UTMASTG") == 0
     stores = [s for s in re.findall(r"\bSTG\.E[.\w]*", sass) if ".STRONG." not in s]
     assert stores and set(stores) == {"STG.E.U16"}, "every store of the transposed fragment is a 2-byte STG.E.U16"
+
+
+# The cache-policy words TVM encodes for the loads' L2::cache_hint (createpolicy, fraction 1.0):
+# in SASS the policy's high half is moved into the uniform register pair UTMALDG reads as desc[URx].
+POLICY_HIGH = {"first": "0x12f00000", "last": "0x14f00000"}
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sass_of_the_tma_load_options(built: dict[str, Built], name: str) -> None:
+    """A hinted operand's loads carry a cache policy (UTMALDG ..., desc[URx]) whose high word is
+    evict_first's or evict_last's; unhinted loads carry none. The descriptor prefetch is one
+    UTMACCTL.PF per tensor map the kernel uses (load and store maps)."""
+    b = built[name]
+    p = plan(b.config, b.problem)
+    lines = b.sass.splitlines()
+    loads = [line for line in lines if re.search(r"\bUTMALDG\.", line)]
+    with_policy = [line for line in loads if re.search(r"desc\[UR\d+\]", line)]
+    policies = {p.l2_hint_a, p.l2_hint_b} - {"none"}
+    if not policies:
+        assert not with_policy, "an unhinted kernel's loads carry no cache policy"
+    elif "none" not in (p.l2_hint_a, p.l2_hint_b):
+        assert loads and with_policy == loads, "both operands hinted: every load carries a policy"
+    else:
+        assert 0 < len(with_policy) < len(loads), "one operand hinted: its loads only"
+    for policy in ("first", "last"):
+        assert (POLICY_HIGH[policy] in b.sass) == (policy in policies), policy
+    signature = next(line for line in b.source.splitlines() if "__global__" in line)
+    maps = len(re.findall(r"CUtensorMap \w+", signature))
+    prefetches = _count(b.sass, "UTMACCTL.PF")
+    assert prefetches == (maps if b.config.prefetch_tensormap else 0), (prefetches, maps)

@@ -149,6 +149,28 @@ PICKED = (
         Config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
         Problem(100, 200, 4096, "bfloat16"),
     ),
+    # The TMA loads' L2 options (eviction priorities, 256-byte promotion, descriptor prefetch of the
+    # load and store maps) and four swizzle atoms a stage, added later under hopper-gemm/5.
+    (
+        "sm_90a",
+        Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/last", l2_promotion="256B",
+               prefetch_tensormap=True),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    ("sm_90a", Config(64, 16, 256, 5, 1, True, swap_ab=True, split_k=2, l2_hint="first/none"),
+     Problem(16, 4096, 4096, "float16")),
+    (
+        "sm_90a",
+        Config(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first",
+               prefetch_tensormap=True),
+        Problem(128, 4096, 4096, "bfloat16"),
+    ),
+    (
+        "sm_90a",
+        Config(128, 64, 64, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+               prefetch_tensormap=True),
+        Problem(1024, 1024, 1024, "float16"),
+    ),
 )
 
 

@@ -51,6 +51,14 @@ class Config:
     tiles are summed: "dsmem" (each CTA parks its fragment in its own shared memory, a cluster
     barrier, then CTA r sums its share of the tile over every peer, in rank order, through
     distributed shared memory and stores it).
+    l2_hint (hopper-gemm/5, later additions): the L2 eviction priority the TMA loads of the
+    kernel's A and B operands carry, "<A>/<B>" with each "none" (no hint: the default policy),
+    "first" (evict_first: a streamed operand, read once) or "last" (evict_last: an operand re-read
+    by many CTAs). A and B are the kernel's operands (with swap_ab, A is the problem's B).
+    l2_promotion: the L2 promotion of the load tensor maps ("128B", TVM's default, or "256B": an
+    L2 miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).
+    prefetch_tensormap: warp 0 prefetches every tensor map's descriptor when the kernel starts
+    (prefetch.tensormap), before the first TMA needs it.
 
     Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
     default, so a hopper-gemm/1 config keeps its digest (its stored identity).
@@ -74,6 +82,9 @@ class Config:
     swap_ab: bool = False
     split_k: int = 1
     split_k_reduce: str = "dsmem"
+    l2_hint: str = "none/none"
+    l2_promotion: str = "128B"
+    prefetch_tensormap: bool = False
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -140,6 +151,12 @@ class Config:
             text += f" sk{self.split_k}" + (f"-{self.split_k_reduce}" if self.split_k_reduce != "dsmem" else "")
         if self.swap_ab:
             text += " swap"
+        if self.l2_hint != "none/none":
+            text += f" l2 {self.l2_hint}"
+        if self.l2_promotion != "128B":
+            text += f" p{self.l2_promotion}"
+        if self.prefetch_tensormap:
+            text += " pftm"
         return text
 
 
@@ -163,4 +180,7 @@ V2_KNOBS: dict[str, Any] = {
     "swap_ab": False,
     "split_k": 1,
     "split_k_reduce": "dsmem",
+    "l2_hint": "none/none",
+    "l2_promotion": "128B",
+    "prefetch_tensormap": False,
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from tirtune.space.errors import SpaceError
 from tirtune.space.rules import (
     CONFIG_RULES,
+    L2_HINTS,
+    L2_PROMOTIONS,
     PROBLEM_RULES,
     REG_SPLITS,
     SPLIT_K_REDUCES,
@@ -89,18 +91,25 @@ HOPPER_V4 = SearchSpace(
 # problem's M on wgmma's N), narrow tiles (blk_n 8-48 and 96: small problems fill the 132 SMs and
 # a swapped small M fits wgmma's N), 8-stage rings, split-K clusters reducing through distributed
 # shared memory, and one-row operands (M or N = 1). Every hopper-gemm/4 config generates the same kernel as
-# before (tests/test_template_fold.py).
+# before (tests/test_template_fold.py). Added later under the same version (every earlier /5 kernel
+# byte-identical): four swizzle atoms a stage (blk_k 256), the TMA loads' L2 eviction priorities
+# (l2_hint), the tensor maps' L2 promotion and the descriptor prefetch.
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs={
         **_V4_KNOBS,
         "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256),
+        # 256: four 128-byte atoms a stage (a memory-bound tile's rows arrive 512 B at a time).
+        "blk_k": (64, 128, 256),
         # A deep ring keeps a memory-bound decode tile's loads in flight (8: the rule's limit).
         "stages": (1, 2, 3, 4, 5, 6, 8),
         "swap_ab": (False, True),
         "split_k": SPLIT_KS,
         "split_k_reduce": SPLIT_K_REDUCES,
+        "l2_hint": L2_HINTS,
+        "l2_promotion": L2_PROMOTIONS,
+        "prefetch_tensormap": (False, True),
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,

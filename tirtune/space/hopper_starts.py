@@ -34,45 +34,54 @@ HOPPER_START: tuple[Config, ...] = (
 
 # Config's default is warp_specialized=True (a producer warpgroup), which every list below uses.
 # Decode (M <= 16): swap-AB puts the small M on wgmma's N (fitted to M), 64 rows of N per CTA,
-# deep rings of 128-wide k-tiles, K split over a 2-CTA cluster (bench/results/best-vs-cublas-v5.md:
-# 1.118x at 16x4096x4096, 1.156x at 8x4096x4096, 1.05x at 1x4096x4096; without the split 1.108x).
+# deep rings of 128-wide k-tiles, and the streamed weights (the kernel's A) loaded evict_first, so
+# the L2's dirty lines stop being written back under them (bench/results/best-vs-cublas-v5b.md:
+# 16x4096x4096 1.266x without a split, 1.21-1.22x with K split over a 2-CTA cluster; 8x4096x4096
+# 1.225x, 1x4096x4096 1.118x; the same tiles without the hint 1.09-1.13x).
 DECODE: tuple[Config, ...] = (
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2),
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True),
-    Config(blk_m=64, blk_n=16, blk_k=64, stages=8, consumers=1, swap_ab=True, split_k=2),
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4),
-    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none"),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none",
+           l2_promotion="256B", prefetch_tensormap=True),
+    Config(blk_m=64, blk_n=16, blk_k=256, stages=5, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    Config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4, l2_hint="first/none"),
 )
 
-# Small batch (M <= 512): 128x4096x4096's best was 128x64 tiles with K split in two (0.969x);
-# swapped 64x128 tiles 0.864x (6 stages there; 4 here, so a swapped M of 256 fits); the 4096^3
-# shapes 0.68-0.74x
+# Small batch (M <= 512): 128x4096x4096's best were 128x64 tiles with K split in two and the
+# weights (the kernel's B) evict_first: 1.116x with 128-wide k-tiles, 1.079x with 64 (0.979x
+# without the hint); 4-CTA clusters multicasting A lost (0.5x) (best-vs-cublas-v5b.md); swapped
+# 64x128 tiles 0.864x in run 1 (best-vs-cublas-v5.md; 4 stages here, so a swapped M of 256 fits).
 SMALL_BATCH: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2),
-    Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=1, swap_ab=True, split_k=2),
-    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, split_k=2),
-    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2),
+    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, split_k=2, l2_hint="none/first"),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2, l2_hint="none/first"),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, l2_hint="none/first"),
+    Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2, l2_hint="none/first"),
 )
 
 # Fewer 128x128 tiles than SMs (1024^3): 128x64 tiles give 128 CTAs; persistent with chunked TMA
-# stores 0.922x, one tile per CTA 0.877x; 128x128 split-K 0.76x, ping-pong 0.82x (v5 results).
+# stores and an 8-stage ring (every k-tile in flight) 0.993x, 6 stages 0.93x, 128-wide k-tiles
+# 0.954x (best-vs-cublas-v5b.md); 128x128 split-K 0.76x, ping-pong 0.82x (best-vs-cublas-v5.md).
 FEW_TILES: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked"),
+    Config(blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked", prefetch_tensormap=True),
     Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2),
-    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2),
-    Config(blk_m=64, blk_n=128, blk_k=64, stages=6, consumers=1, persistent=True, raster_group=8,
+    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked", prefetch_tensormap=True),
+    Config(blk_m=64, blk_n=128, blk_k=64, stages=8, consumers=1, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
-    HOPPER_START[0],
 )
 
-# Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x), 192x128 with
-# three consumers 0.951x; 4000^3's 128x256 (0.958x), ping-pong 128x128 0.92x (v5 results).
+# Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x and 0.957x in
+# two runs), 192x128 with three consumers 0.951x; 4000^3's 128x256 (0.958-0.966x, with the tensor
+# maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md).
 RAGGED: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked", prefetch_tensormap=True),
+    Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
            epilogue="tma_chunked"),

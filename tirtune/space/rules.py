@@ -26,6 +26,7 @@ __all__ = [
     "Violation",
     "accumulator_fits_registers",
     "blk_k_matches_swizzle",
+    "blk_k_boxes_supported",
     "cluster_divides_grid",
     "cluster_supported",
     "consumer_rows",
@@ -48,6 +49,7 @@ __all__ = [
     "reg_split_valid",
     "schedule_supported",
     "store_box_divides_tile",
+    "tma_load_options_supported",
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
     "V3_CONFIG_RULES",
@@ -134,10 +136,19 @@ SPLIT_KS = (1, 2, 4, 8)
 # "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
 # workspace, ordered by a per-tile semaphore (no cluster).
 SPLIT_K_REDUCES = ("dsmem", "serial")
-V4_BLK_N = (64, 128, 192, 256)
+V4_BLK_N = (64, 128, 192, 256)  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 # The serial reduction's workspace is a static device array (a partial fp32 tile per output tile),
 # allocated when the module loads: at most 256 MiB (8192 x 8192 outputs).
-SERIAL_WORKSPACE_LIMIT_BYTES = 256 << 20  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
+SERIAL_WORKSPACE_LIMIT_BYTES = 256 << 20
+# The TMA loads' L2 options (hopper-gemm/5, later additions): an eviction priority per operand
+# ("<A>/<B>": none = no hint, first = evict_first, last = evict_last), the tensor maps' L2
+# promotion, and a prefetch of the tensor-map descriptors at the kernel's start.
+L2_HINT_POLICIES = ("none", "first", "last")
+L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
+L2_PROMOTIONS = ("128B", "256B")
+# A stage's K extent is loaded one 64-element (128-byte) swizzle atom per box: up to four.
+MAX_BLK_K = 256
+V4_MAX_BLK_K = 128  # hopper-gemm/1-4 loaded one or two atoms a stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,11 +511,14 @@ def v3_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("blk_n")
+@reads("blk_n", "blk_k")
 def v4_values(config: Config, problem: Problem) -> str | None:
-    """hopper-gemm/1-4 built tiles 64, 128, 192 or 256 wide (blk_n); narrower ones came with /5."""
+    """hopper-gemm/1-4 built tiles 64, 128, 192 or 256 wide (blk_n) and loaded one or two swizzle
+    atoms a stage (blk_k <= 128); narrower tiles and deeper stages came with /5."""
     if config.blk_n not in V4_BLK_N:
         return f"hopper-gemm/1-4 have blk_n {', '.join(map(str, V4_BLK_N))}; got blk_n={config.blk_n}"
+    if config.blk_k > V4_MAX_BLK_K:
+        return f"hopper-gemm/1-4 have blk_k up to {V4_MAX_BLK_K}; got blk_k={config.blk_k}"
     return None
 
 
@@ -607,6 +621,38 @@ def wgmma_n_supported(config: Config, problem: Problem) -> str | None:
 
 
 @reads("blk_k")
+def blk_k_boxes_supported(config: Config, problem: Problem) -> str | None:
+    """The loader issues one TMA box per 64-element swizzle atom of a stage's K extent, at most
+    four (blk_k 256: each row of an operand tile arrives 512 contiguous bytes at a time)."""
+    if config.blk_k > MAX_BLK_K:
+        atoms = MAX_BLK_K // SWIZZLE_ELEMENTS
+        return f"blk_k={config.blk_k}: a stage loads at most {atoms} swizzle atoms, one TMA box each (<= {MAX_BLK_K})"
+    return None
+
+
+@reads("l2_hint", "l2_promotion", "prefetch_tensormap", "loader")
+def tma_load_options_supported(config: Config, problem: Problem) -> str | None:
+    """The L2 options of the TMA loads: an eviction priority per operand ("<A>/<B>", each none,
+    first or last), the tensor maps' L2 promotion (128B or 256B) and the descriptor prefetch;
+    the thread loader has no TMA load to carry them."""
+    policies = config.l2_hint.split("/")
+    if len(policies) != 2 or any(p not in L2_HINT_POLICIES for p in policies):
+        return (
+            f"l2_hint={config.l2_hint!r}: '<A>/<B>' with each of {', '.join(L2_HINT_POLICIES)} "
+            "(the kernel's operands' L2 eviction priority)"
+        )
+    if config.l2_promotion not in L2_PROMOTIONS:
+        return f"l2_promotion={config.l2_promotion!r}: known promotions are {', '.join(L2_PROMOTIONS)}"
+    tuned = config.l2_hint != "none/none" or config.l2_promotion != L2_PROMOTIONS[0] or config.prefetch_tensormap
+    if tuned and config.loader != "tma":
+        return (
+            f"l2_hint, l2_promotion and prefetch_tensormap tune the TMA loads; loader={config.loader} "
+            "has none (leave them at none/none, 128B, false)"
+        )
+    return None
+
+
+@reads("blk_k")
 def blk_k_matches_swizzle(config: Config, problem: Problem) -> str | None:
     if config.blk_k % SWIZZLE_ELEMENTS or config.blk_k <= 0:
         return f"blk_k={config.blk_k}: the 128B-swizzled K-major tile needs a multiple of {SWIZZLE_ELEMENTS}"
@@ -651,6 +697,8 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     split_k_divides_k_tiles,
     split_k_workspace_fits,
     one_row_operand_supported,
+    blk_k_boxes_supported,
+    tma_load_options_supported,
 )
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the

@@ -4,9 +4,15 @@ A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's dtype;
 accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a time:
 
 * Shared memory holds a ring of `stages` stages, each an A tile (blk_m x blk_k) and a B tile
-  (blk_n x blk_k) in the 128B-swizzled K-major layout. blk_k=128 is two 64-element swizzle
-  atoms side by side; the TMA copy splits into one box per atom and the k16 steps of wgmma walk
-  the descriptor across both.
+  (blk_n x blk_k) in the 128B-swizzled K-major layout. blk_k=128 (256) is two (four) 64-element
+  swizzle atoms side by side; the TMA copy splits into one box per atom and the k16 steps of
+  wgmma walk the descriptor across them.
+* The TMA loads' L2 options (hopper-gemm/5, later additions; none at their defaults, so those
+  kernels are unchanged): l2_hint gives each kernel operand's loads an L2 eviction priority
+  (`.L2::cache_hint` with TVM's createpolicy word for evict_first or evict_last: UTMALDG's
+  `desc[URx]` operand in SASS), l2_promotion the load tensor maps' L2 promotion (256 B: a miss
+  fetches the neighbouring 128-byte atom too), and prefetch_tensormap has warp 0 prefetch every
+  tensor map's descriptor, loads' and stores', when the kernel starts (UTMACCTL.PF).
 * Each stage has a `full` barrier (one arrive.expect_tx by the loading thread, completed by the
   TMA bytes) and an `empty` barrier (one arrive per consumer warpgroup of the tile, in every CTA
   of the cluster, once its wgmma reads of the stage have retired). wgmma keeps one commit group
@@ -159,6 +165,8 @@ SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persisten
 # A persistent grid larger than this would run its last clusters as a second wave.
 CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
+# l2_hint's policy names -> the TMA loads' L2::cache_hint (TVM encodes the createpolicy value).
+L2_CACHE_HINTS = {"first": "evict_first", "last": "evict_last"}
 
 
 # split_k "dsmem": the cluster barrier after the reduction only has to keep each CTA's shared
@@ -267,6 +275,34 @@ class KernelPlan(GemmPlan):
     swap_ab: bool = False
     split_k: int = 1
     split_k_reduce: str = "dsmem"
+    # The TMA loads' L2 options (hopper-gemm/5, later additions): each kernel operand's eviction
+    # priority ("none", "first", "last"), the tensor maps' L2 promotion, the descriptor prefetch.
+    l2_hint_a: str = "none"
+    l2_hint_b: str = "none"
+    l2_promotion: str = "128B"
+    prefetch_tensormap: bool = False
+
+    def load_options(self, operand: str) -> dict[str, Any]:
+        """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
+        defaults, so the default kernel is traced exactly as before these knobs existed)."""
+        options: dict[str, Any] = {}
+        hint = self.l2_hint_a if operand == "a" else self.l2_hint_b
+        if hint != "none":
+            options["cache_hint"] = L2_CACHE_HINTS[hint]
+        if self.l2_promotion != "128B":
+            options["tensormap_l2_promotion"] = f"L2::{self.l2_promotion}"
+        if self.prefetch_tensormap:
+            options["prefetch_tensormap"] = True
+        return options
+
+    def store_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of the TMA stores (the descriptor prefetch only)."""
+        return {"prefetch_tensormap": True} if self.prefetch_tensormap else {}
+
+    @property
+    def atoms(self) -> int:
+        """64-element swizzle atoms along K in one stage: one TMA box each per operand."""
+        return self.blk_k // ATOM_K
 
     @property
     def serial_split(self) -> bool:
@@ -416,6 +452,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
     """Check (config, problem) against the space's rules and derive the kernel constants."""
     refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)
     consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
+    hint_a, hint_b = config.l2_hint.split("/")
     fields = plan_fields(config, problem)
     if config.swap_ab:  # the kernel computes D^T = B A^T: its M is the problem's N
         fields["m"], fields["n"] = problem.n, problem.m
@@ -430,6 +467,10 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         swap_ab=config.swap_ab,
         split_k=config.split_k,
         split_k_reduce=config.split_k_reduce,
+        l2_hint_a=hint_a,
+        l2_hint_b=hint_b,
+        l2_promotion=config.l2_promotion,
+        prefetch_tensormap=config.prefetch_tensormap,
     )
 
 
@@ -483,6 +524,9 @@ def _trace(p: KernelPlan) -> Any:
     # into stages whose other rows stay zero.
     SWAP, SPLIT, NREG, SERIAL = p.swap_ab, p.split_k, p.reduce_regs, p.serial_split
     ONE_A, ONE_B = p.one_row_a, p.one_row_b
+    # The TMA loads' L2 options (eviction priority per operand, promotion, descriptor prefetch) as
+    # keyword arguments of their copies (none at the defaults), and the stores' prefetch.
+    LOAD_A, LOAD_B, STORE_OPTS, ATOMS = p.load_options("a"), p.load_options("b"), p.store_options(), p.atoms
     RED = (NREG, C * WARPGROUP) if SPLIT > 1 and not SERIAL else None
     dsmem_name, dsmem_source = _DSMEM_LOAD
     serial_name, serial_source = _serial_source(p.tiles * NREG * C * WARPGROUP, p.tiles)
@@ -622,16 +666,16 @@ def _trace(p: KernelPlan) -> Any:
                 # A single row (M = 1): a larger box would ask TMA for a unit dimension it
                 # cannot describe; the stage's other rows stay zero (zero_ring).
                 Tx.copy_async(As[s, 0:1, kk:kk + ATOM_K], XA[0:1, kt * BK + kk:kt * BK + kk + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_A)
             else:
                 Tx.copy_async(As[s, :, kk:kk + ATOM_K], XA[m0:m0 + BM, kt * BK + kk:kt * BK + kk + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_A)
             if ONE_B:
                 Tx.copy_async(Bs[s, 0:1, kk:kk + ATOM_K], XB[0:1, kt * BK + kk:kt * BK + kk + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_B)
             else:
                 Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], XB[n0:n0 + BN, kt * BK + kk:kt * BK + kk + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_B)
 
         @T.inline
         def load_shared_slice(s, kt, kk, m0, n0, r):
@@ -640,16 +684,18 @@ def _trace(p: KernelPlan) -> Any:
             k0 = T.meta_var(kt * BK + kk)
             if ALONG_M:
                 Tx.copy_async(As[s, :, kk:kk + ATOM_K], XA[m0:m0 + BM, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_A)
                 Tx.copy_async(Bs[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
                               XB[n0 + r * MC_ROWS:n0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1,
+                              **LOAD_B)
             else:
                 Tx.copy_async(As[s, r * MC_ROWS:(r + 1) * MC_ROWS, kk:kk + ATOM_K],
                               XA[m0 + r * MC_ROWS:m0 + (r + 1) * MC_ROWS, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1)
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1,
+                              **LOAD_A)
                 Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], XB[n0:n0 + BN, k0:k0 + ATOM_K],
-                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]))
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_B)
 
         @T.inline
         def load_atom(s, kt, kk, m0, n0):
@@ -673,13 +719,20 @@ def _trace(p: KernelPlan) -> Any:
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
             if SPLIT > 1:
                 # This CTA's k-tiles of the split: rank*KT + kt.
-                load_atom(ring.slot(j), rank * KT + kt, 0, m0, n0)
-                if BK == 2 * ATOM_K:
-                    load_atom(ring.slot(j), rank * KT + kt, ATOM_K, m0, n0)
+                load_atoms(j, rank * KT + kt, m0, n0)
             else:
-                load_atom(ring.slot(j), kt, 0, m0, n0)
-                if BK == 2 * ATOM_K:
-                    load_atom(ring.slot(j), kt, ATOM_K, m0, n0)
+                load_atoms(j, kt, m0, n0)
+
+        @T.inline
+        def load_atoms(j, kt, m0, n0):
+            # The stage's ATOMS atoms along K (blk_k 64..256), unrolled at trace time.
+            load_atom(ring.slot(j), kt, 0, m0, n0)
+            if ATOMS >= 2:
+                load_atom(ring.slot(j), kt, ATOM_K, m0, n0)
+            if ATOMS >= 3:
+                load_atom(ring.slot(j), kt, 2 * ATOM_K, m0, n0)
+            if ATOMS >= 4:
+                load_atom(ring.slot(j), kt, 3 * ATOM_K, m0, n0)
 
         @T.inline
         def load_tile_at(j, kt, tm, tn):
@@ -831,7 +884,7 @@ def _trace(p: KernelPlan) -> Any:
                     # for every box size.
                     box = T.meta_var((c * MB + mb) * BOX_N + nb if C > 1 else mb * BOX_N + nb)
                     Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[box, :, :],
-                                  dispatch="tma_auto")
+                                  dispatch="tma_auto", **STORE_OPTS)
             bulk_commit()
 
         @T.inline
@@ -875,7 +928,8 @@ def _trace(p: KernelPlan) -> Any:
         def store_box(c, buf, m0, n0, mb, nb):
             r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
             c0 = T.meta_var(n0 + nb * STORE_BOX)
-            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto")
+            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto",
+                          **STORE_OPTS)
             bulk_commit()
 
         @T.inline

@@ -1,0 +1,68 @@
+"""The GPU kits of bench/prebuild.py: the sets that ran keep their configs, the new kit is valid.
+
+A kit that already ran on the H200 (its smoke and timing results are on file) must draw the same
+configs when it is rebuilt, whatever knobs the space gains later: its random draws leave out the
+knobs added to hopper-gemm/5 after its first kit. The digests below are of the sets as built for
+those runs (branch wtk, before the later knobs existed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from tirtune.space import HOPPER, Config, Problem
+
+# sha256 of json.dumps([[config.canonical(), str(problem)], ...]) of each set as it ran.
+RAN = {
+    "v4": "214b9c67111fbc41a8ac2d7128000b0a474c78c34f3916e72370728e325ef24d",
+    "v4-fuzz": "f0e55b9120f25f6456e1fcc6c42b461b81d42b537aa16d454efb1ba46c274e19",
+    "v5-fuzz": "ea785a89ce3f9475307d56e09b6946bf85b882d08e51a337dcaf5c6f7811a83d",
+}
+LATER = {"l2_hint": "none/none", "l2_promotion": "128B", "prefetch_tensormap": False}
+
+
+def _prebuild() -> Any:
+    from bench import prebuild  # bench is a package: no sys.path edits
+
+    return prebuild
+
+
+def _pairs(name: str) -> list[tuple[Config, Problem]]:
+    return [(item[-2], item[-1]) for item in _prebuild().SETS[name]()]
+
+
+def _uses_a_later_option(config: Config) -> bool:
+    return any(getattr(config, k) != v for k, v in LATER.items()) or config.blk_k > 128
+
+
+@pytest.mark.parametrize("name", sorted(RAN))
+def test_the_sets_that_ran_draw_the_same_configs(name: str) -> None:
+    pairs = _pairs(name)
+    assert not any(_uses_a_later_option(c) for c, _ in pairs)
+    listed = json.dumps([[c.canonical(), str(p)] for c, p in pairs])
+    assert hashlib.sha256(listed.encode()).hexdigest() == RAN[name]
+
+
+def test_the_second_round_kit_is_valid_and_each_problem_starts_from_its_baseline() -> None:
+    prebuild = _prebuild()
+    pairs = _pairs("v5b")
+    assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+    assert len({prebuild._slug(c, p) for c, p in pairs}) == len(pairs)  # one .so name each
+    first: dict[Problem, Config] = {}
+    for config, problem in prebuild.SET_V5B_PERF:
+        first.setdefault(problem, config)
+    # Every timed problem's first entry is a run-1 kernel (no later option): the same-process
+    # baseline of the variants after it.
+    assert len(first) == 12 and not any(_uses_a_later_option(c) for c in first.values())
+    assert sum(_uses_a_later_option(c) for c, _ in prebuild.SET_V5B_PERF) >= 40
+
+
+def test_the_new_fuzz_sets_use_a_later_option_in_every_config() -> None:
+    pairs = _pairs("v5b-fuzz")
+    assert len(pairs) == 120 and all(_uses_a_later_option(c) and HOPPER.is_valid(c, p) for c, p in pairs)
+    assert {c.l2_hint for c, _ in pairs} >= {"first/none", "none/first", "first/last", "last/first"}
+    assert any(c.blk_k == 256 for c, _ in pairs) and any(c.split_k > 1 for c, _ in pairs)
