@@ -608,3 +608,43 @@ def test_the_pruned_search_lists_exactly_the_valid_points(problem: Problem) -> N
     space = SearchSpace("sm_90a", "small", _SMALL_GRID, HOPPER.problem_rules, HOPPER.config_rules)
     found = space.valid_configs(problem)
     assert found == space.brute_force_valid_configs(problem) and found  # same points, same order
+
+
+def _distance(a: Config, b: Config, names: list[str]) -> int:
+    return sum(getattr(a, n) != getattr(b, n) for n in names)
+
+
+@pytest.mark.parametrize("problem", [Problem(16, 4096, 4096), Problem(1000, 1024, 200)])
+def test_the_nearest_valid_config_is_as_near_as_any_valid_point(problem: Problem) -> None:
+    """SearchSpace.nearest_valid (the tuner's repair of a refused sample) against every valid
+    point of a small grid: valid, never excluded, and at the least distance there is."""
+    import random
+
+    space = SearchSpace("sm_90a", "small", _SMALL_GRID, HOPPER.problem_rules, HOPPER.config_rules)
+    valid = space.brute_force_valid_configs(problem)
+    names = list(_SMALL_GRID)
+    rng = random.Random(3)
+    for _ in range(12):
+        target = Config(**{n: rng.choice(v) for n, v in _SMALL_GRID.items()})
+        exclude = set(rng.sample(valid, 200)) | ({target} if target in valid else set())
+        found = space.nearest_valid(target, problem, exclude=exclude, rng=random.Random(0))
+        assert found is not None and space.is_valid(found, problem) and found not in exclude
+        assert _distance(found, target, names) == min(_distance(c, target, names) for c in valid if c not in exclude)
+
+
+def test_the_nearest_valid_config_in_the_whole_hopper_space_is_valid_and_near() -> None:
+    """The same repair in the current template's grid (~1e10 points, too many to list): a valid
+    config, and no farther than the start configs of the problem's class, which are valid."""
+    import random
+
+    from tirtune.space.branches import branch
+
+    problem = Problem(16, 4096, 4096)
+    names = list(HOPPER.knobs)
+    rng = random.Random(5)
+    for _ in range(4):
+        target = Config(**{n: rng.choice(list(v)) for n, v in HOPPER.knobs.items()})
+        found = HOPPER.nearest_valid(target, problem, rng=random.Random(0))
+        assert found is not None and HOPPER.is_valid(found, problem)
+        starts = [c for c in branch("sm_90a").start_configs(problem) if HOPPER.is_valid(c, problem)]
+        assert starts and _distance(found, target, names) <= min(_distance(c, target, names) for c in starts)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tirtune.core import V2_KNOBS, Config, Problem
@@ -112,34 +113,107 @@ class SearchSpace:
         hopper-gemm/5 grid has ~180M points (~0.3% valid at 4096^3): listing them one by one
         took half an hour. A rule without a declaration is applied to whole configs."""
         names = list(self.knobs)
-        depth = {name: i for i, name in enumerate(names)}
-        at: list[list[ConfigRule]] = [[] for _ in range(max(len(names), 1))]
-        for rule in self.config_rules:
-            read = knobs_read(rule)
-            known = [depth[k] for k in read if k in depth] if read is not None else [len(names) - 1]
-            at[max(known, default=0)].append(rule)
+        at = self._rules_by_depth(names)
         found: list[Config] = []
         chosen: dict[str, Any] = {}
+        partial = _Partial()
 
         def walk(i: int) -> None:
             if i == len(names):
                 found.append(Config(**chosen))
                 return
             for value in self.knobs[names[i]]:
-                chosen[names[i]] = value
-                if at[i]:
-                    # Knobs not chosen yet sit at their defaults: the rules here do not read them.
-                    partial = Config(**chosen)
-                    if any(rule(partial, problem) for rule in at[i]):
-                        continue
+                chosen[names[i]] = partial.set(names[i], value)
+                # Knobs not chosen yet sit at their defaults: the rules here do not read them.
+                if at[i] and any(rule(partial.config, problem) for rule in at[i]):
+                    continue
                 walk(i + 1)
             del chosen[names[i]]
+            partial.reset(names[i])
 
         if names:
             walk(0)
         elif not any(rule(Config(), problem) for rule in self.config_rules):
             found.append(Config())
         return found
+
+    def nearest_valid(
+        self, config: Config, problem: Problem, *, exclude: Collection[Config] = (),
+        rng: random.Random | None = None, max_nodes: int = 50_000,
+    ) -> Config | None:
+        """A valid config not in `exclude` that changes the fewest knobs of `config` (ties drawn
+        with `rng`), or None when there is none. Branch and bound over the same depth-first walk
+        as `_search`: each knob tries `config`'s value first, so the first complete config found
+        is near; partial configs that change more knobs than the best found so far, or break a
+        rule whose knobs are all chosen, are cut. In hopper-gemm/5 (~1e10 grid points, ~3M valid
+        at a problem) listing every valid config takes minutes and a search ring by ring around a
+        sample three knobs away hundreds of thousands of configs; this walk visits a few thousand
+        nodes. After `max_nodes` it returns the nearest found so far."""
+        finite = self.finite_configs(problem)
+        names = list(self.knobs)
+        if finite is not None or not names or self.problem_violations(problem):
+            pool = [c for c in (finite if finite is not None else self.valid_configs(problem)) if c not in exclude]
+            if not pool:
+                return None
+            far = {c: sum(getattr(c, n) != getattr(config, n) for n in names) for c in pool}
+            nearest = min(far.values())
+            ties = [c for c in pool if far[c] == nearest]
+            return (rng or random).choice(ties) if len(ties) > 1 else ties[0]
+        rng = rng or random.Random(0)
+        at = self._rules_by_depth(names)
+        excluded = set(exclude)
+        order = []
+        for name in names:
+            own = getattr(config, name)
+            others = [v for v in self.knobs[name] if v != own]
+            rng.shuffle(others)
+            order.append(([own] if own in self.knobs[name] else []) + others)
+        best = [len(names) + 1]
+        ties: list[Config] = []
+        chosen: dict[str, Any] = {}
+        partial = _Partial()
+        nodes = [0]
+
+        def walk(i: int, changed: int) -> None:
+            if i == len(names):
+                found = Config(**chosen)
+                if found in excluded:
+                    return
+                if changed < best[0]:
+                    best[0] = changed
+                    ties.clear()
+                ties.append(found)
+                return
+            for value in order[i]:
+                if nodes[0] >= max_nodes and ties:
+                    return
+                cost = changed + (value != getattr(config, names[i]))
+                # Enough ties at the best distance to draw from: only a nearer config counts now.
+                if cost > best[0] or (cost == best[0] and len(ties) >= _TIES):
+                    continue
+                nodes[0] += 1
+                chosen[names[i]] = partial.set(names[i], value)
+                if at[i] and any(rule(partial.config, problem) for rule in at[i]):
+                    continue
+                walk(i + 1, cost)
+            chosen.pop(names[i], None)
+            partial.reset(names[i])
+
+        walk(0, 0)
+        if not ties:
+            return None
+        return ties[0] if len(ties) == 1 else rng.choice(ties)
+
+    def _rules_by_depth(self, names: list[str]) -> list[list[ConfigRule]]:
+        """Each config rule at the depth of the last knob it reads (`rules.reads`); a rule
+        without a declaration at the last depth (applied to whole configs)."""
+        depth = {name: i for i, name in enumerate(names)}
+        at: list[list[ConfigRule]] = [[] for _ in range(max(len(names), 1))]
+        for rule in self.config_rules:
+            read = knobs_read(rule)
+            known = [depth[k] for k in read if k in depth] if read is not None else [len(names) - 1]
+            at[max(known, default=0)].append(rule)
+        return at
 
     def brute_force_valid_configs(self, problem: Problem) -> list[Config]:
         """`valid_configs` by checking every point of the grid (slow; the reference it is tested
@@ -148,6 +222,27 @@ class SearchSpace:
             return []
         rules = self.config_rules
         return [c for c in self.configs() if not any(rule(c, problem) for rule in rules)]
+
+
+_TIES = 8  # nearest configs drawn from
+_DEFAULTS = {f.name: f.default for f in fields(Config)}
+
+
+class _Partial:
+    """One Config the searches change in place, knob by knob, as their walk goes down and back:
+    the knobs not chosen yet sit at their defaults. Building a checked Config per node of the
+    walk took two thirds of its time. The rules only read it; what a search returns is built the
+    checked way."""
+
+    def __init__(self) -> None:
+        self.config = Config()
+
+    def set(self, name: str, value: Any) -> Any:
+        object.__setattr__(self.config, name, value)
+        return value
+
+    def reset(self, name: str) -> None:
+        object.__setattr__(self.config, name, _DEFAULTS[name])
 
 
 def _named(rule: Any, reason: str | None) -> Violation | None:
