@@ -83,4 +83,8 @@ def test_the_suite_runs_through_post_tune_and_scores_with_get_best(replaying_ser
     first, second = (p["ratio"] for p in report["problems"])
     assert report["geomean"] == pytest.approx(math.sqrt(first * second))
     assert {"date", "gpu", "driver", "cuda", "tvm", "torch", "template_version", "geomean"} <= set(report)
+    # The versions come from the measurements' provenance (the H200 run printed "TVM None, torch None").
+    provenance = report["problems"][0]["provenance"]
+    assert report["tvm"] == provenance["tvm_version"] and report["torch"] == provenance["torch_version"]
+    assert report["tvm"]
     assert "REPLAYED" in out.with_suffix(".md").read_text()
