@@ -118,14 +118,10 @@ def test_a_problem_is_refused_before_the_branch_is_known_only_if_no_branch_takes
         check_problem(Problem(128, 128, 4001))
 
 
-def test_the_old_names_in_space_arch_still_answer_until_the_shim_goes() -> None:
-    from tirtune.space import arch
-
-    assert arch.space_for_gpu("9.0") is BRANCHES["sm_90a"].space
-    assert arch.branch_of("blackwell-gemm/1") == "sm_100a" and arch.branch_of("hopper-gemm/4") == "sm_90a"
-    assert arch.BRANCH_STATUS == {a: b.status_text for a, b in BRANCHES.items()}
-    assert arch.is_blackwell_gpu_name("NVIDIA B200") and not arch.is_blackwell_gpu_name("NVIDIA H200")
-    assert arch.BLACKWELL_FAMILY == "blackwell-"
+def test_older_template_versions_belong_to_their_branch() -> None:
+    for version in ("hopper-gemm/1", "hopper-gemm/3", "hopper-gemm/4"):
+        assert branch_for_version(version) is BRANCHES["sm_90a"]
+    assert branch_for_version("blackwell-gemm/1") is BRANCHES["sm_100a"]
 
 
 # --- the repository's serving policy reads each branch's status ------------------------------------

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tirtune.space.config import Config
+from tirtune.core.config import Config
+from tirtune.core.problem import Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.problem import Problem
 
 __all__ = [
     "refuse_if_broken",
