@@ -26,7 +26,6 @@ from tirtune.space.branches import (
 )
 from tirtune.space.shapes import ShapeClass
 from tirtune.space.templates import gemm
-from tirtune.tuner.optuna_proposer import _in_space
 from tirtune.workers import compile_one, toolchain
 
 # One problem per shape class (the classes' own docstring examples).
@@ -62,7 +61,7 @@ def test_every_shape_class_has_starting_configs_of_the_branchs_own_space(b: Bran
         # The class's list, its tiles fitted to the problem (shapes.fitted), in the same order.
         assert len(starts) <= len(b.start_with[shape])
         assert [c.swap_ab for c in starts] == [c.swap_ab for c in dict.fromkeys(b.start_with[shape])][: len(starts)]
-        assert starts and all(_in_space(c, b.space) for c in starts), (b.arch, shape)
+        assert starts and all(b.space.holds(c) for c in starts), (b.arch, shape)
         if b.measured:  # a class's own problem takes its start configs as they are: valid, none repaired
             assert all(b.space.is_valid(c, problem) for c in starts), (b.arch, shape)
 
@@ -76,7 +75,7 @@ def test_hopper_starts_each_class_from_its_own_points_and_blackwell_from_those_i
     assert hopper.start_with[ShapeClass.SQUARE] == HOPPER_START
     assert all(c.swap_ab for c in hopper.start_with[ShapeClass.DECODE][:4])
     assert hopper.start_with[ShapeClass.DECODE] != hopper.start_with[ShapeClass.FEW_TILES]
-    expressible = tuple(c for c in HOPPER_START if _in_space(c, BLACKWELL))
+    expressible = tuple(c for c in HOPPER_START if BLACKWELL.holds(c))
     assert all(branch("sm_100a").start_with[c] == expressible for c in ShapeClass)
 
 

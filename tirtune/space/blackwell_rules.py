@@ -10,11 +10,12 @@ the swizzle atom, raster groups, epilogue names) are imported from `tirtune.spac
 
 from __future__ import annotations
 
-from tirtune.core import V2_KNOBS, Config, Problem
+from tirtune.core import Config, Problem
 from tirtune.space.rules import (
     ConfigRule,
     ProblemRule,
     blk_k_matches_swizzle,
+    knobs_off_default,
     loader_supported,
     raster_group_valid,
     tma_row_stride_aligned,
@@ -51,10 +52,12 @@ CONSUMER_ROWS = 128
 EPILOGUE_CHUNK = 64
 MAX_STAGES = 8
 EPILOGUES = ("register", "tma")
-# Knobs added for the Hopper branch that this branch has no code path for (schedule, reg_split,
-# and any later one): only their defaults build here, so a new knob is refused until implemented.
-IMPLEMENTED_KNOBS = {"persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader"}
-HOPPER_ONLY_KNOBS = {name: default for name, default in V2_KNOBS.items() if name not in IMPLEMENTED_KNOBS}
+# The knobs this branch's template has a code path for. Every other knob (schedule, reg_split and
+# any later Hopper one) builds here only at its default, so a new knob is refused until implemented.
+IMPLEMENTED_KNOBS = frozenset({
+    "blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized",
+    "persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader",
+})
 
 
 def b_rows(config: Config) -> int:
@@ -125,11 +128,7 @@ def epilogue_supported(config: Config, problem: Problem) -> str | None:
 
 def hopper_knobs_at_default(config: Config, problem: Problem) -> str | None:
     """Knobs only the Hopper branch implements must keep their defaults (the kernel would ignore them)."""
-    foreign = [
-        f"{name}={getattr(config, name)!r}"
-        for name, default in HOPPER_ONLY_KNOBS.items()
-        if getattr(config, name, default) != default
-    ]
+    foreign = knobs_off_default(config, IMPLEMENTED_KNOBS)
     if foreign:
         return f"the Blackwell branch has no code path for {', '.join(foreign)} (only the default)"
     return None
