@@ -1,11 +1,8 @@
 """Validity rules of the Blackwell (sm_100a) GEMM space: named predicates returning None or a reason.
 
-What the knobs mean on Blackwell (see `tirtune.space.templates.blackwell_gemm`): blk_m x blk_n is
-the output tile one CTA owns; its `consumers` MMA streams each own 128 rows of it and accumulate in
-their own blk_n TMEM columns. cluster=2 pairs two CTAs along M into one tcgen05 cta_group::2 MMA
-of M=256 (each CTA loads its own A rows and half of the B tile; the pair shares both halves), so a
-cluster tile is (2 x blk_m) x blk_n. The rules that mean the same thing as on Hopper (TMA strides,
-the swizzle atom, raster groups, epilogue names) are imported from `tirtune.space.rules`.
+What the knobs mean on Blackwell: `tirtune.space.blackwell`. The rules that mean the same thing as
+on Hopper (TMA strides, the swizzle atom, raster groups, the loader) are imported from
+`tirtune.space.rules`.
 """
 
 from __future__ import annotations
