@@ -26,7 +26,6 @@ from tirtune.space.branches import (
 )
 from tirtune.space.shapes import ShapeClass
 from tirtune.space.templates import gemm
-from tirtune.tuner.optuna_proposer import _in_space
 from tirtune.workers import compile_one, toolchain
 
 # One problem per shape class (the classes' own docstring examples).
@@ -62,7 +61,7 @@ def test_every_shape_class_has_starting_configs_of_the_branchs_own_space(b: Bran
         # The class's list, its tiles fitted to the problem (shapes.fitted), in the same order.
         assert len(starts) <= len(b.start_with[shape])
         assert [c.swap_ab for c in starts] == [c.swap_ab for c in dict.fromkeys(b.start_with[shape])][: len(starts)]
-        assert starts and all(_in_space(c, b.space) for c in starts), (b.arch, shape)
+        assert starts and all(b.space.holds(c) for c in starts), (b.arch, shape)
         if b.measured:  # a class's own problem takes its start configs as they are: valid, none repaired
             assert all(b.space.is_valid(c, problem) for c in starts), (b.arch, shape)
 
@@ -76,7 +75,7 @@ def test_hopper_starts_each_class_from_its_own_points_and_blackwell_from_those_i
     assert hopper.start_with[ShapeClass.SQUARE] == HOPPER_START
     assert all(c.swap_ab for c in hopper.start_with[ShapeClass.DECODE][:4])
     assert hopper.start_with[ShapeClass.DECODE] != hopper.start_with[ShapeClass.FEW_TILES]
-    expressible = tuple(c for c in HOPPER_START if _in_space(c, BLACKWELL))
+    expressible = tuple(c for c in HOPPER_START if BLACKWELL.holds(c))
     assert all(branch("sm_100a").start_with[c] == expressible for c in ShapeClass)
 
 
@@ -118,14 +117,10 @@ def test_a_problem_is_refused_before_the_branch_is_known_only_if_no_branch_takes
         check_problem(Problem(128, 128, 4001))
 
 
-def test_the_old_names_in_space_arch_still_answer_until_the_shim_goes() -> None:
-    from tirtune.space import arch
-
-    assert arch.space_for_gpu("9.0") is BRANCHES["sm_90a"].space
-    assert arch.branch_of("blackwell-gemm/1") == "sm_100a" and arch.branch_of("hopper-gemm/4") == "sm_90a"
-    assert arch.BRANCH_STATUS == {a: b.status_text for a, b in BRANCHES.items()}
-    assert arch.is_blackwell_gpu_name("NVIDIA B200") and not arch.is_blackwell_gpu_name("NVIDIA H200")
-    assert arch.BLACKWELL_FAMILY == "blackwell-"
+def test_older_template_versions_belong_to_their_branch() -> None:
+    for version in ("hopper-gemm/1", "hopper-gemm/3", "hopper-gemm/4"):
+        assert branch_for_version(version) is BRANCHES["sm_90a"]
+    assert branch_for_version("blackwell-gemm/1") is BRANCHES["sm_100a"]
 
 
 # --- the repository's serving policy reads each branch's status ------------------------------------

@@ -179,6 +179,27 @@ def test_older_spaces_refuse_the_knobs_they_do_not_have() -> None:
     assert HOPPER.is_valid(mono, p)
 
 
+def test_one_check_holds_the_knobs_a_space_or_branch_lacks_at_their_defaults() -> None:
+    from tirtune.space.blackwell import BLACKWELL
+    from tirtune.space.blackwell_rules import hopper_knobs_at_default
+
+    p = Problem(4096, 4096, 4096)
+    pingpong = Config(128, 128, 64, 4, 2, True, persistent=True, schedule="pingpong", reg_split="240/24")
+    assert rules.knobs_off_default(pingpong, HOPPER.knobs) == [] and HOPPER.holds(pingpong)
+    assert rules.knobs_off_default(pingpong, HOPPER_V2.knobs) == ["schedule='pingpong'", "reg_split='240/24'"]
+    assert [(v.rule, v.reason) for v in HOPPER_V2.violations(pingpong, p)] == [
+        ("knobs_of_this_space", "hopper-gemm/2 has no knob schedule='pingpong', reg_split='240/24' (only the default)")
+    ]
+    assert not HOPPER_V2.holds(pingpong) and not BLACKWELL.holds(pingpong)
+    assert hopper_knobs_at_default(pingpong, p) == (
+        "the Blackwell branch has no code path for schedule='pingpong', reg_split='240/24' (only the default)"
+    )
+    # The Blackwell template reads cluster_dim (only "m" is a CTA pair); its space has no such knob.
+    assert hopper_knobs_at_default(Config(cluster_dim="n"), p) is None and not BLACKWELL.holds(Config(cluster_dim="n"))
+    # holds: a grid point of the space (its knobs' values), rules and problems not asked.
+    assert not HOPPER_V2.holds(Config(blk_n=8)) and HOPPER.holds(Config(blk_n=8))
+
+
 def test_new_knobs_at_their_defaults_keep_hopper_gemm_2_digests() -> None:
     old = {
         "blk_m": 128,

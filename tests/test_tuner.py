@@ -157,13 +157,12 @@ def test_start_points_are_seeded_only_into_spaces_that_hold_them() -> None:
     from tirtune.space import HOPPER
     from tirtune.space.branches import HOPPER_START as START_WITH
     from tirtune.space.hopper import HOPPER_V2
-    from tirtune.tuner.optuna_proposer import _in_space
 
     v3_pingpong, v3_cooperative, v2_best, *v1_points = START_WITH
-    assert all(_in_space(c, HOPPER) and HOPPER.is_valid(c, P) for c in START_WITH)
-    assert not any(_in_space(c, HOPPER_V2) for c in (v3_pingpong, v3_cooperative)), "never cut down to a v2 config"
-    assert _in_space(v2_best, HOPPER_V2) and not _in_space(v2_best, HOPPER_V1)
-    assert all(_in_space(c, HOPPER_V1) and _in_space(c, HOPPER) for c in v1_points)
+    assert all(HOPPER.holds(c) and HOPPER.is_valid(c, P) for c in START_WITH)
+    assert not any(HOPPER_V2.holds(c) for c in (v3_pingpong, v3_cooperative)), "never cut down to a v2 config"
+    assert HOPPER_V2.holds(v2_best) and not HOPPER_V1.holds(v2_best)
+    assert all(HOPPER_V1.holds(c) and HOPPER.holds(c) for c in v1_points)
 
 
 def test_a_study_of_the_current_space_starts_from_the_best_known_point(tmp_path: Path) -> None:

@@ -14,54 +14,20 @@ __all__ = ["Config"]
 
 @dataclass(frozen=True, slots=True, order=True)
 class Config:
-    """Knobs of the Hopper GEMM template (see `tirtune.space.hopper` for ranges and rules).
+    """One point of a search space: the knobs of the GEMM template, frozen and hashable.
 
-    blk_m/blk_n/blk_k: the CTA tile. consumers: consumer warpgroups, splitting blk_m evenly
-    (each owns blk_m/consumers rows, 64 or 128). stages: depth of the shared-memory ring.
-    warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one
-    consumer thread issues them ahead of the MMAs.
-    persistent: one CTA per SM (at most), each looping over output tiles; raster_group: tile rows
-    (along M) visited together by consecutive tile indices (1 = row-major, 0 = all of them:
-    column-major), persistent only.
-    epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
-    shared-memory staging tile, then a TMA store).
-    epilogue "tma_chunked": the same, staged one 64x64 box at a time through two small buffers
-    per consumer, so one box's stmatrix overlaps the previous box's TMA store.
-    cluster: CTAs per thread-block cluster (1 = no cluster); cluster_dim: the axis ("m" or "n")
-    along which the cluster's CTAs lie. Which architectures and values are valid is the space's
-    business (its knob ranges and rules), not the Config's.
-    schedule: the consumers' warp roles: "cooperative" (they split blk_m of one tile) or "pingpong"
-    (each computes whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps the other's
-    MMAs). reg_split: "consumer/producer" registers a thread after setmaxnreg. loader: "tma" (the
-    copy engine fills the ring) or "threads" (every consumer thread copies 16-byte chunks into the
-    swizzled stage; one stage, no producer: the seed journey's first steps).
-    epilogue_warpgroup (hopper-gemm/4): a separate epilogue warpgroup issues the TMA stores. The
-    consumers still stage their register fragments in shared memory (stmatrix), then hand each
-    staged buffer over through an mbarrier and go on; the epilogue warpgroup stores it and hands
-    it back once the store has read it.
-    swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T, so the problem's N runs along wgmma's
-    64-row M and the problem's M becomes wgmma's N (8..256 in steps of 8): a small M (decode,
-    small batches) fits a narrow wgmma instead of a 64-row block that is mostly padding. D stays
-    row-major (M, N); the fragment is stored transposed. blk_m, blk_n, consumers and cluster_dim
-    always name the kernel's own (post-swap) axes: with swap_ab, blk_m is the tile's extent along
-    the problem's N and blk_n its extent along the problem's M (so every tile, register and
-    shared-memory rule reads the same with and without the swap).
-    split_k (hopper-gemm/5): the CTAs of a thread-block cluster of split_k CTAs compute the same
-    output tile, each over 1/split_k of the k-tiles; split_k_reduce names how their fp32 partial
-    tiles are summed: "dsmem" (each CTA parks its fragment in its own shared memory, a cluster
-    barrier, then CTA r sums its share of the tile over every peer, in rank order, through
-    distributed shared memory and stores it).
-    l2_hint (hopper-gemm/5, later additions): the L2 eviction priority the TMA loads of the
-    kernel's A and B operands carry, "<A>/<B>" with each "none" (no hint: the default policy),
-    "first" (evict_first: a streamed operand, read once) or "last" (evict_last: an operand re-read
-    by many CTAs). A and B are the kernel's operands (with swap_ab, A is the problem's B).
-    l2_promotion: the L2 promotion of the load tensor maps ("128B", TVM's default, or "256B": an
-    L2 miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).
-    prefetch_tensormap: warp 0 prefetches every tensor map's descriptor when the kernel starts
-    (prefetch.tensormap), before the first TMA needs it.
+    A knob is one choice the template makes when it traces a kernel (the tile, the pipeline depth,
+    the warp roles, the loads, the epilogue, ...), an int, a bool or a string with a default. A
+    Config checks only each knob's type; which values are valid, on which architecture, is the
+    business of a search space (`tirtune.space`: knob ranges and named rules per template branch
+    and version), and what a knob means is the branch's: `tirtune.space.hopper` (sm_90a) and
+    `tirtune.space.blackwell` (sm_100a) say it. A space without a knob holds it at its default.
 
-    Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of `canonical` while at their
-    default, so a hopper-gemm/1 config keeps its digest (its stored identity).
+    `to_json` / `from_json` round-trip (missing knobs take their defaults, unknown ones are an
+    error); `canonical` is the stable text of the knobs and `digest` its hash, the config's part of
+    every build and measurement key. Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of
+    `canonical` while at their default, so a hopper-gemm/1 config keeps its digest (its stored
+    identity).
     """
 
     blk_m: int = 128

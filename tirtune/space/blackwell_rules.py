@@ -1,20 +1,18 @@
 """Validity rules of the Blackwell (sm_100a) GEMM space: named predicates returning None or a reason.
 
-What the knobs mean on Blackwell (see `tirtune.space.templates.blackwell_gemm`): blk_m x blk_n is
-the output tile one CTA owns; its `consumers` MMA streams each own 128 rows of it and accumulate in
-their own blk_n TMEM columns. cluster=2 pairs two CTAs along M into one tcgen05 cta_group::2 MMA
-of M=256 (each CTA loads its own A rows and half of the B tile; the pair shares both halves), so a
-cluster tile is (2 x blk_m) x blk_n. The rules that mean the same thing as on Hopper (TMA strides,
-the swizzle atom, raster groups, epilogue names) are imported from `tirtune.space.rules`.
+What the knobs mean on Blackwell: `tirtune.space.blackwell`. The rules that mean the same thing as
+on Hopper (TMA strides, the swizzle atom, raster groups, the loader) are imported from
+`tirtune.space.rules`.
 """
 
 from __future__ import annotations
 
-from tirtune.core import V2_KNOBS, Config, Problem
+from tirtune.core import Config, Problem
 from tirtune.space.rules import (
     ConfigRule,
     ProblemRule,
     blk_k_matches_swizzle,
+    knobs_off_default,
     loader_supported,
     raster_group_valid,
     tma_row_stride_aligned,
@@ -51,10 +49,12 @@ CONSUMER_ROWS = 128
 EPILOGUE_CHUNK = 64
 MAX_STAGES = 8
 EPILOGUES = ("register", "tma")
-# Knobs added for the Hopper branch that this branch has no code path for (schedule, reg_split,
-# and any later one): only their defaults build here, so a new knob is refused until implemented.
-IMPLEMENTED_KNOBS = {"persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader"}
-HOPPER_ONLY_KNOBS = {name: default for name, default in V2_KNOBS.items() if name not in IMPLEMENTED_KNOBS}
+# The knobs this branch's template has a code path for. Every other knob (schedule, reg_split and
+# any later Hopper one) builds here only at its default, so a new knob is refused until implemented.
+IMPLEMENTED_KNOBS = frozenset({
+    "blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized",
+    "persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader",
+})
 
 
 def b_rows(config: Config) -> int:
@@ -125,11 +125,7 @@ def epilogue_supported(config: Config, problem: Problem) -> str | None:
 
 def hopper_knobs_at_default(config: Config, problem: Problem) -> str | None:
     """Knobs only the Hopper branch implements must keep their defaults (the kernel would ignore them)."""
-    foreign = [
-        f"{name}={getattr(config, name)!r}"
-        for name, default in HOPPER_ONLY_KNOBS.items()
-        if getattr(config, name, default) != default
-    ]
+    foreign = knobs_off_default(config, IMPLEMENTED_KNOBS)
     if foreign:
         return f"the Blackwell branch has no code path for {', '.join(foreign)} (only the default)"
     return None

@@ -1,4 +1,53 @@
-"""The Hopper (sm_90a) search spaces of the GEMM template, one per template version."""
+"""The Hopper (sm_90a) search spaces of the GEMM template, one per template version.
+
+What the knobs mean on Hopper (`tirtune.space.templates.hopper_gemm`; a space of an older version
+holds the knobs it lacks at their defaults):
+
+- blk_m/blk_n/blk_k: the CTA tile. consumers: consumer warpgroups, splitting blk_m evenly (each
+  owns blk_m/consumers rows, 64 or 128). stages: depth of the shared-memory ring.
+  warp_specialized: a separate producer warpgroup issues the TMA loads; otherwise one consumer
+  thread issues them ahead of the MMAs.
+- persistent: one CTA per SM (at most), each looping over output tiles; raster_group: tile rows
+  (along M) visited together by consecutive tile indices (1 = row-major, 0 = all of them:
+  column-major), persistent only.
+- epilogue: "register" (fragments stored straight to global memory) or "tma" (stmatrix into a
+  shared-memory staging tile, then a TMA store); "tma_chunked": the same, staged one 64x64 box
+  at a time through two small buffers per consumer, so one box's stmatrix overlaps the previous
+  box's TMA store.
+- cluster: CTAs per thread-block cluster (1 = no cluster); cluster_dim: the axis ("m" or "n")
+  along which the cluster's CTAs lie.
+- schedule: the consumers' warp roles: "cooperative" (they split blk_m of one tile) or
+  "pingpong" (each computes whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps
+  the other's MMAs). reg_split: "consumer/producer" registers a thread after setmaxnreg.
+  loader: "tma" (the copy engine fills the ring) or "threads" (every consumer thread copies
+  16-byte chunks into the swizzled stage; one stage, no producer: the seed journey's first
+  steps).
+- epilogue_warpgroup (hopper-gemm/4): a separate epilogue warpgroup issues the TMA stores. The
+  consumers still stage their register fragments in shared memory (stmatrix), then hand each
+  staged buffer over through an mbarrier and go on; the epilogue warpgroup stores it and hands it
+  back once the store has read it.
+- swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T, so the problem's N runs along wgmma's
+  64-row M and the problem's M becomes wgmma's N (8..256 in steps of 8): a small M (decode, small
+  batches) fits a narrow wgmma instead of a 64-row block that is mostly padding. D stays
+  row-major (M, N); the fragment is stored transposed. blk_m, blk_n, consumers and cluster_dim
+  always name the kernel's own (post-swap) axes: with swap_ab, blk_m is the tile's extent along
+  the problem's N and blk_n its extent along the problem's M (so every tile, register and
+  shared-memory rule reads the same with and without the swap).
+- split_k (hopper-gemm/5): the CTAs of a thread-block cluster of split_k CTAs compute the same
+  output tile, each over 1/split_k of the k-tiles; split_k_reduce names how their fp32 partial
+  tiles are summed: "dsmem" (each CTA parks its fragment in its own shared memory, a cluster
+  barrier, then CTA r sums its share of the tile over every peer, in rank order, through
+  distributed shared memory and stores it) or "serial" (added in turn through a global
+  workspace).
+- l2_hint (hopper-gemm/5, later additions): the L2 eviction priority the TMA loads of the
+  kernel's A and B operands carry, "<A>/<B>" with each "none" (no hint: the default policy),
+  "first" (evict_first: a streamed operand, read once) or "last" (evict_last: an operand re-read
+  by many CTAs). A and B are the kernel's operands (with swap_ab, A is the problem's B).
+  l2_promotion: the L2 promotion of the load tensor maps ("128B", TVM's default, or "256B": an
+  L2 miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).
+  prefetch_tensormap: warp 0 prefetches every tensor map's descriptor when the kernel starts
+  (prefetch.tensormap), before the first TMA needs it.
+"""
 
 from __future__ import annotations
 

@@ -6,13 +6,13 @@ look at one (config, problem) pair. Each rule's name is what the dashboard and t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from tirtune.space.config import Config
+from tirtune.core.config import Config
+from tirtune.core.problem import Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.problem import Problem
 
 __all__ = [
     "refuse_if_broken",
@@ -56,6 +56,7 @@ __all__ = [
     "V4_BLK_N",
     "V4_CONFIG_RULES",
     "kernel_shape",
+    "knobs_off_default",
     "knobs_read",
     "reads",
     "one_row_operand_supported",
@@ -93,6 +94,18 @@ def reads(*knobs: str) -> Callable[[_Rule], _Rule]:
 def knobs_read(rule: ConfigRule) -> frozenset[str] | None:
     """The knobs `rule` declared with `reads`, or None (it may read any knob)."""
     return _READS.get(rule)
+
+
+def knobs_off_default(config: Config, knobs: Collection[str]) -> list[str]:
+    """The knobs of `config` outside `knobs` that are off their defaults, as "name=value" in the
+    Config's order. A space or branch without a knob has no code path for its other values: this
+    is the one check that holds such knobs at their defaults (`SearchSpace`'s
+    `knobs_of_this_space` and `holds`, the Blackwell branch's `hopper_knobs_at_default`)."""
+    return [f"{name}={getattr(config, name)!r}" for name, default in _KNOB_DEFAULTS
+            if name not in knobs and getattr(config, name) != default]
+
+
+_KNOB_DEFAULTS: tuple[tuple[str, object], ...] = tuple((f.name, f.default) for f in fields(Config))
 
 # TMA row strides are multiples of this; with 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE.
 TMA_ROW_BYTES = 16

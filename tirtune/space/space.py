@@ -8,9 +8,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tirtune.core import V2_KNOBS, Config, Problem
+from tirtune.core import Config, Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.rules import ConfigRule, ProblemRule, Violation, knobs_read
+from tirtune.space.rules import ConfigRule, ProblemRule, Violation, knobs_off_default, knobs_read
 
 __all__ = ["SearchSpace"]
 
@@ -74,16 +74,20 @@ class SearchSpace:
     def _knobs_of_this_space(self, config: Config) -> Violation | None:
         """A knob this space does not have must sit at its default: an older template version
         has no code path for the other values."""
-        foreign = [
-            f"{name}={getattr(config, name)!r}"
-            for name, default in V2_KNOBS.items()
-            if name not in self.knobs and getattr(config, name) != default
-        ]
+        foreign = knobs_off_default(config, self.knobs)
         if foreign:
             return Violation(
                 "knobs_of_this_space", f"{self.template_version} has no knob {', '.join(foreign)} (only the default)"
             )
         return None
+
+    def holds(self, config: Config) -> bool:
+        """Whether `config` is a point of this grid: each of the space's knobs at one of its values,
+        every other knob at its default (so a point of a newer space is never cut down to a
+        different config of an older one). Rules and problems are not asked."""
+        if any(getattr(config, name) not in values for name, values in self.knobs.items()):
+            return False
+        return not knobs_off_default(config, self.knobs)
 
     def is_valid(self, config: Config, problem: Problem) -> bool:
         # Short-circuits on the first broken rule: enumerating the grid checks every point.

@@ -72,7 +72,7 @@ class OptunaProposer:
         self._open: dict[int, optuna.trial.Trial] = {}
         self._retry_stale_trials()
         if not self.study.trials:
-            for config in (c for c in start_with if _in_space(c, space)):
+            for config in (c for c in start_with if space.holds(c)):
                 # Every knob of the space, defaults included (to_json leaves newer knobs out at
                 # their defaults, and a missing parameter would be sampled instead).
                 params = {name: getattr(config, name) for name in self.space.knobs}
@@ -157,17 +157,3 @@ def _storage(url: str) -> optuna.storages.RDBStorage:
     else:
         kwargs = {"pool_pre_ping": True}
     return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-
-
-def _in_space(config: Config, space: SearchSpace) -> bool:
-    """A start point belongs to a space when its knobs take the space's values and every knob
-    the space lacks is at its default (so a newer template's point is never cut down to an
-    older space's different config)."""
-    default = Config()
-    for name, value in config.to_json().items():
-        if name in space.knobs:
-            if value not in space.knobs[name]:
-                return False
-        elif value != getattr(default, name):
-            return False
-    return True

@@ -54,6 +54,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tirtune.core.config import Config
+from tirtune.core.problem import Problem
 from tirtune.space.blackwell_rules import (
     BLACKWELL_CONFIG_RULES,
     BLACKWELL_PROBLEM_RULES,
@@ -61,8 +63,6 @@ from tirtune.space.blackwell_rules import (
     EPILOGUE_CHUNK,
     TMEM_COLUMNS,
 )
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
 from tirtune.space.rules import refuse_if_broken
 from tirtune.space.templates.skeleton import (
     ATOM_K,

@@ -116,8 +116,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core.config import Config
+from tirtune.core.problem import Problem
 from tirtune.space.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,

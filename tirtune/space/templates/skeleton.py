@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.space.config import Config
-from tirtune.space.problem import Problem
+from tirtune.core.config import Config
+from tirtune.core.problem import Problem
 
 __all__ = [
     "ATOM_K",
