@@ -66,3 +66,17 @@ def test_the_new_fuzz_sets_use_a_later_option_in_every_config() -> None:
     assert len(pairs) == 120 and all(_uses_a_later_option(c) and HOPPER.is_valid(c, p) for c, p in pairs)
     assert {c.l2_hint for c, _ in pairs} >= {"first/none", "none/first", "first/last", "last/first"}
     assert any(c.blk_k == 256 for c, _ in pairs) and any(c.split_k > 1 for c, _ in pairs)
+
+
+def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_valid_points() -> None:
+    """v5-wrong: the config the suite's run found wrong (its digest as stored on the H200), then
+    valid configs one knob away from it, then it on neighbouring problems."""
+    from bench.prebuild import SETS
+    from tirtune.space import HOPPER
+
+    kit = SETS["v5-wrong"]()
+    first, problem = kit[0]
+    assert first.digest() == "0f16cf09c6e5f8aa" and (problem.m, problem.n, problem.k) == (1024, 1024, 1024)
+    assert all(HOPPER.is_valid(c, p) for c, p in kit)
+    near = [c for c, p in kit[1:] if p == problem]
+    assert near and all(sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values())) == 1 for c in near)
