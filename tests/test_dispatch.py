@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from test_api_kernels import H200, MODULE, P, cache_entry, record
 
 from tirtune.api import create_app
+from tirtune.cli import main
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem, Provenance, RunResult
 from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, DIGEST_FIELD, sha256_hex
 from tirtune.dispatch import (
@@ -33,11 +34,14 @@ from tirtune.dispatch import (
     LocalBest,
     NoArtifact,
     ServiceBest,
+    from_settings,
     use,
 )
 from tirtune.db import repo, transaction
+from tirtune.db.session import open_database
+from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.http import Reply
-from tirtune.settings import Settings
+from tirtune.settings import Settings, get_settings
 from tirtune.space.hopper import TEMPLATE_VERSION
 
 Factory = sessionmaker[Session]
@@ -267,3 +271,43 @@ def test_tirtune_gemm_goes_through_the_installed_dispatcher(db_factory: Factory,
         out = torch.empty(P.m, P.n, dtype=torch.float16)
         assert tirtune.gemm(a, b, out=out) is out and torch.equal(out, torch.mm(a, b.T))
     assert loader.launches == 2
+
+
+def test_an_export_serves_a_host_without_the_service(db_factory: Factory, tuned: Path, tmp_path: Path) -> None:
+    record(db_factory, BEST, problem=Problem(256, 256, 64))  # tuned, but its module is not in this cache
+    report = export(db_factory, tuned, tmp_path / "export")
+    manifest = json.loads(report.manifest.read_text())
+    assert [(k["shape"], k["gpu"], k["config"]) for k in manifest["kernels"]] == [(P.shape, "NVIDIA H200",
+                                                                                   BEST.to_json())]
+    assert manifest["kernels"][0]["sha256"] == sha256_hex(MODULE)
+    assert [(k["shape"], "not in" in k["reason"]) for k in manifest["missing"]] == [("256x256x64", True)]
+    loader = CpuLoader()
+    there = Dispatcher(ManifestBest(report.manifest), ArtifactStore(report.manifest.parent, build=False), loader,
+                       device_name=h200)
+    a, b = inputs()
+    assert torch.equal(there.gemm(a, b), torch.mm(a, b.T)) and loader.bytes == MODULE
+    assert there.resolved()[0].chosen == Chosen(P, "NVIDIA H200", BEST, TEMPLATE_VERSION, record_key(BEST), 1.2)
+
+
+def record_key(config: Config) -> str:
+    return Candidate(config, P, TEMPLATE_VERSION).measurement_key(H200)
+
+
+def test_tirtune_export_and_the_manifest_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    factory = open_database(url)
+    record(factory, BEST)
+    cache_entry(tmp_path / "cache", BEST)
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("TIRTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    get_settings.cache_clear()
+    try:
+        assert main(["export", str(tmp_path / "out")]) == 0
+    finally:
+        get_settings.cache_clear()
+    printed = capsys.readouterr().out
+    assert "128x256x64 float16" in printed and "1 kernels, 0 missing" in printed
+    made = from_settings(Settings(manifest=tmp_path / "out" / "manifest.json"))
+    assert isinstance(made.finder, ManifestBest) and made.store.cache_dir == tmp_path / "out"
+    assert made.finder.best(P, "NVIDIA H200") is not None and made.finder.best(P, "NVIDIA H100") is None

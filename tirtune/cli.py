@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
+    export = sub.add_parser("export", help="copy the best built kernel of every tuned problem into DIR, with a "
+                                           "manifest, for tirtune.gemm on a host without the service")
+    export.add_argument("dir", type=Path)
+    export.add_argument("--gpu", default=None, help="only this GPU model (default: every one measured)")
+    export.add_argument("--database", default=None, metavar="URL", help="this database instead of DATABASE_URL")
+
     sub.add_parser("branches", help="the template's architecture branches and how far each has been checked")
 
     db = sub.add_parser("db", help="database migrations")
@@ -77,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        commands = {"tune": _tune, "best": _best, "serve": _serve, "worker": _worker, "db": _db, "branches": _branches}
+        commands = {"tune": _tune, "best": _best, "serve": _serve, "worker": _worker, "db": _db, "branches": _branches,
+                    "export": _export}
         return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
@@ -141,6 +148,26 @@ def _best(args: argparse.Namespace) -> int:
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tirtune.db.session import open_database
+    from tirtune.dispatch.export import export
+
+    settings = get_settings()
+    sessions = open_database(args.database or settings.database_url)
+    try:
+        report = export(sessions, settings.cache_dir, args.dir, gpu_name=args.gpu)
+    finally:
+        sessions.kw["bind"].dispose()
+    for k in report.exported:
+        line = f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: {k['config_label']} ({k['ratio']:.3f}x cuBLAS)"
+        print(line)  # noqa: T201
+    for k in report.missing:
+        print(f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: not exported: {k['reason']}")  # noqa: T201
+    print(f"wrote {report.manifest} ({len(report.exported)} kernels, {len(report.missing)} missing); "  # noqa: T201
+          f"use it with TIRTUNE_MANIFEST={report.manifest}")
+    return 0 if report.exported or not report.missing else 1
 
 
 def _branches(args: argparse.Namespace) -> int:

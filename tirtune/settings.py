@@ -70,6 +70,11 @@ class Settings(BaseSettings):
         description="A running tirtune service (http://host:8000): tirtune.gemm asks its GET /best and downloads "
         "kernels from GET /kernels/{key}; None = the local database (DATABASE_URL) and build cache.",
     )
+    manifest: Path | None = Field(
+        default=None,
+        description="An export's manifest.json (`tirtune export DIR`): tirtune.gemm takes its choices from it and "
+        "its modules from its folder, with no database or service.",
+    )
     dispatch_build: bool = Field(
         default=True,
         description="tirtune.gemm may build (nvcc) a tuned kernel that is neither in the build cache nor "

@@ -11,6 +11,7 @@ from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.core import Problem
 from tirtune.dispatch.choice import BestFinder, Chosen, LocalBest, ServiceBest
 from tirtune.dispatch.dispatcher import Dispatcher
+from tirtune.dispatch.export import ManifestBest
 from tirtune.dispatch.http import UrllibHttp
 from tirtune.dispatch.loader import TvmFfiLoader
 from tirtune.settings import Settings, get_settings
@@ -22,10 +23,15 @@ _current: Dispatcher | None = None
 
 
 def from_settings(settings: Settings) -> Dispatcher:
-    """TIRTUNE_URL set: the service's GET /best and GET /kernels (then a local build); else the
-    local database (DATABASE_URL) and build cache (TIRTUNE_CACHE_DIR)."""
+    """TIRTUNE_MANIFEST set: an export's choices and modules only; TIRTUNE_URL set: the service's
+    GET /best and GET /kernels (then a local build); else the local database (DATABASE_URL) and
+    build cache (TIRTUNE_CACHE_DIR)."""
     http = UrllibHttp(settings.url, settings.api_token) if settings.url else None
     finder: BestFinder
+    if settings.manifest is not None:
+        finder = ManifestBest(settings.manifest)
+        store = ArtifactStore(settings.manifest.parent, build=False)
+        return Dispatcher(finder, store, TvmFfiLoader(), strict=settings.dispatch_strict)
     if http is not None:
         finder = ServiceBest(http, queue_untuned=settings.dispatch_queue_untuned)
     else:
