@@ -95,3 +95,14 @@ def test_importing_tirtune_does_not_import_torch() -> None:
 
     code = "import sys, tirtune; assert 'torch' not in sys.modules; tirtune.TirtuneError; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
+
+
+def test_eager_calls_skip_the_op_only_when_nothing_is_traced_or_differentiated() -> None:
+    from tirtune.dispatch.op import _eager
+
+    a, w = torch.randn(4, 8), torch.nn.Parameter(torch.randn(2, 8))
+    assert not _eager(a, w)  # autograd needs the op's formula
+    with torch.no_grad():
+        assert _eager(a, w)
+        with FakeTensorMode() as mode:
+            assert not _eager(mode.from_tensor(a), mode.from_tensor(w))

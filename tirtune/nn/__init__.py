@@ -18,7 +18,8 @@ class Linear(torch.nn.Linear):
         x = input.reshape(-1, self.in_features)
         y = gemm(x if x.is_contiguous() else x.contiguous(), self.weight)
         if self.bias is not None:
-            y = y + self.bias
+            # in place when nothing is differentiated: no second output-sized allocation
+            y = y.add_(self.bias) if not (torch.is_grad_enabled() and y.requires_grad) else y + self.bias
         return y.reshape(*input.shape[:-1], self.out_features)
 
     @classmethod
