@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 from test_api_kernels import H200, MODULE, P, cache_entry, record
@@ -40,7 +43,7 @@ from tirtune.dispatch import (
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
 from tirtune.dispatch.export import ManifestBest, export
-from tirtune.dispatch.http import Reply
+from tirtune.dispatch.http import Reply, UrllibHttp
 from tirtune.settings import Settings, get_settings
 from tirtune.space.hopper import TEMPLATE_VERSION
 
@@ -311,3 +314,47 @@ def test_tirtune_export_and_the_manifest_setting(tmp_path: Path, monkeypatch: py
     made = from_settings(Settings(manifest=tmp_path / "out" / "manifest.json"))
     assert isinstance(made.finder, ManifestBest) and made.store.cache_dir == tmp_path / "out"
     assert made.finder.best(P, "NVIDIA H200") is not None and made.finder.best(P, "NVIDIA H100") is None
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[str, Factory]]:
+    """The API on a real socket (uvicorn in a thread), a token set: what TIRTUNE_URL points at."""
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    factory = open_database(url)
+    app = create_app(Settings(database_url=url, cache_dir=tmp_path / "served", api_token="s3cret"),
+                     session_factory=factory, start_workers=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", factory
+    server.should_exit = True
+    thread.join(30)
+
+
+def test_the_settings_dispatcher_downloads_over_http(live: tuple[str, Factory], tmp_path: Path) -> None:
+    base, factory = live
+    record(factory, BEST)
+    cache_entry(tmp_path / "served", BEST)
+    made = from_settings(Settings(url=base, api_token="s3cret", cache_dir=tmp_path / "mine", dispatch_build=False,
+                                  dispatch_queue_untuned=True))
+    loader = CpuLoader()
+    dispatcher = Dispatcher(made.finder, made.store, loader, device_name=h200)  # the settings' finder and store
+    a, b = inputs()
+    assert torch.equal(dispatcher.gemm(a, b), torch.mm(a, b.T)) and loader.bytes == MODULE
+    assert dispatcher.resolved()[0].origin == "service"
+    dispatcher.gemm(*inputs(Problem(48, 128, 64)))  # untuned: queued with the token
+    with transaction(factory) as s:
+        assert [j.problem for j in repo.list_jobs(s)] == [Problem(48, 128, 64)]
+    dead = ServiceBest(UrllibHttp("http://127.0.0.1:9", timeout_s=2))  # nothing listens there
+    with pytest.raises(OSError):
+        dead.best(P, "NVIDIA H200")
+    fallback = Dispatcher(dead, ArtifactStore(tmp_path / "none", build=False), loader, device_name=h200)
+    assert torch.equal(fallback.gemm(a, b), torch.mm(a, b.T))
+    assert "URLError" in fallback.resolved()[0].reason
