@@ -2,6 +2,7 @@
 
     python -m bench.model_layer --out bench/results/model-layer                 # Qwen2.5-7B, 8192 and 16 tokens
     python -m bench.model_layer --config config.json --tokens 8192,16 --out ...  # another HF-style config
+    bash bench/gpu_session.sh tune-model 32 && bash bench/gpu_session.sh model-layer   # on the H200 lease
 
 The layer (tirtune.space.models): qkv (fused, with Qwen2's q/k/v bias unless --no-qkv-bias), o,
 gate_up (fused), SiLU(gate) * up, down, at M = tokens; the o projection reads a random stand-in of
@@ -10,7 +11,7 @@ this process; the tirtune layer runs each GEMM through `tirtune.gemm`: the tuned
 problem from the local database and build cache (or TIRTUNE_URL's service, or TIRTUNE_MANIFEST's
 export), torch.mm where nobody tuned it (each GEMM's `kernel` says which). Tune the problems first:
 
-    tirtune tune-model CONFIG.json --tokens 8192,16     # or: tirtune tune MxNxK --dtype bfloat16, per GEMM
+    tirtune tune-model bench/models/qwen2.5-7b.json --tokens 8192,16   # or tirtune tune MxNxK, per GEMM
 
 Timing: CUDA events, the L2 flushed (256 MiB) before every repetition, torch and tirtune
 interleaved in rounds, medians; each GEMM alone and then the whole layer, eagerly and (tirtune) as
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import statistics
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -48,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per round (default 20)")
     p.add_argument("--out", type=Path, default=Path("bench/results/model-layer"))
     args = p.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("TIRTUNE_LOG_LEVEL", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = json.loads(args.config.read_text()) if args.config else QWEN25_7B
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     result = run(config, tokens, qkv_bias=not args.no_qkv_bias, reps=args.reps)
