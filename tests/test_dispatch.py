@@ -358,3 +358,15 @@ def test_the_settings_dispatcher_downloads_over_http(live: tuple[str, Factory], 
     fallback = Dispatcher(dead, ArtifactStore(tmp_path / "none", build=False), loader, device_name=h200)
     assert torch.equal(fallback.gemm(a, b), torch.mm(a, b.T))
     assert "URLError" in fallback.resolved()[0].reason
+
+
+@pytest.mark.nvcc
+def test_a_real_build_is_checked_and_cached(tmp_path: Path) -> None:
+    """The store's build path with the builder's own compile_candidate (nvcc; loading needs a GPU)."""
+    small = Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False)
+    chosen = Chosen(Problem(256, 128, 64), "NVIDIA H200", small, TEMPLATE_VERSION, "0" * 32, 1.0)
+    store = ArtifactStore(tmp_path, build_timeout_s=600)
+    fetched = store.fetch(chosen)
+    assert fetched.origin == "built" and fetched.path == store.entry(chosen) / ARTIFACT
+    assert fetched.digest == sha256_hex(fetched.path.read_bytes())
+    assert store.fetch(chosen).origin == "cache"
