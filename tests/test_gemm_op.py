@@ -4,13 +4,15 @@ tirtune.nn.Linear is torch.nn.Linear through them (on the CPU every call runs to
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tirtune
-from tirtune.workers.verify import TOLERANCE
 from tirtune.dispatch.op import gemm_op, gemm_out_op
+from tirtune.workers.verify import TOLERANCE
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -106,3 +108,18 @@ def test_eager_calls_skip_the_op_only_when_nothing_is_traced_or_differentiated()
         assert _eager(a, w)
         with FakeTensorMode() as mode:
             assert not _eager(mode.from_tensor(a), mode.from_tensor(w))
+
+
+def test_the_readme_example_runs() -> None:
+    """README.md's "Using a tuned kernel" block, on CPU tensors (every call runs torch.mm here)."""
+    from types import SimpleNamespace
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("### Using a tuned kernel", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    a, b = torch.randn(16, 3584, dtype=torch.bfloat16), torch.randn(4608, 3584, dtype=torch.bfloat16)
+    down = torch.nn.Linear(18944, 3584, bias=False)
+    model = SimpleNamespace(layers=[SimpleNamespace(mlp=SimpleNamespace(down_proj=down))])
+    scope = {"a": a, "b": b, "model": model}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (our own README)
+    assert isinstance(scope["layer"], tirtune.nn.Linear) and scope["layer"].weight is down.weight
+    assert tuple(scope["d"].shape) == (16, 4608)
