@@ -15,6 +15,7 @@ from tirtune.dispatch.choice import BestFinder, Chosen, LocalBest, ServiceBest
 from tirtune.dispatch.default import current, from_settings, use
 from tirtune.dispatch.dispatcher import Dispatcher, Resolved
 from tirtune.dispatch.errors import ArtifactRefused, DispatchError, NoArtifact
+from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.loader import Loader, TvmFfiLoader
 from tirtune.dispatch.op import gemm
 
@@ -27,11 +28,13 @@ __all__ = [
     "Dispatcher",
     "Loader",
     "LocalBest",
+    "ManifestBest",
     "NoArtifact",
     "Resolved",
     "ServiceBest",
     "TvmFfiLoader",
     "current",
+    "export",
     "from_settings",
     "gemm",
     "use",

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,13 @@ __all__ = ["ArtifactStore", "Fetched"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
 class Fetched:
     """A checked module on this host's disk, and where it came from ("cache", "service", "built")."""
 
-    __slots__ = ("digest", "origin", "path")
-
-    def __init__(self, path: Path, digest: str, origin: str) -> None:
-        self.path, self.digest, self.origin = path, digest, origin
+    path: Path
+    digest: str
+    origin: str
 
 
 class ArtifactStore:
