@@ -72,14 +72,16 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
     for named in problems:
         workers.space.check_problem(named.problem)
     source = Source(workers.runner.source)
-    with transaction(sessions) as s:
-        jobs = [repo.create_job(s, n.problem, workers.space.arch, trials, time_s) for n in problems]
-    console.print(f"tuning {len(jobs)} problems on {workers.space.arch}, up to {trials} trials each "
-                  f"(jobs {jobs[0].id}-{jobs[-1].id})")
+    console.print(f"tuning {len(problems)} problems on {workers.space.arch}, up to {trials} trials each")
     rows = []
     with _bar(console) as bar:
-        overall = bar.add_task("batch", total=len(jobs), best="")
-        for named, job in zip(problems, jobs, strict=True):
+        overall = bar.add_task("batch", total=len(problems), best="")
+        for named in problems:
+            # Created and claimed together, as `tirtune tune` does: a job service on the same
+            # database never sees a batch's job QUEUED, so it cannot take it.
+            with transaction(sessions) as s:
+                job = repo.create_job(s, named.problem, workers.space.arch, trials, time_s)
+                repo.claim_job(s, job.id)
             rows.append(_one(sessions, url, settings, workers, named, job.id, bar, trials))
             bar.advance(overall)
     with transaction(sessions) as s:
@@ -100,8 +102,6 @@ def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named
         ratio = "-" if p.best is None or p.best.ratio is None else f"best so far {p.best.ratio:.3f}x (trial)"
         bar.update(task, completed=p.trials_done, best=ratio)
 
-    with transaction(sessions) as s:
-        repo.claim_job(s, job_id)
     loop = JobLoop(sessions, url, workers.space, workers.builder, workers.runner, batch_size=workers.batch_size,
                    on_progress=update, remeasure_processes=settings.remeasure_processes)
     try:
