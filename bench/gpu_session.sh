@@ -13,6 +13,9 @@
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
+#   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
+#                                               # 8192,16 tokens) into the host's database and build cache
+#   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
 #   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
 #   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
 #                                               # it found correct (whose names hold ONLY, default 4096x4096x4096)
@@ -133,6 +136,24 @@ case "$1" in
     cp /root/tirtune/suite.json /root/tirtune/suite.md /root/tirtune/suite.out /root/tirtune/suite.serve.log "$OUT"/ 2>/dev/null
     cp /root/tirtune/suite.sqlite "$OUT"/ 2>/dev/null
     tail -n 40 /root/tirtune/suite.out ;;
+  tune-model)
+    # A model's linear GEMMs as one batch (tirtune tune-model); the database and build cache stay on
+    # the host for the model-layer step, and are copied to $OUT.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    python3 -m tirtune tune-model "${4:-bench/models/qwen2.5-7b.json}" --tokens "${3:-8192,16}" --trials "$2" \
+      --json "$OUT/tune-model.json" 2>"$OUT/tune-model.log"
+    rc=$?
+    tail -n 30 "$OUT/tune-model.log"
+    cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
+    exit $rc ;;
+  model-layer)
+    # torch.nn.Linear against tirtune.nn.Linear on one decoder layer (bench/model_layer.py), the tuned
+    # kernels from the host's database and build cache (TIRTUNE_DISPATCH_STRICT: a refused one fails loudly).
+    TIRTUNE_LOG_LEVEL=INFO TIRTUNE_DISPATCH_STRICT=1 python3 -m bench.model_layer --tokens "${2:-8192,16}" \
+      --out "$OUT/model-layer" > "$OUT/model-layer.log" 2>&1
+    rc=$?
+    tail -n 30 "$OUT/model-layer.log"
+    exit $rc ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
     # run every kernel once under a watchdog (the kit step's smoke run).

@@ -29,6 +29,14 @@ def test_the_api_never_imports_the_tuner_and_the_value_types_import_nothing_abov
     assert graph["core"] <= {"root"}
 
 
+def test_the_root_face_only_reaches_the_user_surface() -> None:
+    """`tirtune.gemm` / `tirtune.nn` are the only names the root resolves lazily, and the API and
+    the tuner never import the dispatcher (which the API's artifacts feed)."""
+    assert g.face_imports() == {"tirtune.dispatch.op", "tirtune.nn"}
+    graph = g.package_graph()
+    assert "dispatch" not in graph["api"] and "dispatch" not in graph["tuner"] and "nn" not in graph["cli"]
+
+
 def test_the_checker_sees_lazy_and_upward_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A function-local import of the tuner from the API (the old `start_job_service`) is an arrow."""
     (tmp_path / "tirtune" / "api").mkdir(parents=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from contracts import mismatches
 
 from tirtune.core import Candidate, Outcome
+from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
 from tirtune.workers.builder import Builder
 from tirtune.workers.tirx_builder import BUILD_MARK, TirxBuilder
@@ -45,6 +47,8 @@ def test_second_build_is_a_cache_hit(tmp_path: Path) -> None:
     artifact = Path(first[0].artifact or "")
     assert artifact.name == "kernel.so" and artifact.parent.name == SIMPLE.build_key()
     assert {"kernel.cu", "kernel.so", "build.log", BUILD_MARK} <= {p.name for p in artifact.parent.iterdir()}
+    # the digest loaders and GET /kernels check the module against
+    assert json.loads((artifact.parent / BUILD_MARK).read_text())[DIGEST_FIELD] == sha256_hex(artifact.read_bytes())
     stamp = artifact.stat().st_mtime_ns
 
     again = builder.build([SIMPLE])

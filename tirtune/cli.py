@@ -1,4 +1,5 @@
-"""The `tirtune` command: tune, best, serve, db. User-facing output lives here and only here."""
+"""The `tirtune` command: tune (one problem, or a batch: --shapes, tune-model), best, export, serve,
+worker, db, branches. User-facing output lives here and only here."""
 
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     tune = sub.add_parser("tune", help="tune one GEMM problem (D = A @ B.T) and print the best configs")
-    tune.add_argument("shape", help="MxNxK, e.g. 4096x4096x4096")
+    tune.add_argument("shape", nargs="?", help="MxNxK, e.g. 4096x4096x4096 (or --shapes FILE)")
+    tune.add_argument("--shapes", type=Path, default=None, metavar="FILE",
+                      help="tune every problem of FILE (a line each: `[name] MxNxK[:dtype]`, # comments) as one "
+                           "batch with one progress display and one summary table")
     tune.add_argument("--dtype", default="float16", help="float16 (default) or bfloat16")
     tune.add_argument("--trials", type=int, default=64, help="distinct configurations to try (default 64)")
     tune.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
@@ -43,6 +47,19 @@ def _parser() -> argparse.ArgumentParser:
                       help="store the job here (default: DATABASE_URL, or the replay database for a replay)")
     tune.add_argument("--json", default=None, metavar="FILE", help="also write the result summary as JSON")
     tune.add_argument("--top", type=int, default=10, help="rows in the final table")
+
+    model = sub.add_parser("tune-model", help="tune the linear-layer GEMMs of a transformer (a Hugging Face-style "
+                                              "config.json) at the given token counts, as one batch")
+    model.add_argument("config", type=Path, help="config.json: hidden_size, intermediate_size, num_attention_heads, "
+                                                 "num_key_value_heads, head_dim, torch_dtype")
+    model.add_argument("--tokens", default="1,16,512,8192", help="M values, comma-separated (default 1,16,512,8192)")
+    model.add_argument("--dtype", default=None, help="default: the config's torch_dtype, else bfloat16")
+    for batch in (model,):
+        batch.add_argument("--trials", type=int, default=64, help="trials per problem (default 64)")
+        batch.add_argument("--time", type=float, default=None, metavar="SECONDS", help="time budget per problem")
+        batch.add_argument("--replay", default=None, metavar="PATH", help="measure with recorded GPU data")
+        batch.add_argument("--database", default=None, metavar="URL")
+        batch.add_argument("--json", default=None, metavar="FILE", help="also write the batch summary as JSON")
 
     best = sub.add_parser("best", help="show the best stored configuration for a problem (the JSON of GET /best)")
     best.add_argument("shape")
@@ -64,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
+    export = sub.add_parser("export", help="copy the best built kernel of every tuned problem into DIR, with a "
+                                           "manifest, for tirtune.gemm on a host without the service")
+    export.add_argument("dir", type=Path)
+    export.add_argument("--gpu", default=None, help="only this GPU model (default: every one measured)")
+    export.add_argument("--database", default=None, metavar="URL", help="this database instead of DATABASE_URL")
+
     sub.add_parser("branches", help="the template's architecture branches and how far each has been checked")
 
     db = sub.add_parser("db", help="database migrations")
@@ -77,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        commands = {"tune": _tune, "best": _best, "serve": _serve, "worker": _worker, "db": _db, "branches": _branches}
+        commands = {"tune": _tune, "tune-model": _tune_model, "best": _best, "serve": _serve, "worker": _worker,
+                    "db": _db, "branches": _branches, "export": _export}
         return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
@@ -95,6 +119,12 @@ def _tune(args: argparse.Namespace) -> int:
         raise _usage("--trials must be at least 1")
     if args.time is not None and args.time <= 0:
         raise _usage("--time must be a positive number of seconds")
+    if (args.shape is None) == (args.shapes is None):
+        raise _usage("give a shape (MxNxK) or --shapes FILE, not both")
+    if args.shapes is not None:
+        from tirtune.tuner.batch_command import parse_shapes
+
+        return _batch(args, parse_shapes(args.shapes.read_text(), args.dtype))
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
     try:
@@ -110,6 +140,43 @@ def _tune(args: argparse.Namespace) -> int:
         path.with_suffix(".md").write_text(to_markdown(summary))
         print(f"wrote {path} and {path.with_suffix('.md')}")  # noqa: T201
     return 0 if summary["best_config"] is not None else 1
+
+
+def _tune_model(args: argparse.Namespace) -> int:
+    from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
+    from tirtune.tuner.batch_command import Named
+
+    if args.trials < 1:
+        raise _usage("--trials must be at least 1")
+    config = json.loads(args.config.read_text())
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+    except ValueError:
+        raise _usage(f"--tokens takes integers, e.g. 1,16,512,8192; got {args.tokens!r}") from None
+    gemms = layer_gemms(DecoderShape.from_config(config), tokens, args.dtype or model_dtype(config))
+    named: dict[Any, Named] = {}
+    for g in gemms:  # a problem two projections share (o and down when sizes agree) is tuned once
+        named.setdefault(g.problem, Named(f"{g.name}@{g.problem.m}", g.problem))
+    return _batch(args, list(named.values()))
+
+
+def _batch(args: argparse.Namespace, problems: list[Any]) -> int:
+    from tirtune.tuner.batch_command import run_batch
+    from tirtune.tuner.runtime import stop_ray
+
+    settings = get_settings()
+    replaying = (args.replay or settings.replay) is not None
+    try:
+        summary = run_batch(settings, problems, trials=args.trials, time_s=args.time, replay=args.replay,
+                            database_url=args.database or settings.database_url_for(replay=replaying))
+    finally:
+        stop_ray()
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"wrote {path}")  # noqa: T201
+    return 0 if all(r["config"] is not None for r in summary["problems"]) else 1
 
 
 def _served(choice: BestChoice) -> dict[str, Any]:
@@ -141,6 +208,26 @@ def _best(args: argparse.Namespace) -> int:
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tirtune.db.session import open_database
+    from tirtune.dispatch.export import export
+
+    settings = get_settings()
+    sessions = open_database(args.database or settings.database_url)
+    try:
+        report = export(sessions, settings.cache_dir, args.dir, gpu_name=args.gpu)
+    finally:
+        sessions.kw["bind"].dispose()
+    for k in report.exported:
+        line = f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: {k['config_label']} ({k['ratio']:.3f}x cuBLAS)"
+        print(line)  # noqa: T201
+    for k in report.missing:
+        print(f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: not exported: {k['reason']}")  # noqa: T201
+    print(f"wrote {report.manifest} ({len(report.exported)} kernels, {len(report.missing)} missing); "  # noqa: T201
+          f"use it with TIRTUNE_MANIFEST={report.manifest}")
+    return 0 if report.exported or not report.missing else 1
 
 
 def _branches(args: argparse.Namespace) -> int:

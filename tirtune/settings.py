@@ -64,7 +64,31 @@ class Settings(BaseSettings):
         "process and dropped when the measurements change, checked this "
         "often (a new best shows within it); 0 turns the cache off.",
     )
-
+    # tirtune.gemm / tirtune.nn.Linear (tirtune.dispatch): where the best configs come from.
+    url: str | None = Field(
+        default=None,
+        description="A running tirtune service (http://host:8000): tirtune.gemm asks its GET /best and downloads "
+        "kernels from GET /kernels/{key}; None = the local database (DATABASE_URL) and build cache.",
+    )
+    manifest: Path | None = Field(
+        default=None,
+        description="An export's manifest.json (`tirtune export DIR`): tirtune.gemm takes its choices from it and "
+        "its modules from its folder, with no database or service.",
+    )
+    dispatch_build: bool = Field(
+        default=True,
+        description="tirtune.gemm may build (nvcc) a tuned kernel that is neither in the build cache nor "
+        "downloadable; False: such a problem runs on torch.mm.",
+    )
+    dispatch_strict: bool = Field(
+        default=False,
+        description="tirtune.gemm raises when a tuned kernel is refused (digest mismatch, load failure) "
+        "instead of logging the reason and running torch.mm.",
+    )
+    dispatch_queue_untuned: bool = Field(
+        default=False,
+        description="With TIRTUNE_URL: tirtune.gemm queues a tuning job (POST /tune) for a problem nobody tuned.",
+    )
 
     def database_url_for(self, *, replay: bool) -> str:
         """The database a run stores into: the replay database for replays, else DATABASE_URL."""

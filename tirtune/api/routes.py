@@ -14,6 +14,7 @@ from tirtune.api.best import NotTuned, find_best
 from tirtune.api.cache import ResponseCache
 from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
+from tirtune.api.kernels import KEY_PATTERN, served_kernel
 from tirtune.api.limits import MAX_BODY_BYTES
 from tirtune.api.schemas import (
     BestOut,
@@ -191,6 +192,48 @@ def _find_best(
     if isinstance(found, NotTuned):
         raise ApiError(404, "not_found", found.message(start="POST /tune to start", ask_replayed="source=replay"))
     return found
+
+
+KERNEL_HEADERS = {
+    "X-Tirtune-Sha256": "sha256 of the body, as recorded when the module was built: check it before loading",
+    "X-Tirtune-Build-Key": "the build cache entry (content hash of template version, config and problem)",
+    "X-Tirtune-Template-Version": "the template version that generated the kernel",
+    "X-Tirtune-Config": "the config, canonical JSON",
+    "X-Tirtune-Problem": "MxNxK dtype",
+    "X-Tirtune-Gpu": "the GPU model it was verified and timed on",
+    "X-Tirtune-Stack": "driver, CUDA, TVM and compute capability of that measurement (JSON)",
+    "X-Tirtune-Source": "always gpu (replayed figures are refused)",
+    "X-Tirtune-Measured-At": "when it was measured (ISO 8601)",
+    "X-Tirtune-Ratio": "its trial's same-run ratio to cuBLAS",
+}
+
+
+@router.get(
+    "/kernels/{key}",
+    response_class=Response,
+    responses={
+        200: {"description": "the built module (a shared library loadable with tvm_ffi; `main(A, B, D)` writes "
+                             "D = A @ B.T), its digest and provenance in the headers",
+              "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+              "headers": {name: {"description": text, "schema": {"type": "string"}}
+                          for name, text in KERNEL_HEADERS.items()}},
+        404: {"model": ErrorOut, "description": "`not_found`: no current measurement has this key; "
+                                                "`not_built_here`: its module is not in this host's build cache"},
+        409: {"model": ErrorOut, "description": "`not_verified`: the measurement was replayed, did not verify "
+                                                "(an outcome other than OK) or its branch has not run on such a "
+                                                "GPU; `digest_mismatch`: the cached module's bytes changed since it "
+                                                "was built"},
+    },
+)
+def kernel(
+    request: Request, factory: Factory,
+    key: Annotated[str, Path(pattern=KEY_PATTERN, description="a measurement's key (GET /best's `key`): "
+                                                                "32 hex digits")],
+) -> Response:
+    """The built module of a measured and verified config: what `tirtune.gemm` downloads."""
+    with transaction(factory) as s:
+        served = served_kernel(s, key, request.app.state.settings.cache_dir)
+    return Response(served.module, media_type="application/octet-stream", headers=served.headers())
 
 
 @router.get("/trials", response_model=Page[MeasurementOut])

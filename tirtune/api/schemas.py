@@ -313,6 +313,8 @@ class BestOut(BaseModel):
     dtype: str
     config: dict[str, Any]
     config_label: str
+    key: str = Field(description="the measurement's identity key (template version, config, problem, stack): "
+                                 "GET /kernels/{key} serves its built module")
     tflops: float | None = Field(description="the figures it is named by: its re-measurement's when confirmed")
     cublas_tflops: float | None
     ratio: float | None = Field(description="cuBLAS time / kernel time in the same process: above 1 beats cuBLAS")
@@ -351,7 +353,7 @@ class BestOut(BaseModel):
             f"repeats the recording): {choice.note}")
         return cls(
             problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
-            config=r.config.to_json(), config_label=r.config.label(), **_figures(f), confirmed=f.confirmed,
+            config=r.config.to_json(), config_label=r.config.label(), key=r.key, **_figures(f), confirmed=f.confirmed,
             remeasurement=None if f.remeasurement is None else RemeasuredOut.of(f.remeasurement, r.problem),
             trial=TrialFiguresOut.of(r),
             runner_up=None if choice.runner_up is None else RunnerUpOut.of(choice.runner_up),

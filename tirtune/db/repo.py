@@ -59,6 +59,7 @@ __all__ = [
     "reuse_measurement",
     "set_job_best",
     "set_job_gpu",
+    "tuned_gpus",
     "tuned_problems",
     "unfinished_jobs",
 ]
@@ -532,6 +533,14 @@ def tuned_problems(
     if gpu_name is not None:
         stmt = stmt.where(Measurement.gpu_name == gpu_name)
     return [Problem(m, n, k, dtype) for m, n, k in s.execute(stmt)]
+
+
+def tuned_gpus(s: Session, problem: Problem, *, source: Source = Source.GPU) -> list[str]:
+    """The GPU models `best_of` has an answer for `problem` on, from `source`."""
+    stmt = sa.select(Measurement.gpu_name).distinct().where(
+        *_same_problem(Measurement, problem), _usable(), Measurement.source == Source(source).value
+    )
+    return sorted(s.scalars(stmt))
 
 
 def _usable() -> sa.ColumnElement[bool]:

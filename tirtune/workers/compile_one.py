@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import Config, Problem
+from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_template
 from tirtune.space.templates.gemm import load
 from tirtune.workers import toolchain
@@ -74,6 +75,8 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
         "nvcc_s": round(finished - lowered, 3),
         "ptxas": resources.to_json() if resources else None,
         "so_bytes": (out / "kernel.so").stat().st_size,
+        # What loaders and GET /kernels check the module against (tirtune.core.artifacts).
+        DIGEST_FIELD: sha256_hex((out / "kernel.so").read_bytes()),
     }
 
 

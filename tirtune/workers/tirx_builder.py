@@ -20,7 +20,6 @@ filesystem is not needed, only saves rebuilding on another node.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tirtune.core import BuildResult, Candidate, Outcome
+from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, entry_name
 from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC, ROOT_CAUSE_MARK
 from tirtune.workers.diagnosis import root_cause
 from tirtune.workers.toolchain import tail
@@ -46,19 +46,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-BUILD_MARK = "build.json"
-ARTIFACT = "kernel.so"
 # The checkout root (the folder holding the tirtune package): workers need it on their path
 # when tirtune runs from a source tree rather than an installed wheel.
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cache_key(candidate: Candidate, template: str) -> str:
-    key = candidate.build_key()
-    if template != DEFAULT_TEMPLATE:
-        # Another template (a test double, an experiment) must never share the default's entries.
-        key += "-" + hashlib.sha256(template.encode()).hexdigest()[:8]
-    return key
+    # Another template (Blackwell's, a test double, an experiment) never shares the default's entries.
+    return entry_name(candidate, template, DEFAULT_TEMPLATE)
 
 
 # compile_candidate's signature: (candidate, cache_dir, timeout_s, template) -> BuildResult.

@@ -1,0 +1,240 @@
+"""One decoder layer's linear projections: torch.nn.Linear (cuBLAS) against tirtune.nn.Linear.
+
+    python -m bench.model_layer --out bench/results/model-layer                 # Qwen2.5-7B, 8192 and 16 tokens
+    python -m bench.model_layer --config config.json --tokens 8192,16 --out ...  # another HF-style config
+    bash bench/gpu_session.sh tune-model 32 && bash bench/gpu_session.sh model-layer   # on the H200 lease
+
+The layer (tirtune.space.models): qkv (fused, with Qwen2's q/k/v bias unless --no-qkv-bias), o,
+gate_up (fused), SiLU(gate) * up, down, at M = tokens; the o projection reads a random stand-in of
+the attention output (attention itself is not measured). Both layers share the weights and inputs in
+this process; the tirtune layer runs each GEMM through `tirtune.gemm`: the tuned kernel of the
+problem from the local database and build cache (or TIRTUNE_URL's service, or TIRTUNE_MANIFEST's
+export), torch.mm where nobody tuned it (each GEMM's `kernel` says which). Tune the problems first:
+
+    tirtune tune-model bench/models/qwen2.5-7b.json --tokens 8192,16   # or tirtune tune MxNxK, per GEMM
+
+Timing: CUDA events, the L2 flushed (256 MiB) before every repetition, torch and tirtune
+interleaved in rounds, medians; each GEMM alone and then the whole layer, eagerly and (tirtune) as
+a replayed CUDA graph, which shows the call path allocates and synchronizes nothing it must not.
+Outputs are compared with the relative Frobenius error (`max_rel_error`: the largest over the
+layer's outputs, judged against tirtune.workers.verify's tolerance). Writes OUT.json and OUT.md:
+{"date", "gpu", "driver", "torch", "tvm_ffi", "template_version", "model", "dtype", "cases":
+ [{"tokens", "torch_ms", "tirtune_ms", "tirtune_graph_ms", "speedup", "max_rel_error", "within_tolerance",
+   "gemms": [{"name", "problem", "dtype", "torch_ms", "tirtune_ms", "speedup", "rel_error", "kernel",
+              "tuned_ratio"}]}]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+QWEN25_7B = {"model_type": "qwen2", "name": "Qwen2.5-7B", "hidden_size": 3584, "intermediate_size": 18944,
+             "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 128, "torch_dtype": "bfloat16"}
+FLUSH_BYTES = 256 << 20
+ROUNDS = 5
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.model_layer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, default=None, help="a HF-style config.json (default: Qwen2.5-7B)")
+    p.add_argument("--tokens", default="8192,16", help="token counts, comma-separated (default 8192,16)")
+    p.add_argument("--no-qkv-bias", action="store_true", help="qkv without bias (Qwen2 has one)")
+    p.add_argument("--reps", type=int, default=20, help="timed repetitions per round (default 20)")
+    p.add_argument("--out", type=Path, default=Path("bench/results/model-layer"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("TIRTUNE_LOG_LEVEL", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = json.loads(args.config.read_text()) if args.config else QWEN25_7B
+    tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+    result = run(config, tokens, qkv_bias=not args.no_qkv_bias, reps=args.reps)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(to_markdown(result))
+    print(to_markdown(result))  # noqa: T201
+    return 0 if all(c["within_tolerance"] for c in result["cases"]) else 1
+
+
+def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: int) -> dict[str, Any]:
+    import torch
+
+    import tirtune
+    import tirtune.nn
+    from tirtune.dispatch import current
+    from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
+    from tirtune.space.models import DecoderShape, model_dtype
+
+    shape = DecoderShape.from_config(config)
+    dtype_name = model_dtype(config)
+    dtype = getattr(torch, dtype_name)
+    device = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    ref = {name: torch.nn.Linear(k, n, bias=(name == "qkv" and qkv_bias), dtype=dtype, device=device)
+           for name, (n, k) in shape.weights().items()}
+    for layer in ref.values():  # real checkpoints' scale: outputs of order 1
+        torch.nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
+    ours = {name: tirtune.nn.Linear.from_torch(layer) for name, layer in ref.items()}
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    with torch.inference_mode():  # inference, as a served model runs: tirtune.gemm's direct path
+        cases = [_case(m, shape, ref, ours, flush, reps, dtype, device) for m in tokens]
+    resolved = {(r.problem.shape if r.problem else None): r for r in current().resolved()}
+    for case in cases:
+        for g in case["gemms"]:
+            r = resolved.get(g["problem"])
+            tuned = r is not None and r.kernel is not None and r.chosen is not None
+            g["kernel"] = r.chosen.config.label() if tuned else f"torch.mm ({r.reason if r else 'not resolved'})"
+            g["tuned_ratio"] = r.chosen.ratio if tuned else None
+    import tvm_ffi
+
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": props.name,
+        "compute_capability": f"{props.major}.{props.minor}", "driver": _driver(), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "tvm_ffi": tvm_ffi.__version__,
+        "template_version": BRANCHES[DEFAULT_ARCH].space.template_version,
+        "model": config.get("name") or config.get("_name_or_path") or config.get("model_type"), "dtype": dtype_name,
+        "shape": {"hidden": shape.hidden, "intermediate": shape.intermediate, "heads": shape.heads,
+                  "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "qkv_bias": qkv_bias},
+        "timing": f"CUDA events, L2 flushed before each repetition, {ROUNDS} interleaved rounds of {reps}, medians",
+        "cases": cases,
+    }
+
+
+def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: Any, reps: int, dtype: Any,
+          device: Any) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from tirtune.workers.verify import TOLERANCE
+
+    gen = torch.Generator(device=device).manual_seed(m)
+    x = torch.randn(m, shape.hidden, dtype=dtype, device=device, generator=gen)
+    attn = torch.randn(m, shape.heads * shape.head_dim, dtype=dtype, device=device, generator=gen)
+    inputs = {"qkv": x, "o": attn, "gate_up": x,
+              "down": torch.randn(m, shape.intermediate, dtype=dtype, device=device, generator=gen)}
+
+    def layer(lin: dict[str, Any]) -> Callable[[], list[Any]]:
+        def forward() -> list[Any]:
+            qkv, o = lin["qkv"](x), lin["o"](attn)
+            gate, up = lin["gate_up"](x).chunk(2, dim=-1)
+            return [qkv, o, lin["down"](F.silu(gate) * up)]
+        return forward
+
+    tolerance = TOLERANCE[str(dtype).removeprefix("torch.")]
+    gemms = []
+    for name, (n, k) in shape.weights().items():
+        a = inputs[name]
+        t_ref, t_ours = _interleaved([lambda: ref[name](a), lambda: ours[name](a)], flush, reps)
+        gemms.append({"name": name, "problem": f"{m}x{n}x{k}", "dtype": str(dtype).removeprefix("torch."),
+                      "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
+                      "rel_error": _rel(ours[name](a), ref[name](a))})
+    torch_layer, tirtune_layer = layer(ref), layer(ours)
+    errors = [_rel(mine, theirs) for mine, theirs in zip(tirtune_layer(), torch_layer(), strict=True)]
+    t_ref, t_ours = _interleaved([torch_layer, tirtune_layer], flush, reps)
+    graph_ms, graph_error = _graph(tirtune_layer, torch_layer, flush, reps)
+    return {"tokens": m, "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
+            "tirtune_graph_ms": graph_ms, "graph_rel_error": graph_error,
+            "max_rel_error": max(errors), "tolerance": tolerance,
+            "within_tolerance": max(errors) <= tolerance and all(g["rel_error"] <= tolerance for g in gemms),
+            "gemms": gemms}
+
+
+def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], list[Any]], flush: Any,
+           reps: int) -> tuple[float | None, float | str | None]:
+    """The tirtune layer captured in a CUDA graph and replayed: its time, and its outputs' error."""
+    import torch
+
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            tirtune_layer()  # warm: every problem resolved and loaded before capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = tirtune_layer()
+        graph.replay()
+        error = max(_rel(mine, theirs) for mine, theirs in zip(captured, torch_layer(), strict=True))
+        [t] = _interleaved([graph.replay], flush, reps)
+        return t, error
+    except Exception as e:  # reported, not fatal: the eager figures stand on their own
+        return None, f"{type(e).__name__}: {e}"
+
+
+def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int) -> list[float]:
+    import torch
+
+    times: list[list[float]] = [[] for _ in launches]
+    for launch in launches:
+        launch()  # warm-up (and the dispatcher's first resolution)
+    for _ in range(ROUNDS):
+        for i, launch in enumerate(launches):
+            pairs = []
+            for _ in range(reps):
+                flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                launch()
+                end.record()
+                pairs.append((start, end))
+            torch.cuda.synchronize()
+            times[i] += [s.elapsed_time(e) for s, e in pairs]
+    return [statistics.median(t) for t in times]
+
+
+def _rel(mine: Any, ref: Any) -> float:
+    import torch
+
+    return float(torch.linalg.vector_norm(mine.float() - ref.float()) / torch.linalg.vector_norm(ref.float()))
+
+
+def _driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        return None
+
+
+def to_markdown(r: dict[str, Any]) -> str:
+    s = r["shape"]
+    lines = [
+        f"# {r['model']}: one decoder layer's linear projections, torch.nn.Linear vs tirtune.nn.Linear",
+        "",
+        f"- {r['date']}; {r['gpu']} (cc {r['compute_capability']}), driver {r['driver']}, CUDA {r['cuda']}, "
+        f"torch {r['torch']}, tvm_ffi {r['tvm_ffi']}, template {r['template_version']}; {r['dtype']}",
+        f"- hidden {s['hidden']}, intermediate {s['intermediate']}, {s['heads']} heads, {s['kv_heads']} KV heads, "
+        f"head dim {s['head_dim']}, qkv bias {s['qkv_bias']}; {r['timing']}",
+        "",
+        "| tokens | torch ms | tirtune ms | speedup | tirtune (CUDA graph) ms | max rel. error |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in r["cases"]:
+        graph = "-" if c["tirtune_graph_ms"] is None else f"{c['tirtune_graph_ms']:.4f}"
+        lines.append(f"| {c['tokens']} | {c['torch_ms']:.4f} | {c['tirtune_ms']:.4f} | {c['speedup']:.3f}x | "
+                     f"{graph} | {c['max_rel_error']:.1e} |")
+    lines += ["", "| tokens | GEMM | problem | torch ms | tirtune ms | speedup | kernel | tuned ratio | rel. error |",
+              "| ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for c in r["cases"]:
+        for g in c["gemms"]:
+            ratio = "-" if g["tuned_ratio"] is None else f"{g['tuned_ratio']:.3f}"
+            lines.append(f"| {c['tokens']} | {g['name']} | {g['problem']} {g['dtype']} | {g['torch_ms']:.4f} | "
+                         f"{g['tirtune_ms']:.4f} | {g['speedup']:.3f}x | {g['kernel']} | {ratio} | "
+                         f"{g['rel_error']:.1e} |")
+    failed = [c for c in r["cases"] if isinstance(c.get("graph_rel_error"), str)]
+    lines += [f"- CUDA graph capture failed at {c['tokens']} tokens: {c['graph_rel_error']}" for c in failed]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""bench/model_layer.py without a GPU: its layer is Qwen2.5-7B's, and its report renders every field
+the issue asks for (the GPU run itself is the benchmark's)."""
+
+from __future__ import annotations
+
+from bench.model_layer import QWEN25_7B, to_markdown
+
+from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
+
+
+def test_the_layer_is_qwen25_7b() -> None:
+    gemms = layer_gemms(DecoderShape.from_config(QWEN25_7B), [8192], model_dtype(QWEN25_7B))
+    assert [(g.name, g.problem.shape, g.problem.dtype) for g in gemms] == [
+        ("qkv", "8192x4608x3584", "bfloat16"), ("o", "8192x3584x3584", "bfloat16"),
+        ("gate_up", "8192x37888x3584", "bfloat16"), ("down", "8192x3584x18944", "bfloat16")]
+
+
+def test_the_report_renders() -> None:
+    gemm = {"name": "qkv", "problem": "16x4608x3584", "dtype": "bfloat16", "torch_ms": 0.02, "tirtune_ms": 0.016,
+            "speedup": 1.25, "rel_error": 2e-3, "kernel": "128x64x64 s8 c1 ws swap", "tuned_ratio": 1.24}
+    case = {"tokens": 16, "torch_ms": 0.2, "tirtune_ms": 0.18, "speedup": 1.11, "tirtune_graph_ms": None,
+            "graph_rel_error": "RuntimeError: capture failed", "max_rel_error": 2e-3, "tolerance": 8e-3,
+            "within_tolerance": True, "gemms": [gemm, {**gemm, "name": "o", "kernel": "torch.mm (nobody tuned it)",
+                                                        "tuned_ratio": None}]}
+    result = {"date": "2026-11-30T10:00:00+00:00", "gpu": "NVIDIA H200", "compute_capability": "9.0",
+              "driver": "570.1", "cuda": "12.8", "torch": "2.13", "tvm_ffi": "0.1.15",
+              "template_version": "hopper-gemm/5",
+              "model": "Qwen2.5-7B", "dtype": "bfloat16", "timing": "CUDA events",
+              "shape": {"hidden": 3584, "intermediate": 18944, "heads": 28, "kv_heads": 4, "head_dim": 128,
+                        "qkv_bias": True}, "cases": [case]}
+    md = to_markdown(result)
+    assert "| 16 | 0.2000 | 0.1800 | 1.110x | - | 2.0e-03 |" in md
+    assert "torch.mm (nobody tuned it)" in md and "128x64x64 s8 c1 ws swap | 1.240" in md
+    assert "CUDA graph capture failed at 16 tokens: RuntimeError" in md

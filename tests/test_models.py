@@ -1,0 +1,38 @@
+"""The linear GEMMs of a decoder layer from a Hugging Face-style config (tirtune.space.models)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tirtune.core import Problem, SpaceError
+from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
+
+# Qwen2.5-7B's public config.json (the fields that matter)
+QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
+             "torch_dtype": "bfloat16"}
+
+
+def test_qwen25_7b_layer() -> None:
+    shape = DecoderShape.from_config(QWEN25_7B)
+    assert shape == DecoderShape(3584, 18944, 28, 4, 128)  # head_dim = hidden / heads when not given
+    gemms = layer_gemms(shape, [16, 8192], model_dtype(QWEN25_7B))
+    assert [(g.name, g.problem) for g in gemms[:4]] == [
+        ("qkv", Problem(16, 4608, 3584, "bfloat16")),  # (28 + 2 * 4) * 128
+        ("o", Problem(16, 3584, 3584, "bfloat16")),
+        ("gate_up", Problem(16, 37888, 3584, "bfloat16")),
+        ("down", Problem(16, 3584, 18944, "bfloat16")),
+    ]
+    assert [g.problem.m for g in gemms] == [16] * 4 + [8192] * 4
+
+
+def test_explicit_head_dim_and_no_kv_heads() -> None:
+    shape = DecoderShape.from_config({"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+                                      "head_dim": 96})
+    assert shape.weights()["qkv"] == (3 * 32 * 96, 4096) and shape.weights()["o"] == (4096, 32 * 96)
+    assert model_dtype({"torch_dtype": "float32"}) == "bfloat16"
+    assert model_dtype({"torch_dtype": "float16"}) == "float16"
+
+
+def test_a_config_without_the_sizes_is_refused() -> None:
+    with pytest.raises(SpaceError, match="hidden_size"):
+        DecoderShape.from_config({"hidden_size": 4096})

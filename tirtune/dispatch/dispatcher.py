@@ -1,0 +1,135 @@
+"""The dispatcher: for each (problem, GPU model) the tuned kernel, resolved once per process.
+
+The first call of a (M, N, K, dtype, device) asks the finder for the best config (the chosen row
+names its template version), fetches its checked module from the store and loads it; the answer,
+a kernel or "torch.mm" with the reason, is kept in a table, so every later call is one dictionary
+lookup and the launch (no database, no HTTP, no allocation but the output when none is given).
+A problem nobody tuned, a CPU tensor, a dtype the template has no kernel for, or (unless `strict`)
+a refused module runs on torch.mm (cuBLAS), and the reason is logged once per problem and GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tirtune import TirtuneError
+from tirtune.core import DTYPES, Problem, SpaceError
+from tirtune.dispatch.artifacts import ArtifactStore
+from tirtune.dispatch.choice import BestFinder, Chosen
+from tirtune.dispatch.loader import Kernel, Loader
+
+__all__ = ["Dispatcher", "Resolved", "cuda_device_name"]
+
+log = logging.getLogger(__name__)
+
+# torch dtype name -> the Problem's dtype
+_DTYPES = {f"torch.{name}": name for name in DTYPES}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What serves one (problem, GPU): `kernel` (a tuned module) or None (torch.mm), and why."""
+
+    problem: Problem | None
+    gpu_name: str | None
+    kernel: Kernel | None
+    reason: str
+    chosen: Chosen | None = None
+    origin: str = ""  # where the module came from: "cache", "service" or "built"
+
+
+def cuda_device_name(device: Any) -> str | None:
+    """The GPU model of a CUDA device as the measuring child names it ("NVIDIA H200"); None off CUDA."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    import torch
+
+    return str(torch.cuda.get_device_name(device))
+
+
+class Dispatcher:
+    """`gemm(a, b, out)`: D = A @ B.T by the tuned kernel of the problem, or torch.mm.
+
+    `device_name` names a tensor's GPU model (None: no tuned kernel for it); `strict` raises on a
+    refused module instead of falling back."""
+
+    def __init__(self, finder: BestFinder, store: ArtifactStore, loader: Loader, *,
+                 device_name: Callable[[Any], str | None] = cuda_device_name, strict: bool = False) -> None:
+        self.finder, self.store, self.loader = finder, store, loader
+        self.device_name = device_name
+        self.strict = strict
+        self._table: dict[tuple[Any, ...], Resolved] = {}
+        self._lock = threading.Lock()
+        self._told: set[tuple[Problem | None, str | None]] = set()
+
+    def gemm(self, a: Any, b: Any, out: Any = None) -> Any:
+        import torch
+
+        m, k = a.shape
+        n = b.shape[0]
+        found = self._table.get((m, n, k, a.dtype, a.device))
+        if found is None:
+            found = self._first((m, n, k, a.dtype, a.device))
+        if found.kernel is None or not _fits(a, b, out, m, n):
+            return torch.mm(a, b.T, out=out)
+        d = out if out is not None else a.new_empty((m, n))
+        found.kernel(a, b, d)
+        return d
+
+    def resolved(self) -> list[Resolved]:
+        """What served each problem so far (for reports and benchmarks)."""
+        return list(self._table.values())
+
+    def forget(self) -> None:
+        """Resolve every problem again on its next call (e.g. after more tuning)."""
+        with self._lock:
+            self._table.clear()
+            self._told.clear()
+
+    def _first(self, key: tuple[Any, ...]) -> Resolved:
+        with self._lock:  # first calls only: one resolution per key, other threads wait for it
+            found = self._table.get(key)
+            if found is None:
+                found = self._table[key] = self.resolve(*key)
+            return found
+
+    def resolve(self, m: int, n: int, k: int, dtype: Any, device: Any) -> Resolved:
+        """Find, fetch and load the kernel of one problem on `device` (not cached: `gemm` caches)."""
+        name = _DTYPES.get(str(dtype))
+        gpu = self.device_name(device)
+        if name is None or gpu is None:
+            return Resolved(None, gpu, None, f"no tuned kernels for {dtype} on {device}")
+        try:
+            problem = Problem(m, n, k, name)
+        except SpaceError as e:  # e.g. an empty or oversized dimension: nothing was tuned for it
+            return Resolved(None, gpu, None, str(e))
+        try:
+            chosen = self.finder.best(problem, gpu)
+            if chosen is None:
+                return self._fallback(problem, gpu, "nobody tuned it", logging.WARNING)
+            fetched = self.store.fetch(chosen)
+            kernel = self.loader.load(fetched.path)
+        except (TirtuneError, OSError, ValueError, KeyError) as e:
+            if self.strict:
+                raise
+            return self._fallback(problem, gpu, f"{type(e).__name__}: {e}", logging.ERROR)
+        log.info("%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s)", problem.shape, problem.dtype, gpu,
+                 chosen.config.label(), chosen.ratio, fetched.origin)
+        return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin)
+
+    def _fallback(self, problem: Problem, gpu: str, why: str, level: int) -> Resolved:
+        if (problem, gpu) not in self._told:
+            self._told.add((problem, gpu))
+            log.log(level, "%s %s on %s runs on torch.mm (cuBLAS): %s", problem.shape, problem.dtype, gpu, why)
+        return Resolved(problem, gpu, None, why)
+
+
+def _fits(a: Any, b: Any, out: Any, m: int, n: int) -> bool:
+    """The kernel reads row-major A and B and writes a row-major D of the problem's shape."""
+    if not (a.is_contiguous() and b.is_contiguous()):
+        return False
+    return out is None or (out.is_contiguous() and tuple(out.shape) == (m, n) and out.dtype == a.dtype)

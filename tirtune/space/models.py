@@ -1,0 +1,70 @@
+"""The linear-layer GEMMs of a transformer decoder layer, from a Hugging Face-style config.
+
+    qkv       x W_qkv^T   N = (heads + 2 kv_heads) * head_dim, K = hidden      (q, k, v fused)
+    o         attn W_o^T  N = hidden,                          K = heads * head_dim
+    gate_up   x W_gu^T    N = 2 * intermediate,                K = hidden      (gate, up fused)
+    down      h W_d^T     N = hidden,                          K = intermediate
+
+with M = the tokens of one forward pass. The weights are (N, K) row-major, as torch.nn.Linear
+stores them, so each GEMM is tirtune's D = A @ B.T with A the activations and B the weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tirtune.core import Problem, SpaceError
+
+__all__ = ["DecoderShape", "LayerGemm", "layer_gemms", "model_dtype"]
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderShape:
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> DecoderShape:
+        """From a config.json's `hidden_size`, `intermediate_size`, `num_attention_heads`,
+        `num_key_value_heads` (default: the heads) and `head_dim` (default: hidden / heads)."""
+        try:
+            hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+            intermediate = int(config["intermediate_size"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SpaceError(f"a model config needs hidden_size, intermediate_size and num_attention_heads: {e}") from e
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        if min(hidden, intermediate, heads, kv_heads, head_dim) < 1:
+            raise SpaceError(f"a model config's sizes must be positive: {dict(config)!r:.200}")
+        return cls(hidden, intermediate, heads, kv_heads, head_dim)
+
+    def weights(self) -> dict[str, tuple[int, int]]:
+        """Each fused projection's weight shape (N, K), in the order a layer runs them."""
+        return {
+            "qkv": ((self.heads + 2 * self.kv_heads) * self.head_dim, self.hidden),
+            "o": (self.hidden, self.heads * self.head_dim),
+            "gate_up": (2 * self.intermediate, self.hidden),
+            "down": (self.hidden, self.intermediate),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LayerGemm:
+    name: str
+    problem: Problem
+
+
+def model_dtype(config: Mapping[str, Any], default: str = "bfloat16") -> str:
+    """The config's `torch_dtype` when it is one tirtune tunes, else `default`."""
+    named = str(config.get("torch_dtype") or "")
+    return named if named in ("float16", "bfloat16") else default
+
+
+def layer_gemms(shape: DecoderShape, tokens: Sequence[int], dtype: str = "bfloat16") -> list[LayerGemm]:
+    """Every linear GEMM of one decoder layer at each token count, tokens-major."""
+    return [LayerGemm(name, Problem(m, n, k, dtype)) for m in tokens for name, (n, k) in shape.weights().items()]
