@@ -17,7 +17,9 @@ failure carries its own nvcc output and root cause.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -93,6 +95,7 @@ class ItemResult:
     error: toolchain.NvccError | None = None
     batch_size: int = 1
     seconds: float = 0.0
+    timed_out: bool = False
 
 
 def batch_source(items: Sequence[BatchItem]) -> str:
@@ -118,9 +121,8 @@ def cubin_command(cu_path: Path, cubin_path: Path, arch: str = toolchain.ARCH) -
 
 def compile_batch(items: Sequence[BatchItem], work: Path, arch: str = toolchain.ARCH,
                   timeout_s: float | None = None) -> list[ItemResult]:
-    """Compile `items` into cubins under `work`, splitting failed batches; one result per item, in order.
-
-    subprocess.TimeoutExpired propagates (the caller's watchdog decides what a hang means)."""
+    """Compile `items` into cubins under `work`, splitting failed or hung batches; one result per
+    item, in order. `timeout_s` bounds each nvcc call (a batch's, then its halves')."""
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, ItemResult] = {}
     _compile(list(items), work, arch, timeout_s, results, tag="b")
@@ -134,25 +136,41 @@ def _compile(items: list[BatchItem], work: Path, arch: str, timeout_s: float | N
     # A lone kernel compiles as generated (no namespace): the same text the old path compiled.
     cu.write_text(batch_source(items) if len(items) > 1 else
                   re.sub(rf"\b{re.escape(items[0].kernel)}\b", items[0].symbol, items[0].source))
-    proc = subprocess.run(cubin_command(cu, cubin, arch), capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
-    output = (proc.stdout or "") + (proc.stderr or "")
+    code, output = _run(cubin_command(cu, cubin, arch), timeout_s)
     seconds = time.perf_counter() - started
-    if proc.returncode == 0:
+    if code == 0:
         per_kernel = _ptxas_by_kernel(output)
         for item in items:
             results[item.symbol] = ItemResult(item, cubin, per_kernel.get(item.symbol), None, len(items),
                                               seconds / len(items))
         return
     if len(items) == 1:
-        error = toolchain.NvccError(f"nvcc exited with {proc.returncode}:\n{toolchain.tail(output)}",
-                                    root=root_cause(output))
-        results[items[0].symbol] = ItemResult(items[0], None, None, error, 1, seconds)
+        if code is None:
+            error = toolchain.NvccError(f"nvcc timed out after {timeout_s:g}s: killed\n{toolchain.tail(output)}",
+                                        root=f"nvcc timed out after {timeout_s:g}s")
+        else:
+            error = toolchain.NvccError(f"nvcc exited with {code}:\n{toolchain.tail(output)}",
+                                        root=root_cause(output))
+        results[items[0].symbol] = ItemResult(items[0], None, None, error, 1, seconds, timed_out=code is None)
         return
-    logger.info("batch %s of %d kernels failed; splitting", tag, len(items))
+    # A failed (or hung) batch: halves, until the culprits stand alone.
+    logger.info("batch %s of %d kernels failed (exit %s); splitting", tag, len(items), code)
     half = len(items) // 2
     _compile(items[:half], work, arch, timeout_s, results, tag + "0")
     _compile(items[half:], work, arch, timeout_s, results, tag + "1")
+
+
+def _run(cmd: list[str], timeout_s: float | None) -> tuple[int | None, str]:
+    """Run `cmd` in its own process group; (None, output) when it ran past `timeout_s`: then the
+    whole group (nvcc, cicc, ptxas) is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, output or ""
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output or ""
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
