@@ -36,6 +36,10 @@ __all__ = ["BatchItem", "ItemResult", "batch_source", "compile_batch", "cubin_co
 
 logger = logging.getLogger(__name__)
 
+# TVM's prelude defines max/min for half and bfloat16; inside a namespace those would hide CUDA's
+# global max/min(int, int) ... from unqualified lookup (an int max became ambiguous, or could
+# silently pick another overload). Bringing the global ones in keeps the single file's overload set.
+_GLOBAL_OVERLOADS = ("using ::max;", "using ::min;")
 _PREPROCESSOR = re.compile(r"^\s*#\s*(include|if|ifdef|ifndef|elif|else|endif)\b")
 
 
@@ -109,7 +113,7 @@ def batch_source(items: Sequence[BatchItem]) -> str:
              *prelude]
     for i, item in enumerate(items):
         body = re.sub(rf"\b{re.escape(item.kernel)}\b", item.symbol, item.source)
-        parts += [f"namespace tirtune_k{i} {{", body, f"}}  // namespace tirtune_k{i}", ""]
+        parts += [f"namespace tirtune_k{i} {{", *_GLOBAL_OVERLOADS, body, f"}}  // namespace tirtune_k{i}", ""]
     return "\n".join(parts)
 
 

@@ -17,13 +17,14 @@ kernel) is an `ExtractError`, never a guess: a wrong box size hangs the kernel o
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from tirtune.workers.errors import WorkerError
 
-__all__ = ["ExtractError", "KernelArg", "LaunchSpec", "TensorMapSpec", "extract"]
+__all__ = ["ExtractError", "KernelArg", "LaunchSpec", "TensorMapSpec", "bundle", "extract", "unbundle"]
 
 # Launch tags that take one launch value each, in the order TVM lists them.
 _GRID = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -126,6 +127,16 @@ class LaunchSpec:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=1, sort_keys=True)
+
+
+def bundle(spec: LaunchSpec, cubin: bytes) -> bytes:
+    """A device-only build in one file (the cubin path's artifact): {"spec": ..., "cubin": base64}."""
+    return json.dumps({"spec": spec.to_json(), "cubin": base64.b64encode(cubin).decode()}).encode()
+
+
+def unbundle(data: bytes) -> tuple[LaunchSpec, bytes]:
+    record = json.loads(data)
+    return LaunchSpec.from_json(record["spec"]), base64.b64decode(record["cubin"])
 
 
 def _plain(obj: Any) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec
+from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
 
-__all__ = ["CubinKernel", "LaunchError", "encode_arguments", "pack_params", "tensor_map_dtype"]
+__all__ = ["CubinKernel", "LaunchError", "encode_arguments", "load_bundle", "pack_params", "tensor_map_dtype"]
 
 TENSOR_MAP_BYTES = 128
 # TVM's descriptor dtypes -> CUtensorMapDataType member names (the exported wrapper's spelling).
@@ -184,3 +184,23 @@ class CubinKernel:
             _, name = self.driver.cuGetErrorName(err)
             raise LaunchError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}")
         return values[0] if len(values) == 1 else (values or None)
+
+
+def load_bundle(data: bytes, driver: Any = None) -> CubinKernel:
+    """The kernel of a cubin-path artifact (`kernel.tlaunch`'s bytes)."""
+    spec, cubin = unbundle(data)
+    return CubinKernel(cubin, spec, driver=driver)
+
+
+class TorchStreamKernel:
+    """`fn(A, B, D)` on torch's current stream: the call shape of the `.so` path's tvm-ffi function."""
+
+    def __init__(self, kernel: CubinKernel) -> None:
+        import torch
+
+        self.kernel = kernel
+        self.torch = torch
+
+    def __call__(self, *tensors: Any) -> None:
+        stream = self.torch.cuda.current_stream(tensors[0].device).cuda_stream
+        self.kernel(*tensors, stream=stream)
