@@ -160,7 +160,8 @@ class CubinKernel:
         if spec.has_cluster:
             attr = d.CUlaunchAttribute()
             attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = spec.cluster
+            dim = attr.value.clusterDim  # one view, set in place (as cuda.core's launcher does)
+            dim.x, dim.y, dim.z = spec.cluster
             attrs.append(attr)
         config.attrs = attrs
         config.numAttrs = len(attrs)
