@@ -16,6 +16,7 @@
 #   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
+#   bash bench/gpu_session.sh build-paths KIT    # both build paths per kernel, outputs bitwise: $OUT/build-paths.json
 #   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
 #   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
 #                                               # it found correct (whose names hold ONLY, default 4096x4096x4096)
@@ -99,6 +100,18 @@ case "$1" in
     timeout 150 python3 -m bench.energy "$SET" --only "$ONLY" ${EXCL:+--exclude "$EXCL"} --seconds 1 --rounds 3 \
       --out "$OUT" > "$OUT/energy.log" 2>&1
     grep -E "^\|" "$OUT/energy.log" | cut -c1-200 ;;
+  build-paths)
+    # KIT from `python -m bench.build_speed --set proof --keep KIT` (or KIT.tgz beside it): each kernel's
+    # .so and cubin + launch spec run on the same inputs (issue 16's proof); tvm-ffi from .whl/,
+    # cuda-bindings from the image.
+    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
+      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    KIT=$2
+    [ -d "$KIT" ] || tar -xzf "$KIT.tgz" -C "$(dirname "$KIT")"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    timeout "${PATHS_TIMEOUT_S:-500}" python3 -m bench.build_paths "$KIT" --out "$OUT/build-paths.json" \
+      > "$OUT/build-paths.log" 2>&1
+    tail -n 3 "$OUT/build-paths.log" ;;
   kit)
     # A prebuilt kit (bench/prebuild.py set, or SET.tgz beside where SET is expected), tvm-ffi from
     # .whl/: every kernel once under a watchdog (a fresh process after a hang), then, unless MODE is

@@ -15,7 +15,7 @@ from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.replay_runner import from_record
 
-__all__ = ["dying_child", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile"]
+__all__ = ["dying_child", "misbehaving_template", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile"]
 
 
 def misbehaving_child(conn: Any) -> None:
@@ -112,3 +112,15 @@ def replay_child(conn: Any) -> None:
                 )
             )
         conn.send(RemeasureReply(tuple(replies)) if isinstance(request, RemeasureRequest) else replies[0])
+
+
+def misbehaving_template(config: Any, problem: Any) -> Any:
+    """A template for the lowering pool's watchdog: stages 7 hangs, stages 6 kills its process,
+    anything else is the real Hopper template."""
+    if config.stages == 7:
+        time.sleep(3600)
+    if config.stages == 6:
+        os.kill(os.getpid(), signal.SIGKILL)
+    from tirtune.space.templates.hopper_gemm import build
+
+    return build(config, problem)

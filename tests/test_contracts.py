@@ -12,6 +12,7 @@ from tirtune.core import BuildResult, Candidate
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Proposer
 from tirtune.workers.builder import Builder
+from tirtune.workers.cubin_builder import CubinBuilder
 from tirtune.workers.gpu_runner import GpuRunner
 from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.workers.runner import Runner
@@ -20,7 +21,7 @@ from tirtune.workers.tirx_builder import TirxBuilder
 
 @pytest.mark.parametrize(
     "implementation, protocol",
-    [(TirxBuilder, Builder), (ReplayBuilder, Builder), (GpuRunner, Runner), (ReplayRunner, Runner),
+    [(TirxBuilder, Builder), (CubinBuilder, Builder), (ReplayBuilder, Builder), (GpuRunner, Runner), (ReplayRunner, Runner),
      (OptunaProposer, Proposer)],
     ids=lambda c: c.__name__,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +39,12 @@ class Settings(BaseSettings):
         "H200'); None = the model most of the cluster's GPUs are.",
     )
     builds_in_flight: int = Field(default=0, description="Candidates compiling at once; 0 = one per CPU.")
+    build_path: Literal["so", "cubin"] = Field(
+        default="so",
+        description="How candidates are built: 'so' (a process and a host .so per candidate, Ray CPU tasks) or "
+        "'cubin' (issue 16: device code only, several kernels per nvcc call, persistent lowering processes on "
+        "this node, launched through the cuda-bindings launcher; not the default until proven on the H200).",
+    )
     replay: Path | None = Field(
         default=None,
         description="Recorded measurements (.jsonl file or folder): "

@@ -141,9 +141,17 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
     except WorkerError as exc:
         raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}") from exc
     space = _space_of(runner)
-    builder = TirxBuilder(
-        cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
-    )
+    builder: Any
+    if settings.build_path == "cubin":
+        from tirtune.workers.cubin_builder import CubinBuilder
+
+        builder = CubinBuilder(
+            cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
+        )
+    else:
+        builder = TirxBuilder(
+            cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
+        )
     log.info(
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )

@@ -191,7 +191,9 @@ class _GpuActor:
         if build.payload is None:
             return build.artifact or ""
         digest = hashlib.sha256(build.payload).hexdigest()[:32]
-        path = self.staging / f"{digest}.so"
+        # The artifact's kind travels in its suffix: .so (tvm-ffi) or .tlaunch (cubin + launch spec).
+        suffix = Path(build.artifact).suffix if build.artifact else ".so"
+        path = self.staging / f"{digest}{suffix or '.so'}"
         if not path.exists():
             partial = path.with_suffix(f".{os.getpid()}.part")
             partial.write_bytes(build.payload)

@@ -247,6 +247,13 @@ class _Bench:
         return times, ref, [_median_pair(s) for s in samples], ratios
 
     def _load(self, artifact: str) -> Any:
+        if artifact not in self.modules and artifact.endswith(".tlaunch"):
+            # The device-only build path (issue 16): a cubin and its launch spec, no host code.
+            from pathlib import Path
+
+            from tirtune.workers.launcher import TorchStreamKernel, load_bundle
+
+            self.modules[artifact] = TorchStreamKernel(load_bundle(Path(artifact).read_bytes()))
         if artifact not in self.modules:
             import tvm_ffi
 

@@ -1,0 +1,30 @@
+"""The persistent lowering pool: TVM imported once per process, and a hung or dying lowering is
+killed or replaced without failing its neighbours (lowering only, no nvcc)."""
+
+from __future__ import annotations
+
+from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.workers.build_pool import LoweringPool
+
+PROBLEM = Problem(1000, 1000, 1000, "float16")
+
+
+def test_hung_and_dying_lowerings_are_replaced_and_the_rest_lowered() -> None:
+    batch = [
+        Candidate(Config(128, 128, 64, 7, 2, True), PROBLEM, "test"),  # hangs
+        Candidate(Config(128, 128, 64, 4, 2, True), PROBLEM, "test"),
+        Candidate(Config(128, 128, 64, 6, 2, True), PROBLEM, "test"),  # kills its process
+        Candidate(Config(128, 128, 64, 2, 2, True), PROBLEM, "test"),
+    ]
+    with LoweringPool(processes=2, timeout_s=30, template="tests.stand_in_children:misbehaving_template",
+                      arch="sm_90a") as pool:
+        first = pool.pids()
+        results = pool.lower(batch)
+        assert [r.outcome for r in results] == [Outcome.TIMEOUT, Outcome.OK, Outcome.COMPILE_ERROR, Outcome.OK]
+        assert "timed out" in results[0].message and "died" in results[2].message
+        assert pool.replaced == 2 and pool.pids() != first
+        ok = results[1]
+        assert ok.spec is not None and ok.spec.kernel == "main_kernel" and "__global__" in ok.source
+        # A process lowers again: TVM stays imported (its CPU time per lowering is the lowering's only).
+        again = pool.lower(batch[1:2])
+        assert again[0].outcome is Outcome.OK and again[0].source == ok.source

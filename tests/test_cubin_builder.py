@@ -1,0 +1,39 @@
+"""CubinBuilder end to end on CPU: lowered in a persistent process, compiled in one nvcc batch,
+published in the cache as a self-contained artifact (launch spec + cubin), found there again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.space import TEMPLATE_VERSION
+from tirtune.workers import toolchain
+from tirtune.workers.cubin_builder import ARTIFACT, CubinBuilder
+from tirtune.workers.launch_spec import unbundle
+
+
+@pytest.mark.nvcc
+def test_builds_a_batch_and_serves_it_from_the_cache(tmp_path: Path) -> None:
+    batch = [
+        Candidate(Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),
+                  Problem(1000, 1024, 200, "float16"), TEMPLATE_VERSION),
+        Candidate(Config(128, 128, 64, 4, 2, True), Problem(1000, 1000, 1000, "bfloat16"), TEMPLATE_VERSION),
+    ]
+    builder = CubinBuilder(cache_dir=tmp_path, timeout_s=300, processes=1, batch=4)
+    try:
+        first = builder.build(batch)
+        assert [r.outcome for r in first] == [Outcome.OK, Outcome.OK]
+        for result in first:
+            assert result.artifact is not None and result.artifact.endswith(ARTIFACT)
+            spec, cubin = unbundle(result.payload or b"")
+            assert spec.kernel == "tirtune_" + result.candidate.build_key()
+            # One nvcc call built both: each artifact's cubin holds its own entry and its neighbour's.
+            sass = toolchain.sass(Path(result.artifact).with_name("kernel.cubin"))
+            assert sass.count("Function : tirtune_") == 2 and f"Function : {spec.kernel}" in sass
+        assert unbundle(first[0].payload or b"")[0].cluster == (2, 1, 1)
+        again = builder.build(batch)
+        assert all(r.cached and r.ok and r.payload == f.payload for r, f in zip(again, first, strict=True))
+    finally:
+        builder.close()

@@ -1,0 +1,151 @@
+"""The generic cubin launcher on CPU: what it asks of the driver, and how it packs parameters.
+
+A fake driver module records the calls; the tensor maps' bytes, the pointer and scalar parameters
+are read back from the packed void*[] with ctypes. The GPU test (marked `gpu`) launches a real
+cubin; it runs in the H200 session (bench/build_paths.py compares both build paths bitwise).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tirtune.workers.launch_spec import KernelArg, LaunchSpec, TensorMapSpec
+from tirtune.workers.launcher import CubinKernel, LaunchError, encode_arguments, pack_params, tensor_map_dtype
+
+MAP_A = TensorMapSpec(0, 0, "float16", 2, (4096, 1000), (8192,), (64, 128), (1, 1), 0, 3, 2, 0)
+MAP_D = TensorMapSpec(2, 256, "bfloat16", 2, (1000, 1000), (2000,), (64, 64), (1, 1), 0, 3, 1, 0)
+SPEC = LaunchSpec(
+    "tk_0",
+    (KernelArg("tensormap", index=0), KernelArg("pointer", index=1, byte_offset=16),
+     KernelArg("tensormap", index=1), KernelArg("scalar", value=-7, dtype="int32")),
+    (MAP_A, MAP_D), grid=(132, 1, 1), block=(384, 1, 1), cluster=(2, 1, 1), dyn_smem=214016, num_params=3,
+    launch_params=("clusterCtaIdx.x", "clusterCtaIdx.y", "blockIdx.x", "threadIdx.x", "tirx.use_dyn_shared_memory"),
+)
+
+
+class _Enum:
+    def __getattr__(self, name: str) -> str:
+        return name
+
+    def __call__(self, value: int) -> int:
+        return value
+
+
+class FakeDriver:
+    """Records every call; tensor maps are 128 bytes of the map's index + 1."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.maps: list[Any] = []
+        for name in ("CUfunction_attribute", "CUtensorMapDataType", "CUtensorMapInterleave", "CUtensorMapSwizzle",
+                     "CUtensorMapL2promotion", "CUtensorMapFloatOOBfill", "CUlaunchAttributeID"):
+            setattr(self, name, _Enum())
+        self.cuuint64_t = self.cuuint32_t = int
+        self.CUstream = int
+
+    def _record(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+
+    def cuInit(self, flags: int) -> tuple[int]:
+        self._record("cuInit", flags)
+        return (0,)
+
+    def cuModuleLoadData(self, image: bytes) -> tuple[int, str]:
+        self._record("cuModuleLoadData", image)
+        return 0, "module"
+
+    def cuModuleGetFunction(self, module: str, name: bytes) -> tuple[int, str]:
+        self._record("cuModuleGetFunction", module, name)
+        return 0, "function"
+
+    def cuFuncSetAttribute(self, function: str, attr: str, value: int) -> tuple[int]:
+        self._record("cuFuncSetAttribute", attr, value)
+        return (0,)
+
+    def cuTensorMapEncodeTiled(self, *args: Any) -> tuple[int, Any]:
+        self._record("cuTensorMapEncodeTiled", *args)
+        buf = (ctypes.c_uint8 * 128)(*([len(self.maps) + 1] * 128))
+        self.maps.append(buf)
+        return 0, SimpleNamespace(getPtr=lambda: ctypes.addressof(buf))
+
+    def CUlaunchConfig(self) -> SimpleNamespace:
+        return SimpleNamespace()
+
+    def CUlaunchAttribute(self) -> SimpleNamespace:
+        return SimpleNamespace(id=None, value=SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0)))
+
+    def cuLaunchKernelEx(self, config: Any, function: str, params: int, extra: int) -> tuple[int]:
+        self._record("cuLaunchKernelEx", config, function, _read_params(params))
+        return (0,)
+
+    def cuGetErrorName(self, err: int) -> tuple[int, bytes]:
+        return 0, b"CUDA_ERROR_FAKE"
+
+
+def _read_params(address: int) -> list[Any]:
+    """The four parameters of SPEC, read back through the void*[] at `address`."""
+    slots = (ctypes.c_void_p * 4).from_address(address)
+    first_map = bytes((ctypes.c_uint8 * 128).from_address(slots[0]))
+    pointer = ctypes.c_void_p.from_address(slots[1]).value
+    second_map = bytes((ctypes.c_uint8 * 128).from_address(slots[2]))
+    scalar = ctypes.c_int32.from_address(slots[3]).value
+    return [first_map, pointer, second_map, scalar, slots[0] % 64, slots[2] % 64]
+
+
+def test_launch_replays_the_host_wrapper() -> None:
+    driver = FakeDriver()
+    kernel = CubinKernel(b"cubin", SPEC, driver=driver)
+    kernel(0x10000, 0x20000, 0x30000, stream=5)
+    names = [name for name, _ in driver.calls]
+    assert names == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute", "cuFuncSetAttribute",
+                     "cuTensorMapEncodeTiled", "cuTensorMapEncodeTiled", "cuLaunchKernelEx"]
+    assert driver.calls[2][1] == ("module", b"tk_0")
+    assert driver.calls[3][1] == ("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 214016)
+    assert driver.calls[4][1] == ("CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+    encode_a, encode_d = driver.calls[5][1], driver.calls[6][1]
+    assert encode_a == ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 2, 0x10000, [4096, 1000], [8192], [64, 128], [1, 1],
+                        0, 3, 2, 0)
+    assert encode_d[:3] == ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 2, 0x30000 + 256)
+    config, function, params = driver.calls[7][1]
+    assert function == "function"
+    assert (config.gridDimX, config.blockDimX, config.sharedMemBytes, config.hStream) == (132, 384, 214016, 5)
+    (cluster,) = config.attrs
+    assert cluster.id == "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION" and config.numAttrs == 1
+    assert (cluster.value.clusterDim.x, cluster.value.clusterDim.y, cluster.value.clusterDim.z) == (2, 1, 1)
+    assert params == [bytes([1] * 128), 0x20000 + 16, bytes([2] * 128), -7, 0, 0]
+
+
+def test_small_kernel_without_cluster_sets_no_attributes() -> None:
+    driver = FakeDriver()
+    spec = LaunchSpec("k", (KernelArg("pointer", index=0),), (), (8, 8, 1), (256, 1, 1), dyn_smem=33792,
+                      num_params=1, launch_params=("blockIdx.x", "threadIdx.x", "blockIdx.y", "tirx.use_dyn_shared_memory"))
+    kernel = CubinKernel(b"cubin", spec, driver=driver)
+    assert [n for n, _ in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction"]
+    config = kernel.launch_config(0)
+    assert config.attrs == [] and config.numAttrs == 0 and (config.gridDimX, config.gridDimY) == (8, 8)
+    with pytest.raises(LaunchError, match="takes 1 tensors"):
+        kernel(1, 2)
+
+
+def test_encoding_and_packing_refuse_what_they_cannot_do() -> None:
+    assert tensor_map_dtype(MAP_A) == "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"
+    assert encode_arguments(MAP_D, [0, 0, 1000]).address == 1256
+    with pytest.raises(LaunchError):
+        tensor_map_dtype(TensorMapSpec(0, 0, "float8_e4m3", 1, (8,), (), (8,), (1,), 0, 0, 0, 0))
+    with pytest.raises(LaunchError, match="128"):
+        pack_params(SPEC, [b"x", b"y"], [0, 0, 0])
+    driver = FakeDriver()
+    driver.cuModuleGetFunction = lambda module, name: (500, None)  # type: ignore[method-assign]
+    with pytest.raises(LaunchError, match="CUDA_ERROR_FAKE"):
+        CubinKernel(b"cubin", SPEC, driver=driver)
+
+
+@pytest.mark.gpu
+def test_launcher_imports_cuda_bindings_on_a_gpu_host() -> None:
+    from cuda.bindings import driver
+
+    assert hasattr(driver, "cuLaunchKernelEx") and hasattr(driver, "cuTensorMapEncodeTiled")

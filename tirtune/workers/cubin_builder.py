@@ -1,0 +1,152 @@
+"""CubinBuilder: device code only, several kernels per nvcc call, persistent lowering processes.
+
+The issue-16 build path, behind `TIRTUNE_BUILD_PATH=cubin` (TirxBuilder's `.so` stays the
+default until the H200 proof): a `LoweringPool` lowers the misses (TVM imported once per
+process, a hung lowering killed), `device_build.compile_batch` compiles them `batch` per
+`nvcc -cubin` (failed or hung batches split), and each build lands in the same kind of
+content-addressed cache entry as the `.so` path's, under its own key suffix:
+
+    kernel.cu  kernel.cubin  launch.json  kernel.tlaunch  build.json
+
+`kernel.tlaunch` is the artifact: the LaunchSpec and the cubin in one JSON file (base64), so the
+shipped bytes (`BuildResult.payload`) are all a runner on another host needs;
+`launcher.load_bundle` turns them into a callable kernel. Like TirxBuilder, only successes are
+cached, and an entry is published by renaming a complete directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tirtune.core import BuildResult, Candidate, Outcome
+from tirtune.workers.build_pool import Lowered, LoweringPool
+from tirtune.workers.compile_one import DEFAULT_TEMPLATE
+from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
+from tirtune.workers.launch_spec import bundle
+from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
+
+__all__ = ["ARTIFACT", "CubinBuilder"]
+
+logger = logging.getLogger(__name__)
+
+ARTIFACT = "kernel.tlaunch"
+KEY_SUFFIX = "-cubin"
+
+
+class CubinBuilder:
+    """Builder (`build(batch) -> [BuildResult]`) over a persistent lowering pool and batched nvcc.
+
+    `processes` lowering processes (default: settings.builds_in_flight or the CPU count) live as
+    long as the builder; `close()` ends them. `batch`: kernels per nvcc call."""
+
+    def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
+                 processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE) -> None:
+        from tirtune.settings import get_settings
+
+        settings = get_settings()
+        self.cache_dir = Path(cache_dir if cache_dir is not None else settings.cache_dir)
+        self.timeout_s = float(timeout_s if timeout_s is not None else settings.build_timeout_s)
+        self.processes = processes or settings.builds_in_flight or os.cpu_count() or 1
+        self.batch = max(1, batch)
+        self.template = template
+        self._pool: LoweringPool | None = None
+
+    def _key(self, candidate: Candidate) -> Path:
+        return self.cache_dir / (_cache_key(candidate, self.template) + KEY_SUFFIX)
+
+    def build(self, batch: Sequence[Candidate]) -> list[BuildResult]:
+        results: list[BuildResult | None] = [None] * len(batch)
+        misses = []
+        for i, candidate in enumerate(batch):
+            hit = _cached(candidate, self._key(candidate))
+            if hit is not None:
+                results[i] = shipped(hit)
+            else:
+                misses.append(i)
+        if misses:
+            started = time.perf_counter()
+            lowered = self._lowering_pool().lower([batch[i] for i in misses])
+            for i, built in zip(misses, self._compile(lowered, started), strict=True):
+                results[i] = shipped(built)
+        logger.info("built %d candidates (%d from cache)", len(batch), len(batch) - len(misses))
+        return [r for r in results if r is not None]
+
+    def _lowering_pool(self) -> LoweringPool:
+        if self._pool is None:
+            self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
+        return self._pool
+
+    def _compile(self, lowered: list[Lowered], started: float) -> list[BuildResult]:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".tmp-cubin-batch-", dir=self.cache_dir))
+        try:
+            items = {i: BatchItem(low.source, low.spec.kernel, f"tirtune_{low.candidate.build_key()}")
+                     for i, low in enumerate(lowered) if low.outcome is Outcome.OK and low.spec is not None}
+            order = list(items)
+            compiled: dict[int, ItemResult] = {}
+            for start in range(0, len(order), self.batch):
+                chunk = order[start:start + self.batch]
+                for i, result in zip(chunk, compile_batch([items[i] for i in chunk], work / f"b{start}",
+                                                          timeout_s=self.timeout_s), strict=True):
+                    compiled[i] = result
+            return [self._result(low, compiled.get(i), time.perf_counter() - started)
+                    for i, low in enumerate(lowered)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _result(self, low: Lowered, item: ItemResult | None, seconds: float) -> BuildResult:
+        candidate = low.candidate
+        if low.outcome is not Outcome.OK or low.spec is None:
+            return BuildResult(candidate, low.outcome, message=low.message, seconds=seconds)
+        assert item is not None
+        if item.error is not None or item.cubin is None:
+            outcome = Outcome.TIMEOUT if item.timed_out else Outcome.COMPILE_ERROR
+            message = f"nvcc failed: {item.error.root}\n{item.error}" if item.error else "nvcc failed"
+            return BuildResult(candidate, outcome, message=message, seconds=seconds)
+        return self._publish(candidate, low, item, seconds)
+
+    def _publish(self, candidate: Candidate, low: Lowered, item: ItemResult, seconds: float) -> BuildResult:
+        assert low.spec is not None and item.cubin is not None
+        final = self._key(candidate)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=self.cache_dir))
+        spec = low.spec.renamed(item.item.symbol)
+        cubin = item.cubin.read_bytes()
+        (tmp / "kernel.cu").write_text(low.source)
+        (tmp / "kernel.cubin").write_bytes(cubin)
+        (tmp / "launch.json").write_text(spec.dumps())
+        (tmp / ARTIFACT).write_bytes(bundle(spec, cubin))
+        record: dict[str, Any] = {
+            "config": candidate.config.to_json(), "problem": candidate.problem.to_json(), "template": self.template,
+            "path": "cubin", "batch_size": item.batch_size, "lower_cpu_s": round(low.cpu_s, 3),
+            "nvcc_s_share": round(item.seconds, 3), "ptxas": item.resources.to_json() if item.resources else None,
+        }
+        (tmp / BUILD_MARK).write_text(json.dumps(record, indent=1, sort_keys=True))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # published by another builder first, or a stale incomplete entry
+            hit = _cached(candidate, final)
+            if hit is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                return hit
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+        return BuildResult(candidate, Outcome.OK, artifact=str(final / ARTIFACT), seconds=seconds)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+def _cached(candidate: Candidate, final: Path) -> BuildResult | None:
+    if (final / BUILD_MARK).exists() and (final / ARTIFACT).exists():
+        return BuildResult(candidate, Outcome.OK, artifact=str(final / ARTIFACT), cached=True)
+    return None
