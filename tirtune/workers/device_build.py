@@ -50,6 +50,10 @@ def lower_device(config: Config, problem: Problem, template: Any = None,
         import tvm
         from tvm.tirx.build import split_host_device_mods
 
+        from tirtune.workers import tvm_patches
+
+        tvm_patches.apply()
+
         if template is None:
             from tirtune.space.templates import build as template
         with toolchain._TRACE_LOCK:

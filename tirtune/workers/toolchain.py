@@ -132,6 +132,10 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: 
     try:
         import tvm
 
+        from tirtune.workers import tvm_patches
+
+        tvm_patches.apply()
+
         if template is None:
             from tirtune.space.templates import build as template
         with _TRACE_LOCK:
