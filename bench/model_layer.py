@@ -27,6 +27,7 @@ layer's outputs, judged against tirtune.workers.verify's tolerance). Writes OUT.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -35,6 +36,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tirtune.workers.measure import Nvml, timed_events
+from tirtune.workers.verify import TOLERANCE, relative_error
 
 QWEN25_7B = {"model_type": "qwen2", "name": "Qwen2.5-7B", "hidden_size": 3584, "intermediate_size": 18944,
              "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 128, "torch_dtype": "bfloat16"}
@@ -97,7 +101,8 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
     props = torch.cuda.get_device_properties(device)
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": props.name,
-        "compute_capability": f"{props.major}.{props.minor}", "driver": _driver(), "torch": torch.__version__,
+        "compute_capability": f"{props.major}.{props.minor}", "driver": Nvml(torch).driver(),
+        "torch": torch.__version__,
         "cuda": torch.version.cuda, "tvm_ffi": tvm_ffi.__version__,
         "template_version": BRANCHES[DEFAULT_ARCH].space.template_version,
         "model": config.get("name") or config.get("_name_or_path") or config.get("model_type"), "dtype": dtype_name,
@@ -112,8 +117,6 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
           device: Any) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F  # noqa: N812
-
-    from tirtune.workers.verify import TOLERANCE
 
     gen = torch.Generator(device=device).manual_seed(m)
     x = torch.randn(m, shape.hidden, dtype=dtype, device=device, generator=gen)
@@ -132,12 +135,12 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
     gemms = []
     for name, (n, k) in shape.weights().items():
         a = inputs[name]
-        t_ref, t_ours = _interleaved([lambda: ref[name](a), lambda: ours[name](a)], flush, reps)
+        t_ref, t_ours = _interleaved([functools.partial(ref[name], a), functools.partial(ours[name], a)], flush, reps)
         gemms.append({"name": name, "problem": f"{m}x{n}x{k}", "dtype": str(dtype).removeprefix("torch."),
                       "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
-                      "rel_error": _rel(ours[name](a), ref[name](a))})
+                      "rel_error": relative_error(ours[name](a), ref[name](a))})
     torch_layer, tirtune_layer = layer(ref), layer(ours)
-    errors = [_rel(mine, theirs) for mine, theirs in zip(tirtune_layer(), torch_layer(), strict=True)]
+    errors = [relative_error(mine, theirs) for mine, theirs in zip(tirtune_layer(), torch_layer(), strict=True)]
     t_ref, t_ours = _interleaved([torch_layer, tirtune_layer], flush, reps)
     graph_ms, graph_error = _graph(tirtune_layer, torch_layer, flush, reps)
     return {"tokens": m, "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
@@ -162,7 +165,7 @@ def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], lis
         with torch.cuda.graph(graph):
             captured = tirtune_layer()
         graph.replay()
-        error = max(_rel(mine, theirs) for mine, theirs in zip(captured, torch_layer(), strict=True))
+        error = max(relative_error(mine, theirs) for mine, theirs in zip(captured, torch_layer(), strict=True))
         [t] = _interleaved([graph.replay], flush, reps)
         return t, error
     except Exception as e:  # reported, not fatal: the eager figures stand on their own
@@ -170,40 +173,15 @@ def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], lis
 
 
 def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int) -> list[float]:
+    """Median ms of each launch, the launches timed in turn for ROUNDS rounds (the measuring
+    child's event timing, L2 flushed before every launch)."""
     import torch
 
     times: list[list[float]] = [[] for _ in launches]
-    for launch in launches:
-        launch()  # warm-up (and the dispatcher's first resolution)
     for _ in range(ROUNDS):
         for i, launch in enumerate(launches):
-            pairs = []
-            for _ in range(reps):
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                launch()
-                end.record()
-                pairs.append((start, end))
-            torch.cuda.synchronize()
-            times[i] += [s.elapsed_time(e) for s, e in pairs]
+            times[i] += timed_events(torch, launch, flush, reps)
     return [statistics.median(t) for t in times]
-
-
-def _rel(mine: Any, ref: Any) -> float:
-    import torch
-
-    return float(torch.linalg.vector_norm(mine.float() - ref.float()) / torch.linalg.vector_norm(ref.float()))
-
-
-def _driver() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return str(pynvml.nvmlSystemGetDriverVersion())
-    except Exception:
-        return None
 
 
 def to_markdown(r: dict[str, Any]) -> str:

@@ -21,7 +21,10 @@ from typing import Any
 
 from tirtune.workers.verify import TOLERANCE, verify
 
-__all__ = ["TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply", "RemeasureRequest", "serve"]
+__all__ = [
+    "TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply", "RemeasureRequest", "serve",
+    "timed_events",
+]
 
 log = logging.getLogger(__name__)
 
@@ -292,20 +295,25 @@ class _Bench:
         return times, ref, ratios
 
     def _events(self, launch: Any, reps: int) -> list[float]:
-        torch = self.torch
-        launch()  # warm-up of this block
-        pairs = []
-        for _ in range(reps):
-            self.flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            launch()
-            end.record()
-            pairs.append((start, end))
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in pairs]
+        return timed_events(self.torch, launch, self.flush, reps)
 
     _last_error: float | None = None
+
+
+def timed_events(torch: Any, launch: Any, flush: Any, reps: int) -> list[float]:
+    """One warm-up of `launch`, then `reps` launches, each after zeroing `flush` (a buffer larger
+    than the L2) and timed by its own pair of CUDA events: milliseconds per launch."""
+    launch()
+    pairs = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in pairs]
 
 
 class Nvml:

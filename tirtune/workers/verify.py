@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "verify"]
+__all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "relative_error", "verify"]
 
 # Relative Frobenius error allowed against the float32 reference. fp32 accumulation leaves only
 # the output rounding: about 2e-4 for fp16 and 2e-3 for bf16 (measured, TIRX_HOPPER.md); the
@@ -37,6 +37,14 @@ class Verdict:
     ok: bool
     message: str = ""
     rel_error: float | None = None
+
+
+def relative_error(d: Any, ref: Any) -> float:
+    """The relative Frobenius error of `d` against `ref`, both taken as float32."""
+    import torch
+
+    ref = ref.float()
+    return float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
 
 
 def verify(
@@ -62,7 +70,7 @@ def verify(
     unwritten = int(torch.isnan(d).sum().item())
     if unwritten:
         return Verdict(False, f"{unwritten} of {d.numel()} outputs never written (still NaN)")
-    err = float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
+    err = relative_error(d, ref)
     tol = TOLERANCE[dtype]
     if not math.isfinite(err) or err > tol:
         return Verdict(False, f"relative error {err:.3e} > tolerance {tol:.0e}", err)
