@@ -38,7 +38,7 @@ from tirtune.core import Candidate, Config, Outcome, Problem
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.workers import toolchain
 from tirtune.workers.build_pool import LoweringPool
-from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
+from tirtune.workers.device_build import BatchItem, compile_batch
 from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("build_speed")
@@ -74,7 +74,9 @@ def build_old(pairs: list[tuple[Config, Problem]], cache: Path, jobs: int) -> li
         return list(pool.map(one, pairs))
 
 
-def build_new(pairs: list[tuple[Config, Problem]], work: Path, jobs: int, batch: int) -> tuple[list[Any], dict[str, Any]]:
+def build_new(
+    pairs: list[tuple[Config, Problem]], work: Path, jobs: int, batch: int
+) -> tuple[list[Any], dict[str, Any]]:
     """(per pair: (Lowered, ItemResult | None)), figures of the stages."""
     candidates = [Candidate(c, p, TEMPLATE_VERSION) for c, p in pairs]
     started = _cpu()

@@ -15,7 +15,9 @@ from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.replay_runner import from_record
 
-__all__ = ["dying_child", "misbehaving_template", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile"]
+__all__ = [
+    "dying_child", "misbehaving_template", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile",
+]
 
 
 def misbehaving_child(conn: Any) -> None:

@@ -4,7 +4,6 @@ the issue asks for (the GPU run itself is the benchmark's)."""
 from __future__ import annotations
 
 from bench.model_layer import QWEN25_7B, to_markdown
-
 from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
 
 

@@ -21,7 +21,8 @@ from tirtune.workers.tirx_builder import TirxBuilder
 
 @pytest.mark.parametrize(
     "implementation, protocol",
-    [(TirxBuilder, Builder), (CubinBuilder, Builder), (ReplayBuilder, Builder), (GpuRunner, Runner), (ReplayRunner, Runner),
+    [(TirxBuilder, Builder), (CubinBuilder, Builder), (ReplayBuilder, Builder), (GpuRunner, Runner),
+     (ReplayRunner, Runner),
      (OptunaProposer, Proposer)],
     ids=lambda c: c.__name__,
 )

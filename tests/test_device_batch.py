@@ -30,7 +30,8 @@ def _item(i: int, broken: bool = False) -> BatchItem:
 
 def test_batch_source_namespaces_each_kernel_and_renames_its_entry() -> None:
     text = batch_source([_item(0), _item(1)])
-    assert text.count("namespace tirtune_k0 {") == text.count("namespace tirtune_k1 {") == 1 and "main_kernel" not in text
+    assert text.count("namespace tirtune_k0 {") == text.count("namespace tirtune_k1 {") == 1
+    assert "main_kernel" not in text
     assert text.index("#include <cuda_fp16.h>") < text.index("namespace tirtune_k0")
 
 

@@ -29,6 +29,8 @@ from tirtune.api import create_app
 from tirtune.cli import main
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem, Provenance, RunResult
 from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, DIGEST_FIELD, sha256_hex
+from tirtune.db import repo, transaction
+from tirtune.db.session import open_database
 from tirtune.dispatch import (
     ArtifactRefused,
     ArtifactStore,
@@ -40,8 +42,6 @@ from tirtune.dispatch import (
     from_settings,
     use,
 )
-from tirtune.db import repo, transaction
-from tirtune.db.session import open_database
 from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.http import Reply, UrllibHttp
 from tirtune.settings import Settings, get_settings

@@ -122,7 +122,8 @@ def test_launch_replays_the_host_wrapper() -> None:
 def test_small_kernel_without_cluster_sets_no_attributes() -> None:
     driver = FakeDriver()
     spec = LaunchSpec("k", (KernelArg("pointer", index=0),), (), (8, 8, 1), (256, 1, 1), dyn_smem=33792,
-                      num_params=1, launch_params=("blockIdx.x", "threadIdx.x", "blockIdx.y", "tirx.use_dyn_shared_memory"))
+                      num_params=1,
+                      launch_params=("blockIdx.x", "threadIdx.x", "blockIdx.y", "tirx.use_dyn_shared_memory"))
     kernel = CubinKernel(b"cubin", spec, driver=driver)
     assert [n for n, _ in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction"]
     config = kernel.launch_config(0)

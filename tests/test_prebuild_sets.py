@@ -79,4 +79,5 @@ def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_valid
     assert first.digest() == "0f16cf09c6e5f8aa" and (problem.m, problem.n, problem.k) == (1024, 1024, 1024)
     assert all(HOPPER.is_valid(c, p) for c, p in kit)
     near = [c for c, p in kit[1:] if p == problem]
-    assert near and all(sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values())) == 1 for c in near)
+    assert near and all(sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values(), strict=True)) == 1
+                        for c in near)

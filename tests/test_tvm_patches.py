@@ -22,7 +22,8 @@ def _lower_with(method: object, config: Config, problem: Problem) -> str:
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
-        (Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True), Problem(1000, 1000, 1000)),
+        (Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+         Problem(1000, 1000, 1000)),
         (Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, warp_specialized=True, swap_ab=True,
                 l2_hint="first/none"), Problem(16, 4096, 4096, "bfloat16")),
     ],

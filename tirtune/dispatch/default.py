@@ -6,9 +6,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tirtune.core import Problem
 from tirtune.db import make_engine, session_factory
 from tirtune.dispatch.artifacts import ArtifactStore
-from tirtune.core import Problem
 from tirtune.dispatch.choice import BestFinder, Chosen, LocalBest, ServiceBest
 from tirtune.dispatch.dispatcher import Dispatcher
 from tirtune.dispatch.export import ManifestBest

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tirtune.core import Problem, SpaceError, Source
+from tirtune.core import Problem, Source, SpaceError
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
 from tirtune.settings import Settings

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import logging
 import random
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import optuna

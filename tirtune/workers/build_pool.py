@@ -55,7 +55,8 @@ def _serve(conn: Any, template: str, arch: str) -> None:
             return
         cpu = time.process_time()
         try:
-            source, spec = device_build.lower_device(Config.from_json(config_json), Problem(**problem_json), build, arch)
+            config, problem = Config.from_json(config_json), Problem(**problem_json)
+            source, spec = device_build.lower_device(config, problem, build, arch)
             conn.send(("ok", source, spec.to_json(), time.process_time() - cpu))
         except toolchain.ToolchainError as exc:
             conn.send(("error", f"lowering failed: {exc.root}\n{exc}", "", time.process_time() - cpu))

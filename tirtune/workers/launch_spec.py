@@ -170,7 +170,7 @@ class _Walker:
         self.launches: list[Any] = []
 
     def stmt(self, node: Any) -> None:
-        from tvm import ir, tirx
+        from tvm import tirx
 
         if isinstance(node, tirx.SeqStmt):
             for s in node.seq:
@@ -191,7 +191,7 @@ class _Walker:
             self.stmt(node.body)
 
     def call(self, expr: Any) -> None:
-        from tvm import ir, tirx
+        from tvm import ir
 
         if not isinstance(expr, ir.Call) or not hasattr(expr.op, "name"):
             return
@@ -245,7 +245,7 @@ class _Walker:
         raise ExtractError(f"cannot trace a data pointer to a function argument: {expr}")
 
     def spec(self, call: Any, num_params: int) -> LaunchSpec:
-        from tvm import ir, tirx
+        from tvm import ir
 
         tags = tuple(str(t) for t in call.attrs.launch_params)
         unknown = [t for t in tags if t not in _VALUE_TAGS]
@@ -269,7 +269,7 @@ class _Walker:
         )
 
     def operand(self, expr: Any, maps: list[TensorMapSpec]) -> KernelArg:
-        from tvm import ir, tirx
+        from tvm import tirx
 
         if isinstance(expr, tirx.Var) and expr in self.maps:
             maps.append(self.maps[expr])
@@ -290,7 +290,7 @@ def _data_var(expr: Any) -> Any:
 
 
 def _int(expr: Any, what: str) -> int:
-    from tvm import ir, tirx
+    from tvm import tirx
 
     if isinstance(expr, int):
         return expr
