@@ -52,11 +52,9 @@ def lower_device(config: Config, problem: Problem, template: Any = None,
 
         from tirtune.workers import tvm_patches
 
-        tvm_patches.apply()
-
         if template is None:
             from tirtune.space.templates import build as template
-        with toolchain._TRACE_LOCK:
+        with toolchain._TRACE_LOCK, tvm_patches.lowering():
             func = template(config, problem)
             target = tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm")
             mod = tvm.tirx.transform.BindTarget(target)(tvm.IRModule({"main": func}))

@@ -134,11 +134,9 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: 
 
         from tirtune.workers import tvm_patches
 
-        tvm_patches.apply()
-
         if template is None:
             from tirtune.space.templates import build as template
-        with _TRACE_LOCK:
+        with _TRACE_LOCK, tvm_patches.lowering():
             func = template(config, problem)
             target = tvm.target.Target({"kind": "cuda", "arch": arch}, host="cuda_host")
             executable = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline="tirx")
