@@ -5,7 +5,12 @@
 #   bash bench/gpu_session.sh record LIMIT SHAPE:DTYPE...   # a seeded sample of LIMIT valid configs per problem
 #   bash bench/gpu_session.sh cache TARBALL      # unpack a build cache made elsewhere (record_space --build-only)
 #   bash bench/gpu_session.sh prebuild SET DIR [JOBS]   # bench/prebuild.py set into DIR (then: best DIR)
-#   bash bench/gpu_session.sh scaling SHAPE DTYPE TRIALS GPUS...   # same study on 1, 2 ... GPUs: $OUT/scaling.json
+#   bash bench/gpu_session.sh scaling ARGS...   # bench/scaling.py ARGS --out $OUT (studies on 1, 2 GPUs, cold/warm)
+#   bash bench/gpu_session.sh proof             # issue 16's proof: the proof set built both ways here, then
+#                                               # both run on the same inputs, bitwise: $OUT/build-paths.json
+#   bash bench/gpu_session.sh bg NAME CMD...    # CMD in a session of its own (outlives the call), files in
+#                                               # /root/tirtune/NAME ($OUT for it); then: collect NAME
+#   bash bench/gpu_session.sh collect NAME      # wait (at most SUITE_WAIT_S) for bg NAME, bring back its files
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
@@ -57,10 +62,34 @@ case "$1" in
     python3 -m bench.prebuild --set "$2" --out "$3" --cache-dir "$TIRTUNE_CACHE_DIR" --jobs "${4:-16}" 2>&1 | tail -n 5 ;;
   scaling)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
-    python3 -m bench.scaling "$2" --dtype "$3" --trials "$4" --gpus "${@:5}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
+    python3 -m bench.scaling "${@:2}" --out "$OUT" --dump-after "${DUMP_AFTER:-0}" 2>"$OUT/scaling.log"
     rc=$?
-    tail -n 30 "$OUT/scaling.log"
+    grep -E "^\|" "$OUT/scaling.md" 2>/dev/null | cut -c1-220
+    tail -n 5 "$OUT/scaling.log"
     exit $rc ;;
+  proof)
+    # The proof set (bench/build_speed.py --set proof) built both ways with this host's cores (its CPU
+    # figures: $OUT/host/build-speed.json), then each kernel's .so and cubin run on the same inputs.
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -m bench.build_speed --set proof --jobs "$(nproc)" --keep /root/tirtune/kit --out "$OUT/host" \
+      > "$OUT/build-speed-host.log" 2>&1
+    tail -n 2 "$OUT/build-speed-host.log"
+    timeout "${PATHS_TIMEOUT_S:-400}" python3 -m bench.build_paths /root/tirtune/kit --out "$OUT/build-paths.json" \
+      > "$OUT/build-paths.log" 2>&1
+    tail -n 3 "$OUT/build-paths.log" ;;
+  bg)
+    NAME=$2; mkdir -p "/root/tirtune/$NAME"; rm -f "/root/tirtune/$NAME.done"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    setsid nohup env OUT="/root/tirtune/$NAME" bash -c "${*:3}; echo \$? > /root/tirtune/$NAME.done" \
+      > "/root/tirtune/$NAME/bg.log" 2>&1 &
+    sleep "${BG_WAIT_S:-5}"
+    tail -n 5 "/root/tirtune/$NAME/bg.log" ;;
+  collect)
+    NAME=$2
+    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do [ -e "/root/tirtune/$NAME.done" ] && break; sleep 1; done
+    cp -r "/root/tirtune/$NAME"/. "$OUT"/ 2>/dev/null
+    echo "rc: $(cat "/root/tirtune/$NAME.done" 2>/dev/null || echo running)"
+    tail -n 25 "/root/tirtune/$NAME/bg.log" ;;
   best)
     python3 -m bench.best_vs_cublas "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
     rc=$?

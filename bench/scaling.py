@@ -1,16 +1,20 @@
-"""Scaling over GPUs: the same study run with 1, 2 (4, 8) GPUs, one runner actor per GPU.
+"""Scaling over GPUs: the same studies run with 1 and 2 (4, 8) GPUs, one runner actor per GPU.
 
-    python -m bench.scaling 4096x4096x4096 --dtype float16 --trials 64 --gpus 1 2 --out bench/results
+    python -m bench.scaling 4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 \
+        --caches cold warm --build-path cubin --out bench/results
 
-For each GPU count: a fresh database and a fresh (cold) build cache, the same problem and the
-same Optuna seed, the service's own path (TirxBuilder on Ray CPUs, GpuRunner with that many
-actors, JobLoop with its re-measurement of the top trials). Recorded per run: wall time, trials
-per minute over the whole search (the first, cold build included), GPU seconds per candidate,
-each GPU's busy fraction (time it held a candidate / the job's wall time up to its last
-result), and the best config with its trial and re-measured ratios. Then the runs' winners are
-re-measured interleaved in one process, so whether they agree is judged on figures that
-compare, against the noise measured on this GPU (bench/results/noise.json).
-Writes scaling.json and scaling.md under --out.
+For each problem and GPU count: a cold study (a fresh database and an empty build cache), then,
+with --caches warm, the same study again on a fresh database over the cache the cold one filled
+(same Optuna seed: the same proposals, every build a cache hit). Each study is the service's own
+path: the builder of --build-path (TirxBuilder's .so, or CubinBuilder's device-only cubin with its
+persistent lowering processes), GpuRunner with that many actors, JobLoop with its re-measurement
+of the top trials. Recorded per study: wall time, trials per minute over the whole search (the
+first build included), GPU seconds per candidate, each GPU's busy fraction (time it held a
+candidate / the search's span), and the best config with its trial and re-measured ratios. Then
+every problem's winners are re-measured interleaved in one process, so whether the 1- and 2-GPU
+bests agree is judged on figures that compare, against the noise measured on this GPU
+(bench/results/noise.json). --cpus caps the build processes (the 16 cores of one H200 host on
+a 32-core one). Writes scaling.json and scaling.md under --out (issue 18's schema).
 """
 
 from __future__ import annotations
@@ -36,13 +40,22 @@ from tirtune.workers.tirx_builder import TirxBuilder
 NOISE_FILE = Path(__file__).resolve().parent / "results" / "noise.json"
 
 
-def _one(problem: Problem, trials: int, gpus: int, cpus: int, work: Path) -> dict[str, Any]:
-    url = f"sqlite:///{work / f'scaling-{gpus}.db'}"
+def _builder(kind: str, cache: Path, cpus: int) -> Any:
+    if kind == "cubin":
+        from tirtune.workers.cubin_builder import CubinBuilder
+
+        return CubinBuilder(cache_dir=cache, processes=cpus)
+    return TirxBuilder(cache_dir=cache)
+
+
+def _study(problem: Problem, trials: int, gpus: int, cpus: int, cache: Path, db: Path, build_path: str,
+           cold: bool) -> dict[str, Any]:
+    url = f"sqlite:///{db}"
     migrate.upgrade(url)
     sessions = open_database(url)
     with sessions() as s, s.begin():
         job_id = repo.create_job(s, problem, HOPPER.arch, trials).id
-    builder = TirxBuilder(cache_dir=work / f"cache-{gpus}")
+    builder = _builder(build_path, cache, cpus)
     runner = GpuRunner(num_gpus=gpus, run_timeout_s=60)
     stamps: list[float] = []
 
@@ -52,55 +65,56 @@ def _one(problem: Problem, trials: int, gpus: int, cpus: int, work: Path) -> dic
     batch = max(cpus, 4 * gpus)
     loop = JobLoop(sessions, url, HOPPER, builder, runner, batch_size=batch, on_progress=progress)
     began = time.monotonic()
-    summary = loop.run(job_id)
+    try:
+        summary = loop.run(job_id)
+    finally:
+        if hasattr(builder, "close"):
+            builder.close()
     ended = time.monotonic()
     usage = runner.usage()
     runner.close()
-    span = stamps[-1] - began
+    span = (stamps[-1] if stamps else ended) - began
     best = summary.best
     remeasured = {r.measurement_id: r for r in summary.remeasured} if summary.remeasured else {}
     best_re = remeasured.get(best.id) if best is not None else None
     return {
+        "problem": problem.shape,
+        "dtype": problem.dtype,
         "gpus": gpus,
+        "cache": "cold" if cold else "warm",
+        "build_path": build_path,
+        "cpus": cpus,
         "trials": summary.trials,
         "batch_size": batch,
         "wall_s": round(ended - began, 1),
         "search_s": round(span, 1),
         "trials_per_min": round(60 * summary.trials / span, 2),
         "gpu_s_per_candidate": round(sum(u.busy_s for u in usage) / max(1, sum(u.candidates for u in usage)), 2),
-        "gpu_busy": [
-            {
-                "runner": u.label,
-                "candidates": u.candidates,
-                "busy_s": round(u.busy_s, 1),
-                "busy_fraction": round(u.busy_s / span, 3),
-            }
-            for u in usage
+        "gpu_busy": [round(u.busy_s / span, 3) for u in usage],
+        "gpu_detail": [
+            {"runner": u.label, "candidates": u.candidates, "busy_s": round(u.busy_s, 1)} for u in usage
         ],
-        "busy_fraction_mean": round(sum(u.busy_s for u in usage) / (span * len(usage)), 3),
-        "best": None
-        if best is None
-        else {
-            "config": best.config.to_json(),
-            "label": best.config.label(),
-            "trial_tflops": best.tflops,
-            "trial_ratio": best.ratio,
-            "remeasured_tflops": None if best_re is None else best_re.tflops,
-            "remeasured_ratio": None if best_re is None else best_re.ratio,
-        },
+        "best_config": None if best is None else best.config.to_json(),
+        "best_label": None if best is None else best.config.label(),
+        "best_trial_ratio": None if best is None else best.ratio,
+        "best_ratio": None if best_re is None else best_re.ratio,
+        "best_tflops": None if best_re is None else best_re.tflops,
         "message": summary.message,
     }
 
 
-def _agreement(problem: Problem, runs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
-    """Re-measure every run's winner interleaved in one process (one GPU)."""
+def _agreement(problem: Problem, runs: list[dict[str, Any]], work: Path, build_path: str) -> dict[str, Any]:
+    """Re-measure every run's winner of `problem` interleaved in one process (one GPU)."""
     from tirtune.space import Config
 
-    winners = {json.dumps(r["best"]["config"], sort_keys=True): r["best"]["label"] for r in runs if r["best"]}
-    configs = [Config.from_json(json.loads(c)) for c in winners]
-    builds = TirxBuilder(cache_dir=work / "cache-agree").build(
-        [Candidate(c, problem, HOPPER.template_version) for c in configs]
-    )
+    winners = {json.dumps(r["best_config"], sort_keys=True) for r in runs if r["best_config"]}
+    configs = [Config.from_json(json.loads(c)) for c in sorted(winners)]
+    builder = _builder(build_path, work / "cache-agree", 4)
+    try:
+        builds = builder.build([Candidate(c, problem, HOPPER.template_version) for c in configs])
+    finally:
+        if hasattr(builder, "close"):
+            builder.close()
     runner = GpuRunner(num_gpus=1, run_timeout_s=60)
     results = runner.remeasure(builds, 7) if len(builds) > 1 else runner.run(builds)
     runner.close()
@@ -115,6 +129,8 @@ def _agreement(problem: Problem, runs: list[dict[str, Any]], work: Path) -> dict
         noise = data.get("across_processes", {}).get("ratio", {}).get("p90_minus_p10")
     spread = (max(ratios) - min(ratios)) if ratios else None
     return {
+        "problem": problem.shape,
+        "dtype": problem.dtype,
         "winners": figures,
         "ratio_spread": spread,
         "noise_p10_p90": noise,
@@ -179,41 +195,47 @@ def _environment() -> dict[str, Any]:
 def _markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [
-        f"# Scaling over GPUs: {report['problem']} {report['dtype']}, {report['trials']} trials per run",
+        f"# Scaling over GPUs: {report['trials']} trials per study, {report['build_path']} build path",
         "",
         f"{env['date']}; {len(env['gpus'])} x {env['gpus'][0].split(', ')[0] if env['gpus'] else '?'}, "
         f"driver {env['driver']}, CUDA {env['cuda']}, torch {env['torch']}, TVM {env['tvm']}; "
-        f"{report['cpus']} CPUs for builds; cold build cache per run.",
+        f"{report['cpus']} build processes. Cold: fresh database and empty build cache; warm: fresh database, "
+        "the cache the cold study filled.",
         "",
-        "| GPUs | trials | search s | trials/min | GPU s/candidate | speed-up | GPU busy (each) | best | trial ratio "
-        "| re-measured ratio |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| problem | dtype | GPUs | cache | trials | wall s | trials/min | speed-up | GPU s/candidate "
+        "| GPU busy (each) | best | trial ratio | re-measured ratio |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
     ]
-    base = report["runs"][0]["trials_per_min"]
-    for r in report["runs"]:
-        b = r["best"] or {}
-        busy = ", ".join(f"{g['busy_fraction']:.2f}" for g in r["gpu_busy"])
+    base = {(r["problem"], r["dtype"], r["cache"]): r["trials_per_min"] for r in report["studies"] if r["gpus"] == 1}
+    for r in report["studies"]:
+        one = base.get((r["problem"], r["dtype"], r["cache"]))
+        speedup = f"{r['trials_per_min'] / one:.2f}x" if one else "-"
+        busy = ", ".join(f"{b:.2f}" for b in r["gpu_busy"])
         lines.append(
-            f"| {r['gpus']} | {r['trials']} | {r['search_s']} | {r['trials_per_min']} | {r['gpu_s_per_candidate']} "
-            f"| {r['trials_per_min'] / base:.2f}x | {busy} | {b.get('label', '-')} | {_f(b.get('trial_ratio'))} "
-            f"| {_f(b.get('remeasured_ratio'))} |"
+            f"| {r['problem']} | {r['dtype']} | {r['gpus']} | {r['cache']} | {r['trials']} | {r['wall_s']} "
+            f"| {r['trials_per_min']} | {speedup} | {r['gpu_s_per_candidate']} | {busy} | {r['best_label'] or '-'} "
+            f"| {_f(r['best_trial_ratio'])} | {_f(r['best_ratio'])} |"
         )
-    agree = report["agreement"]
-    lines += [
-        "",
-        "Winners re-measured interleaved in one process (7 rounds, cuBLAS in every round):",
-        "",
-        "| winner | TFLOP/s | ratio to cuBLAS |",
-        "| --- | --- | --- |",
-    ]
-    lines += [f"| {w['label']} | {_f(w['tflops'], 1)} | {_f(w['ratio'])} |" for w in agree["winners"]]
-    lines += [
-        "",
-        f"Spread of the winners' ratios: {_f(agree['ratio_spread'])}; noise (p10-p90 of one config's "
-        f"ratio across processes): {_f(agree['noise_p10_p90'])}; agree within noise: {agree['agree']}.",
-        "",
-    ]
-    return "\n".join(lines)
+    for agree in report["agreement"]:
+        lines += [
+            "",
+            f"{agree['problem']} {agree['dtype']}: the studies' winners re-measured interleaved in one process "
+            "(7 rounds, cuBLAS in every round):",
+            "",
+            "| winner | TFLOP/s | ratio to cuBLAS |",
+            "| --- | ---: | ---: |",
+        ]
+        lines += [f"| {w['label']} | {_f(w['tflops'], 1)} | {_f(w['ratio'])} |" for w in agree["winners"]]
+        lines += [
+            "",
+            f"Spread of the winners' ratios: {_f(agree['ratio_spread'])}; noise (p10-p90 of one config's "
+            f"ratio across processes): {_f(agree['noise_p10_p90'])}; agree within noise: {agree['agree']}.",
+        ]
+    if report.get("suite"):
+        lines += ["", "The suite's problems as concurrent jobs:", "", "| GPUs | wall s | problems |",
+                  "| ---: | ---: | ---: |"]
+        lines += [f"| {r['gpus']} | {r['wall_s']} | {r['problems']} |" for r in report["suite"]]
+    return "\n".join(lines) + "\n"
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -222,11 +244,17 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shape")
+    ap.add_argument("problems", nargs="+", help="MxNxK or MxNxK:dtype (default dtype: --dtype)")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--caches", nargs="+", choices=("cold", "warm"), default=["cold", "warm"],
+                    help="per GPU count: a cold study, then (warm) the same over the cache it filled")
+    ap.add_argument("--build-path", choices=("so", "cubin"), default=None,
+                    help="default: the service's own (TIRTUNE_BUILD_PATH)")
+    ap.add_argument("--cpus", type=int, default=0, help="build processes (default: the CPUs Ray sees)")
+    ap.add_argument("--no-agreement", action="store_true", help="skip re-measuring the winners together")
     ap.add_argument(
         "--measure-only",
         nargs=2,
@@ -246,9 +274,15 @@ def main() -> None:
     if args.dump_after:
         faulthandler.dump_traceback_later(args.dump_after, repeat=True)
 
-    problem = Problem.parse(args.shape, args.dtype)
-    ray.init(include_dashboard=False, log_to_driver=False)
+    problems = [Problem.parse(*(p.split(":") if ":" in p else (p, args.dtype))) for p in args.problems]
+    problem = problems[0]
+    if args.build_path is None:
+        from tirtune.settings import get_settings
+
+        args.build_path = get_settings().build_path
+    ray.init(include_dashboard=False, log_to_driver=False, **({"num_cpus": args.cpus} if args.cpus else {}))
     cpus = int(ray.cluster_resources().get("CPU", 1))
+    build_cpus = args.cpus or cpus
     out = Path(args.out)
     if args.measure_only:
         sessions = open_database(f"sqlite:///{args.measure_only[0]}")
@@ -268,19 +302,31 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=2) + "\n")
         return
     work = Path(tempfile.mkdtemp(prefix="tirtune-scaling-"))
-    runs = []
-    for g in args.gpus:
-        print(f"--- {g} GPU(s)", flush=True)
-        runs.append(_one(problem, args.trials, g, cpus, work))
-        print(json.dumps(runs[-1]), flush=True)
+    studies = []
+    agreement = []
+    for problem in problems:
+        runs = []
+        for g in args.gpus:
+            name = f"{problem.shape}-{problem.dtype}-{g}"
+            for n, cache in enumerate(args.caches):
+                print(f"--- {problem} on {g} GPU(s), {cache} cache", flush=True)
+                runs.append(_study(problem, args.trials, g, build_cpus, work / f"cache-{name}",
+                                   work / f"{name}-{n}.db", args.build_path, cold=cache == "cold"))
+                print(json.dumps(runs[-1]), flush=True)
+        studies += runs
+        if not args.no_agreement:
+            agreement.append(_agreement(problem, runs, work, args.build_path))
+    env = _environment()
     report = {
-        "problem": problem.shape,
-        "dtype": problem.dtype,
+        "date": env["date"],
+        "gpu": env["gpus"][0].split(", ")[0] if env["gpus"] else None,
+        "environment": env,
         "trials": args.trials,
-        "cpus": cpus,
-        "environment": _environment(),
-        "runs": runs,
-        "agreement": _agreement(problem, runs, work),
+        "cpus": build_cpus,
+        "build_path": args.build_path,
+        "studies": studies,
+        "agreement": agreement,
+        "suite": [],
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")

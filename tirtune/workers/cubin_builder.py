@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
 from tirtune.workers.launch_spec import bundle
 from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
 
-__all__ = ["ARTIFACT", "CubinBuilder"]
+__all__ = ["ARTIFACT", "CubinBuilder", "plan_batches"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ class CubinBuilder:
     """Builder (`build(batch) -> [BuildResult]`) over a persistent lowering pool and batched nvcc.
 
     `processes` lowering processes (default: settings.builds_in_flight or the CPU count) live as
-    long as the builder; `close()` ends them. `batch`: kernels per nvcc call."""
+    long as the builder; `close()` ends them. `batch`: at most this many kernels per nvcc call;
+    the nvcc calls of a build run `processes` at a time (`plan_batches`)."""
 
     def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
                  processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE) -> None:
@@ -90,13 +92,16 @@ class CubinBuilder:
         try:
             items = {i: BatchItem(low.source, low.spec.kernel, f"tirtune_{low.candidate.build_key()}")
                      for i, low in enumerate(lowered) if low.outcome is Outcome.OK and low.spec is not None}
-            order = list(items)
+            chunks = plan_batches(list(items), self.processes, self.batch)
             compiled: dict[int, ItemResult] = {}
-            for start in range(0, len(order), self.batch):
-                chunk = order[start:start + self.batch]
-                for i, result in zip(chunk, compile_batch([items[i] for i in chunk], work / f"b{start}",
-                                                          timeout_s=self.timeout_s), strict=True):
-                    compiled[i] = result
+
+            def one(n: int, chunk: list[int]) -> None:
+                results = compile_batch([items[i] for i in chunk], work / f"b{n}", timeout_s=self.timeout_s)
+                compiled.update(zip(chunk, results, strict=True))
+
+            with ThreadPoolExecutor(max(1, min(self.processes, len(chunks)))) as pool:
+                for done in [pool.submit(one, n, chunk) for n, chunk in enumerate(chunks)]:
+                    done.result()
             return [self._result(low, compiled.get(i), time.perf_counter() - started)
                     for i, low in enumerate(lowered)]
         finally:
@@ -144,6 +149,16 @@ class CubinBuilder:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+def plan_batches(order: list[int], processes: int, batch: int) -> list[list[int]]:
+    """`order` cut into nvcc calls of at most `batch` kernels, and into at least `processes` calls
+    when there are that many kernels: one kernel alone costs ~1.7 CPU s of nvcc and six together
+    ~0.7 s each, so kernels share a call only as far as that still leaves every core a call."""
+    if not order:
+        return []
+    size = max(1, min(batch, -(-len(order) // max(1, processes))))
+    return [order[start:start + size] for start in range(0, len(order), size)]
 
 
 def _cached(candidate: Candidate, final: Path) -> BuildResult | None:
