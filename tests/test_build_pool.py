@@ -3,6 +3,8 @@ killed or replaced without failing its neighbours (lowering only, no nvcc)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tirtune.core import Candidate, Config, Outcome, Problem
 from tirtune.workers.build_pool import LoweringPool
 
@@ -28,3 +30,27 @@ def test_hung_and_dying_lowerings_are_replaced_and_the_rest_lowered() -> None:
         # A process lowers again: TVM stays imported (its CPU time per lowering is the lowering's only).
         again = pool.lower(batch[1:2])
         assert again[0].outcome is Outcome.OK and again[0].source == ok.source
+
+
+def test_children_start_together_not_one_import_after_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every child is started before the pool waits for the first one's TVM import."""
+    from tirtune.workers import build_pool
+
+    started: list[int] = []
+    alive_at_first_wait: list[int] = []
+    real_init, real_ready = build_pool._Child.__init__, build_pool._Child.ready
+
+    def init(self: build_pool._Child, *args: object) -> None:
+        real_init(self, *args)  # type: ignore[arg-type]
+        started.append(self.proc.pid or 0)
+
+    def ready(self: build_pool._Child) -> build_pool._Child:
+        if not alive_at_first_wait:
+            alive_at_first_wait.append(len(started))
+        return real_ready(self)
+
+    monkeypatch.setattr(build_pool._Child, "__init__", init)
+    monkeypatch.setattr(build_pool._Child, "ready", ready)
+    with build_pool.LoweringPool(processes=2, timeout_s=60) as pool:
+        assert len(pool.children) == 2 and len(set(pool.pids())) == 2
+    assert alive_at_first_wait == [2]

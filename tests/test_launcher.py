@@ -150,3 +150,11 @@ def test_launcher_imports_cuda_bindings_on_a_gpu_host() -> None:
     from cuda.bindings import driver
 
     assert hasattr(driver, "cuLaunchKernelEx") and hasattr(driver, "cuTensorMapEncodeTiled")
+
+
+def test_a_rank_one_map_passes_a_zeroed_stride_as_the_host_wrapper_does() -> None:
+    """A one-row operand's map has rank 1 and no stride; TVM's wrapper passes a one-element zeroed
+    array, and the driver refuses an empty (null) one with CUDA_ERROR_INVALID_VALUE (seen on the H200)."""
+    row = TensorMapSpec(0, 0, "float16", 1, (4096,), (), (64,), (1,), 0, 3, 2, 0)
+    assert encode_arguments(row, [4096, 0, 0]).strides == (0,)
+    assert encode_arguments(MAP_D, [0, 0, 1000]).strides == MAP_D.strides

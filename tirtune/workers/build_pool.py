@@ -69,11 +69,16 @@ class _Child:
         self.proc = ctx.Process(target=_serve, args=(child, template, arch), daemon=True, name="tirtune-lower")
         self.proc.start()
         child.close()
-        if not self.conn.poll(start_timeout_s):
-            self.kill()
-            raise RuntimeError(f"lowering process did not start within {start_timeout_s:.0f}s")
-        self.conn.recv()
+        self.start_timeout_s = start_timeout_s
         self.job: tuple[int, float] | None = None  # (index in the batch, deadline)
+
+    def ready(self) -> _Child:
+        """Wait for the child's import of TVM (started in __init__, so children start together)."""
+        if not self.conn.poll(self.start_timeout_s):
+            self.kill()
+            raise RuntimeError(f"lowering process did not start within {self.start_timeout_s:.0f}s")
+        self.conn.recv()
+        return self
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -93,11 +98,19 @@ class LoweringPool:
         self.arch = arch or branch_for_template(self.template).arch
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
-        self.children = [self._spawn() for _ in range(max(1, processes))]
+        # All started before any is waited for: each imports TVM for seconds, and 32 in a row took
+        # minutes on the 32-core H200 host.
+        starting = [_Child(self.template, self.arch, self.start_timeout_s) for _ in range(max(1, processes))]
+        try:
+            self.children = [c.ready() for c in starting]
+        except RuntimeError:
+            for c in starting:
+                c.kill()
+            raise
         self.replaced = 0
 
     def _spawn(self) -> _Child:
-        return _Child(self.template, self.arch, self.start_timeout_s)
+        return _Child(self.template, self.arch, self.start_timeout_s).ready()
 
     def lower(self, batch: Sequence[Candidate]) -> list[Lowered]:
         results: list[Lowered | None] = [None] * len(batch)

@@ -79,8 +79,11 @@ class EncodeArguments:
 def encode_arguments(spec: TensorMapSpec, pointers: Sequence[int]) -> EncodeArguments:
     """What the host wrapper passes to cuTensorMapEncodeTiled for `spec`, given the arguments'
     data pointers."""
+    # A rank-1 map (a one-row operand) has no stride, but the wrapper still passes a one-element
+    # zeroed array, and the driver refuses a null one (CUDA_ERROR_INVALID_VALUE).
+    strides = spec.strides or (0,)
     return EncodeArguments(
-        tensor_map_dtype(spec), spec.rank, pointers[spec.arg] + spec.byte_offset, spec.dims, spec.strides,
+        tensor_map_dtype(spec), spec.rank, pointers[spec.arg] + spec.byte_offset, spec.dims, tuple(strides),
         spec.box, spec.element_strides, spec.interleave, spec.swizzle, spec.l2_promotion, spec.oob_fill,
     )
 
