@@ -95,11 +95,17 @@ class _Child:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kit", type=Path)
+    parser.add_argument("kit", type=Path, nargs="?")
+    parser.add_argument("--render", type=Path, default=None, help="only write the markdown of a build-paths.json")
     parser.add_argument("--out", type=Path, default=Path("build-paths.json"))
     parser.add_argument("--watchdog-s", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.render is not None:
+        args.render.with_suffix(".md").write_text(markdown(json.loads(args.render.read_text())))
+        return 0
+    if args.kit is None:
+        parser.error("KIT is needed unless --render")
     manifest = json.loads((args.kit / "manifest.json").read_text())
     child: _Child | None = None
     rows: list[dict[str, Any]] = []
@@ -129,9 +135,32 @@ def main() -> int:
     summary = {"gpu": gpu, "kernels": len(rows), "bitwise_equal": equal,
                "correct_both": sum(1 for r in rows if r.get("correct_old") and r.get("correct_new")),
                "failed": [r["name"] for r in rows if r["outcome"] != "OK"]}
-    args.out.write_text(json.dumps({"summary": summary, "kernels": rows}, indent=1) + "\n")
+    record = {"summary": summary, "kernels": rows}
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(record))
     print(json.dumps(summary), flush=True)  # noqa: T201
     return 0 if equal == len(rows) else 1
+
+
+def markdown(record: dict[str, Any]) -> str:
+    from tirtune.core import Config, Problem
+
+    summary = record["summary"]
+    lines = [
+        "# Both build paths on the GPU, outputs compared bit for bit (issue 16's proof)", "",
+        f"{summary['gpu']}: {summary['kernels']} kernels of `bench/build_speed.py --set proof`, each built as a host "
+        "`.so` (today's path) and as a cubin + launch spec (the device-only path, run through "
+        "`tirtune.workers.launcher.CubinKernel`), both run on the same seeded inputs into NaN-filled outputs.", "",
+        f"Bitwise equal: **{summary['bitwise_equal']} of {summary['kernels']}**; both correct against a float32 "
+        f"reference: {summary['correct_both']}; failed: {', '.join(summary['failed']) or 'none'}.", "",
+        "| kernel | config | problem | bitwise equal | rel. error (both) |", "| --- | --- | --- | --- | ---: |",
+    ]
+    for row in record["kernels"]:
+        config, p = Config.from_json(row["config"]), row["problem"]
+        error = row.get("rel_error_new")
+        lines.append(f"| {row['name']} | {config.label()} | {Problem(p['m'], p['n'], p['k'], p['dtype'])} "
+                     f"| {row.get('bitwise_equal')} | {'-' if error is None else f'{error:.2e}'} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
