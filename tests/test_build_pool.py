@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.space import TEMPLATE_VERSION
 from tirtune.workers.build_pool import LoweringPool
 
 PROBLEM = Problem(1000, 1000, 1000, "float16")
@@ -54,3 +55,15 @@ def test_children_start_together_not_one_import_after_another(monkeypatch: pytes
     with build_pool.LoweringPool(processes=2, timeout_s=60) as pool:
         assert len(pool.children) == 2 and len(set(pool.pids())) == 2
     assert alive_at_first_wait == [2]
+
+
+def test_each_lowering_is_handed_over_as_it_arrives() -> None:
+    """`on_result` sees every candidate once, the same Lowered the batch returns, before `lower`
+    returns (CubinBuilder compiles the first while the rest still lower)."""
+    batch = [Candidate(Config(128, 128, 64, 4, 2, True), PROBLEM, TEMPLATE_VERSION),
+             Candidate(Config(64, 128, 64, 4, 1, True), PROBLEM, TEMPLATE_VERSION)]
+    seen: dict[int, object] = {}
+    with LoweringPool(processes=1, timeout_s=120) as pool:
+        lowered = pool.lower(batch, on_result=lambda i, low: seen.setdefault(i, low))
+    assert sorted(seen) == [0, 1]
+    assert [seen[0], seen[1]] == lowered and all(low.outcome is Outcome.OK for low in lowered)

@@ -13,7 +13,7 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
@@ -112,7 +112,10 @@ class LoweringPool:
     def _spawn(self) -> _Child:
         return _Child(self.template, self.arch, self.start_timeout_s).ready()
 
-    def lower(self, batch: Sequence[Candidate]) -> list[Lowered]:
+    def lower(self, batch: Sequence[Candidate],
+              on_result: Callable[[int, Lowered], None] | None = None) -> list[Lowered]:
+        """One Lowered per candidate, in order; `on_result(index, lowered)` is called (in this
+        thread) as each arrives, so a caller can compile the first while the rest still lower."""
         results: list[Lowered | None] = [None] * len(batch)
         queue = list(range(len(batch)))
         started: dict[int, float] = {}
@@ -137,6 +140,10 @@ class LoweringPool:
                                          message=f"lowering timed out after {self.timeout_s:g}s: killed",
                                          seconds=time.monotonic() - started[i])
                     self._replace(slot)
+                else:
+                    continue
+                if on_result is not None:
+                    on_result(i, results[i])  # type: ignore[arg-type]
         return [r for r in results if r is not None]
 
     def _receive(self, child: _Child, candidate: Candidate, seconds: float, slot: int) -> Lowered:

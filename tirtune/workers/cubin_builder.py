@@ -34,7 +34,7 @@ from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
 from tirtune.workers.launch_spec import bundle
 from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
 
-__all__ = ["ARTIFACT", "CubinBuilder", "plan_batches"]
+__all__ = ["ARTIFACT", "CubinBuilder", "batch_size", "plan_batches"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class CubinBuilder:
 
     `processes` lowering processes (default: settings.builds_in_flight or the CPU count) live as
     long as the builder; `close()` ends them. `batch`: at most this many kernels per nvcc call;
-    the nvcc calls of a build run `processes` at a time (`plan_batches`)."""
+    the nvcc calls of a build run `processes` at a time (`batch_size`), each as soon as its
+    kernels are lowered."""
 
     def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
                  processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE) -> None:
@@ -74,9 +75,7 @@ class CubinBuilder:
             else:
                 misses.append(i)
         if misses:
-            started = time.perf_counter()
-            lowered = self._lowering_pool().lower([batch[i] for i in misses])
-            for i, built in zip(misses, self._compile(lowered, started), strict=True):
+            for i, built in zip(misses, self._build([batch[i] for i in misses]), strict=True):
                 results[i] = shipped(built)
         logger.info("built %d candidates (%d from cache)", len(batch), len(batch) - len(misses))
         return [r for r in results if r is not None]
@@ -86,22 +85,41 @@ class CubinBuilder:
             self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
         return self._pool
 
-    def _compile(self, lowered: list[Lowered], started: float) -> list[BuildResult]:
+    def _build(self, candidates: list[Candidate]) -> list[BuildResult]:
+        """Lower `candidates` in the pool and compile them as they arrive: a chunk of
+        `batch_size` lowered kernels goes to nvcc at once (`processes` nvcc calls at a time) while
+        the others still lower, so a build's wall time is not all lowering then all nvcc."""
+        started = time.perf_counter()
+        size = batch_size(len(candidates), self.processes, self.batch)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".tmp-cubin-batch-", dir=self.cache_dir))
+        items: dict[int, BatchItem] = {}
+        compiled: dict[int, ItemResult] = {}
+        pending: list[int] = []
         try:
-            items = {i: BatchItem(low.source, low.spec.kernel, f"tirtune_{low.candidate.build_key()}")
-                     for i, low in enumerate(lowered) if low.outcome is Outcome.OK and low.spec is not None}
-            chunks = plan_batches(list(items), self.processes, self.batch)
-            compiled: dict[int, ItemResult] = {}
+            with ThreadPoolExecutor(max(1, self.processes)) as nvcc:
+                calls = []
 
-            def one(n: int, chunk: list[int]) -> None:
-                results = compile_batch([items[i] for i in chunk], work / f"b{n}", timeout_s=self.timeout_s)
-                compiled.update(zip(chunk, results, strict=True))
+                def compile_chunk(n: int, chunk: list[int]) -> None:
+                    results = compile_batch([items[i] for i in chunk], work / f"b{n}", timeout_s=self.timeout_s)
+                    compiled.update(zip(chunk, results, strict=True))
 
-            with ThreadPoolExecutor(max(1, min(self.processes, len(chunks)))) as pool:
-                for done in [pool.submit(one, n, chunk) for n, chunk in enumerate(chunks)]:
-                    done.result()
+                def flush() -> None:
+                    calls.append(nvcc.submit(compile_chunk, len(calls), list(pending)))
+                    pending.clear()
+
+                def arrived(i: int, low: Lowered) -> None:
+                    if low.outcome is Outcome.OK and low.spec is not None:
+                        items[i] = BatchItem(low.source, low.spec.kernel, f"tirtune_{low.candidate.build_key()}")
+                        pending.append(i)
+                        if len(pending) >= size:
+                            flush()
+
+                lowered = self._lowering_pool().lower(candidates, on_result=arrived)
+                if pending:
+                    flush()
+                for call in calls:
+                    call.result()
             return [self._result(low, compiled.get(i), time.perf_counter() - started)
                     for i, low in enumerate(lowered)]
         finally:
@@ -151,13 +169,18 @@ class CubinBuilder:
             self._pool = None
 
 
+def batch_size(kernels: int, processes: int, batch: int) -> int:
+    """Kernels per nvcc call: at most `batch`, and few enough that `kernels` make at least
+    `processes` calls when there are that many: one kernel alone costs ~1.7 CPU s of nvcc and six
+    together ~0.7 s each, so kernels share a call only as far as that still leaves every core one."""
+    return max(1, min(batch, -(-kernels // max(1, processes))))
+
+
 def plan_batches(order: list[int], processes: int, batch: int) -> list[list[int]]:
-    """`order` cut into nvcc calls of at most `batch` kernels, and into at least `processes` calls
-    when there are that many kernels: one kernel alone costs ~1.7 CPU s of nvcc and six together
-    ~0.7 s each, so kernels share a call only as far as that still leaves every core a call."""
+    """`order` cut into nvcc calls of `batch_size` kernels (the last may hold fewer)."""
     if not order:
         return []
-    size = max(1, min(batch, -(-len(order) // max(1, processes))))
+    size = batch_size(len(order), processes, batch)
     return [order[start:start + size] for start in range(0, len(order), size)]
 
 
