@@ -177,6 +177,9 @@ def report(scored: list[dict[str, Any]], trials: int, wall_s: float, source: str
         "template_version": measured[0]["template_version"] if measured else None,
         "trials_per_problem": trials,
         "wall_s": round(wall_s, 1),
+        # How the started service ran the jobs (issue 18 compares 1 and 2 GPUs, jobs run at once).
+        "concurrent_jobs": int(os.environ.get("TIRTUNE_CONCURRENT_JOBS", "1")),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "problems": scored,
         "geomean": geomean(ratios),
         "geomean_float16": geomean([p["ratio"] for p in measured if p["dtype"] == "float16"]),

@@ -90,3 +90,37 @@ def test_a_dead_actor_costs_one_candidate_and_the_restarted_actor_goes_on(runner
     [after] = runner.actor_pids()
     assert after != before  # Ray restarted it in a new process
     assert [r.outcome for r in runner.run([_build("ok"), _build("hang")])] == [Outcome.OK, Outcome.TIMEOUT]
+
+
+def test_concurrent_callers_share_the_actor_one_candidate_at_a_time(runner: GpuRunner) -> None:
+    """Jobs the service runs at once call `run` (and `remeasure`) from their own threads: each
+    gets its own results in order, and the one GPU never holds two candidates, so the seconds it
+    was held add up to no more than the wall time (a candidate queued behind another's at the
+    actor would count its wait as GPU time)."""
+    import threading
+    import time
+
+    before = runner.usage()[0]
+    out: dict[str, list[Outcome]] = {}
+
+    def job(name: str, batch: list[BuildResult]) -> None:
+        out[name] = [r.outcome for r in runner.run(batch)]
+
+    def remeasure() -> None:
+        out["re"] = [r.outcome for r in runner.remeasure([_build("ok"), _build("", Outcome.COMPILE_ERROR)], 2)]
+
+    threads = [threading.Thread(target=job, args=("a", [_build("ok")] * 3)),
+               threading.Thread(target=job, args=("b", [_build("ok"), _build("crash"), _build("ok")])),
+               threading.Thread(target=remeasure)]
+    began = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    wall = time.monotonic() - began
+    assert out["a"] == [Outcome.OK] * 3
+    assert out["b"] == [Outcome.OK, Outcome.LAUNCH_ERROR, Outcome.OK]
+    assert out["re"] == [Outcome.OK, Outcome.COMPILE_ERROR]
+    after = runner.usage()[0]
+    assert after.candidates - before.candidates == 6
+    assert after.busy_s - before.busy_s <= wall

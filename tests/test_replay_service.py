@@ -137,3 +137,27 @@ def test_a_summary_with_nothing_measured_names_no_gpu(capsys: pytest.CaptureFixt
     _print_table(Console(stderr=True), summarize(Problem(64, 64, 64), [], job_id=1, elapsed_s=0.0, serve=serve))
     out = capsys.readouterr()
     assert "None" not in out.out + out.err and "nothing measured" in out.out
+
+
+def test_the_service_runs_jobs_at_once_when_told(db_url: str) -> None:
+    """TIRTUNE_CONCURRENT_JOBS=2: two queued jobs run side by side (their RUNNING spans overlap)
+    over the one set of workers, each to its own full budget, on SQLite and on PostgreSQL."""
+    settings = Settings(database_url=db_url, replay=DATA, concurrent_jobs=2)
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        ids = [repo.create_job(s, Problem(4096, 4096, 4096), "sm_90a", 12).id,
+               repo.create_job(s, Problem(1000, 1000, 1000), "sm_90a", 12).id]
+    service = JobService(settings, sessions, workers=make_workers(settings), poll_s=0.05)
+    service.start()
+    try:
+        deadline = time.monotonic() + 120
+        while any(_job(sessions, i).state in (JobState.QUEUED, JobState.RUNNING) for i in ids):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        service.stop()
+    first, second = (_job(sessions, i) for i in ids)
+    assert [first.state, second.state] == [JobState.DONE, JobState.DONE], (first.message, second.message)
+    assert first.trials_done == second.trials_done == 12
+    assert first.started_at and second.started_at and first.finished_at and second.finished_at
+    assert second.started_at < first.finished_at and first.started_at < second.finished_at

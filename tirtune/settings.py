@@ -57,6 +57,13 @@ class Settings(BaseSettings):
         "results: never the GPU measurements' database unless named here (or with `--database`), "
         "so replayed figures cannot pass for measured ones.",
     )
+    concurrent_jobs: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Jobs the service runs at once (`tirtune serve`): they share the builders and the GPU "
+        "runners, each GPU measuring one candidate at a time whichever job it comes from.",
+    )
     remeasure_processes: int = Field(
         default=2,
         ge=1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -60,13 +61,14 @@ class OptunaProposer:
                 constant_liar=True,
                 n_startup_trials=8,
             )
-            self.study = optuna.create_study(
-                storage=_storage(storage_url),
-                study_name=study_name,
-                direction="maximize",
-                sampler=sampler,
-                load_if_exists=True,
-            )
+            with _CREATE_LOCK:
+                self.study = optuna.create_study(
+                    storage=_storage(storage_url),
+                    study_name=study_name,
+                    direction="maximize",
+                    sampler=sampler,
+                    load_if_exists=True,
+                )
         self._open: dict[int, optuna.trial.Trial] = {}
         self._retry_stale_trials()
         if not self.study.trials:
@@ -146,6 +148,12 @@ class OptunaProposer:
         for trial in self._open.values():
             self.study.tell(trial, state=TrialState.FAIL)
         self._open.clear()
+
+
+# Jobs run at once (TIRTUNE_CONCURRENT_JOBS) open their studies from several threads: Optuna
+# creates its tables and a study without guarding against a neighbour doing the same ("table
+# studies already exists" on a fresh database), so one thread of this process at a time.
+_CREATE_LOCK = threading.Lock()
 
 
 def _storage(url: str) -> optuna.storages.RDBStorage:

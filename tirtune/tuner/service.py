@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,7 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class JobService:
-    """One thread that claims QUEUED jobs and runs them; jobs a dead service left RUNNING resume."""
+    """`settings.concurrent_jobs` threads that claim QUEUED jobs and run them, sharing one set of
+    workers (builders, GPU runners); jobs a dead service left RUNNING resume."""
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, workers: Workers | None = None,
                  poll_s: float = 1.0) -> None:
@@ -27,22 +29,26 @@ class JobService:
         self._workers = workers
         self.poll_s = poll_s
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._workers_lock = threading.Lock()
 
     def start(self) -> None:
         with transaction(self.sessions) as s:
             resumed = repo.requeue_running(s)
         if resumed:
             log.warning("resuming %d job(s) left RUNNING by a previous service", resumed)
-        self._thread = threading.Thread(target=self._serve, name="tirtune-jobs", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._serve, name=f"tirtune-jobs-{n}", daemon=True)
+                         for n in range(self.settings.concurrent_jobs)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop claiming jobs, give a running one `timeout` seconds, then stop the Ray this service
+        """Stop claiming jobs, give running ones `timeout` seconds, then stop the Ray this service
         started (agents included). A job still running is left RUNNING: the next service resumes it."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
         stop_ray()
 
     def _serve(self) -> None:
@@ -56,8 +62,9 @@ class JobService:
 
     def _run(self, job_id: int) -> None:
         try:
-            if self._workers is None:
-                self._workers = make_workers(self.settings)
+            with self._workers_lock:  # made once, by the first job that needs them
+                if self._workers is None:
+                    self._workers = make_workers(self.settings)
             loop = JobLoop(self.sessions, url_of(self.sessions), self._workers.space, self._workers.builder,
                            self._workers.runner, batch_size=self._workers.batch_size,
                            remeasure_processes=self.settings.remeasure_processes)

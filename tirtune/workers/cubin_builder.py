@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -61,6 +62,7 @@ class CubinBuilder:
         self.batch = max(1, batch)
         self.template = template
         self._pool: LoweringPool | None = None
+        self._lock = threading.Lock()  # jobs run at once share the pool: one build at a time uses it
 
     def _key(self, candidate: Candidate) -> Path:
         return self.cache_dir / (_cache_key(candidate, self.template) + KEY_SUFFIX)
@@ -75,7 +77,9 @@ class CubinBuilder:
             else:
                 misses.append(i)
         if misses:
-            for i, built in zip(misses, self._build([batch[i] for i in misses]), strict=True):
+            with self._lock:
+                built_now = self._build([batch[i] for i in misses])
+            for i, built in zip(misses, built_now, strict=True):
                 results[i] = shipped(built)
         logger.info("built %d candidates (%d from cache)", len(batch), len(batch) - len(misses))
         return [r for r in results if r is not None]

@@ -23,9 +23,10 @@ import os
 import secrets
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
@@ -40,6 +41,7 @@ from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]
 
+_POLL_S = 0.05  # how often a caller with queued candidates looks for an actor another caller freed
 REVIVE_TIMEOUT_S = 300.0  # a restarted actor starts a child that warms the card: allow minutes
 
 log = logging.getLogger(__name__)
@@ -299,12 +301,18 @@ class GpuRunner:
         self._busy = dict.fromkeys(map(id, self._actors), 0.0)
         self._count = dict.fromkeys(map(id, self._actors), 0)
         self.actor_deaths = 0
+        # The actors free now, shared by every caller (jobs run concurrently by the service): an
+        # actor is taken for one candidate and given back, so a GPU never holds two at once.
+        self._idle = list(self._actors)
+        self._free = threading.Condition()
 
     def close(self) -> None:
         """Give the GPUs back (the actors end; the runner is unusable afterwards)."""
         for a in self._actors:
             self._ray.kill(a)
         self._actors = []
+        with self._free:
+            self._idle = []
 
     @property
     def num_gpus(self) -> int:
@@ -327,37 +335,62 @@ class GpuRunner:
 
     def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
         """Each candidate goes to the next free actor (one in flight per actor, so two never
-        share a GPU and an actor's death loses one); results come back in input order."""
+        share a GPU and an actor's death loses one); results come back in input order. Safe to
+        call from several threads at once: they share the free actors."""
         results: list[RunResult | None] = [None] * len(batch)
         queue = list(range(len(batch)))
-        idle = list(self._actors)
         pending: dict[Any, tuple[int, Any, float]] = {}
         while queue or pending:
-            while queue and idle:
-                i, actor = queue.pop(0), idle.pop(0)
+            while queue:
+                actor = self._take(wait=not pending)
+                if actor is None:
+                    break
+                i = queue.pop(0)
                 pending[actor.run_one.remote(batch[i])] = (i, actor, time.monotonic())
-            done, _ = self._ray.wait(list(pending), num_returns=1)
-            i, actor, started = pending.pop(done[0])
-            results[i] = self._collect(done[0], actor, [batch[i]])[0]
-            self._busy[id(actor)] += time.monotonic() - started
-            self._count[id(actor)] += 1
-            idle.append(actor)
+            # With candidates still queued, look again for an actor another caller freed.
+            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=_POLL_S if queue else None)
+            for ref in done:
+                i, actor, started = pending.pop(ref)
+                try:
+                    results[i] = self._collect(ref, actor, [batch[i]])[0]
+                    self._busy[id(actor)] += time.monotonic() - started
+                    self._count[id(actor)] += 1
+                finally:
+                    self._give(actor)
         return [r for r in results if r is not None]
 
     def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
         """Time the OK builds of `batch` again, interleaved round by round with cuBLAS in each of
-        `processes` measuring processes on one GPU, so their figures compare and their spread
-        covers rounds and processes; failed builds come back as their failures, in order."""
+        `processes` measuring processes on one GPU (a free actor's, held for the whole of it), so
+        their figures compare and their spread covers rounds and processes; failed builds come
+        back as their failures, in order."""
         runnable = [b for b in batch if b.ok and b.artifact is not None]
-        measured = iter(
-            self._collect(self._actors[0].remeasure.remote(runnable, rounds, processes), self._actors[0], runnable)
-            if runnable
-            else []
-        )
+        measured: Iterator[RunResult] = iter(())
+        if runnable:
+            actor = self._take(wait=True)
+            assert actor is not None
+            try:
+                measured = iter(self._collect(actor.remeasure.remote(runnable, rounds, processes), actor, runnable))
+            finally:
+                self._give(actor)
         return [
             next(measured) if b.ok and b.artifact is not None else RunResult.failed(b.candidate, b.outcome, b.message)
             for b in batch
         ]
+
+    def _take(self, wait: bool) -> Any:
+        """A free actor, marked taken; None when none is free and `wait` is False."""
+        with self._free:
+            while not self._idle:
+                if not wait:
+                    return None
+                self._free.wait()
+            return self._idle.pop(0)
+
+    def _give(self, actor: Any) -> None:
+        with self._free:
+            self._idle.append(actor)
+            self._free.notify()
 
     def _collect(self, future: Any, actor: Any, builds: Sequence[BuildResult]) -> list[RunResult]:
         try:
