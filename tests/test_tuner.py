@@ -289,3 +289,40 @@ def test_a_replay_of_a_sample_proposes_only_recorded_configs(db_url: str, tmp_pa
 def test_the_full_recording_loses_nothing_when_restricted() -> None:
     runner = ReplayRunner([DATA])
     assert runner.restrict(HOPPER_V1).valid_configs(P) == HOPPER_V1.valid_configs(P)
+
+
+class TimedReplay(ReplayRunner):
+    """Records when each GPU run starts and ends."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.spans: list[tuple[float, float]] = []
+
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        began = time.monotonic()
+        time.sleep(0.3)
+        results = super().run(batch)
+        self.spans.append((began, time.monotonic()))
+        return results
+
+
+def test_the_gpus_measure_a_batch_while_the_next_is_proposed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking is slow (TPE's samples mostly break a rule and are repaired): the GPUs must not
+    wait for it. Some ask runs inside some GPU run."""
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    asks: list[tuple[float, float]] = []
+    real_ask = OptunaProposer.ask
+
+    def slow_ask(self: OptunaProposer, n: int) -> list:  # type: ignore[type-arg]
+        began = time.monotonic()
+        time.sleep(0.3)
+        proposals = real_ask(self, n)
+        asks.append((began, time.monotonic()))
+        return proposals
+
+    monkeypatch.setattr(OptunaProposer, "ask", slow_ask)
+    runner = TimedReplay([DATA])
+    _, rows = tune(db_url, runner, 16)
+    assert len(trials_of(rows)) == 16 and len(runner.spans) >= 3
+    assert any(a0 < r1 and r0 < a1 for a0, a1 in asks for r0, r1 in runner.spans)

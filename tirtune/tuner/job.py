@@ -158,15 +158,21 @@ class _Run:
 
     def loop(self) -> JobSummary:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-build")
+        gpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-measure")
         try:
             pending = self._next_batch(pool, in_flight=0)
             while pending is not None:
                 candidates, future = pending
                 builds = future.result()
+                # The GPUs start on this batch while the next is proposed and its build submitted
+                # (asking takes seconds: TPE's samples mostly break a rule and are repaired). The
+                # next batch never saw this one's results anyway; they are told when they arrive.
+                runnable = [b for b in builds if b.ok]
+                runs = gpu.submit(self.o.runner.run, runnable) if runnable else None
                 pending = None
                 if self.remaining() - len(candidates) > 0 and not self.out_of_time():
                     pending = self._next_batch(pool, in_flight=len(candidates))
-                self._measure(candidates, builds)
+                self._measure(candidates, builds, runs)
                 if (
                     pending is None
                     and self.remaining() > 0
@@ -175,6 +181,7 @@ class _Run:
                 ):
                     pending = self._next_batch(pool, in_flight=0)
         finally:
+            gpu.shutdown(wait=True)
             pool.shutdown(wait=True)
             self.proposer.abandon()
         self._remeasure_top()
@@ -324,9 +331,10 @@ class _Run:
             self.done, self.best = repo.job_progress(s, self.job.id)
         self._after(proposal, record)
 
-    def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult]) -> None:
-        runnable = [b for b in builds if b.ok]
-        measured = iter(self.o.runner.run(runnable)) if runnable else iter(())
+    def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult],
+                 runs: Future[list[RunResult]] | None) -> None:
+        """Record the batch: `runs` is the GPU run of its OK builds (None when none built)."""
+        measured = iter(runs.result()) if runs is not None else iter(())
         for (proposal, candidate), build in zip(batch, builds, strict=True):
             # A failed build is stored with the stack too, so a new toolchain marks it stale.
             result = (
