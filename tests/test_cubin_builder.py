@@ -57,3 +57,25 @@ def test_nvcc_calls_fill_the_cores_before_they_batch(kernels: int, processes: in
     chunks = plan_batches(list(range(kernels)), processes, batch)
     assert [len(c) for c in chunks] == sizes
     assert [i for c in chunks for i in c] == list(range(kernels))
+
+
+def test_a_warm_builder_starts_its_lowering_processes_before_the_first_build(tmp_path: Path) -> None:
+    """The service makes it while the GPU actors start: its processes import TVM meanwhile; closed
+    while still warming, it waits for them and ends them (no child left behind)."""
+    import time
+
+    builder = CubinBuilder(cache_dir=tmp_path, processes=1, warm=True)
+    deadline = time.monotonic() + 120
+    while builder._pool is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    pids = builder._pool.pids()
+    builder.close()
+    assert pids and builder._pool is None
+    for pause in (0.0, 0.2):  # closed before the warming thread runs, and while it imports TVM
+        quick = CubinBuilder(cache_dir=tmp_path, processes=1, warm=True)
+        time.sleep(pause)
+        quick.close()
+        assert quick._warming is not None
+        quick._warming.join(120)
+        assert quick._pool is None  # the warming thread left no pool behind

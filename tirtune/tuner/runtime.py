@@ -130,28 +130,36 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         space = recorded.restrict(space_for(recorded.template_version))
         return Workers(ReplayBuilder(), recorded, batch_size=4, space=space)
     cpus = start_ray(settings)
+    from tirtune.space.branches import DEFAULT_ARCH
     from tirtune.workers.errors import WorkerError
     from tirtune.workers.gpu_runner import GpuRunner
     from tirtune.workers.tirx_builder import TirxBuilder
 
+    builder: Any = None
+    if settings.build_path == "cubin":
+        from tirtune.workers.cubin_builder import CubinBuilder
+
+        def cubin_builder(template: str) -> Any:
+            return CubinBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template,
+                                warm=True)
+
+        # Its lowering processes import TVM while the GPU actors start (seconds each).
+        builder = cubin_builder(branch(DEFAULT_ARCH).template)
     try:
         runner = GpuRunner(
             num_gpus=settings.gpus or None, run_timeout_s=settings.run_timeout_s, gpu_model=settings.gpu_model
         )
     except WorkerError as exc:
+        if builder is not None:
+            builder.close()
         raise TunerError(f"{exc}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}") from exc
     space = _space_of(runner)
-    builder: Any
-    if settings.build_path == "cubin":
-        from tirtune.workers.cubin_builder import CubinBuilder
-
-        builder = CubinBuilder(
-            cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
-        )
-    else:
-        builder = TirxBuilder(
-            cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=branch(space.arch).template
-        )
+    template = branch(space.arch).template
+    if builder is not None and builder.template != template:  # GPUs of another branch than the default
+        builder.close()
+        builder = cubin_builder(template)
+    if builder is None:
+        builder = TirxBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template)
     log.info(
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )

@@ -52,7 +52,10 @@ class CubinBuilder:
     kernels are lowered."""
 
     def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
-                 processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE) -> None:
+                 processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE,
+                 warm: bool = False) -> None:
+        """`warm`: start the lowering processes now, in the background (each imports TVM for
+        seconds), so they are ready by the first build instead of starting inside it."""
         from tirtune.settings import get_settings
 
         settings = get_settings()
@@ -63,6 +66,12 @@ class CubinBuilder:
         self.template = template
         self._pool: LoweringPool | None = None
         self._lock = threading.Lock()  # jobs run at once share the pool: one build at a time uses it
+        self._pool_lock = threading.Lock()
+        self._closed = False
+        self._warming: threading.Thread | None = None
+        if warm:
+            self._warming = threading.Thread(target=self._warm, name="tirtune-lowering-warm", daemon=True)
+            self._warming.start()
 
     def _key(self, candidate: Candidate) -> Path:
         return self.cache_dir / (_cache_key(candidate, self.template) + KEY_SUFFIX)
@@ -85,9 +94,18 @@ class CubinBuilder:
         return [r for r in results if r is not None]
 
     def _lowering_pool(self) -> LoweringPool:
-        if self._pool is None:
-            self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
-        return self._pool
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
+            return self._pool
+
+    def _warm(self) -> None:
+        try:
+            with self._pool_lock:  # closed before this thread got going: nothing to start
+                if not self._closed and self._pool is None:
+                    self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
+        except Exception as exc:  # the first build starts the pool again and reports the failure
+            logger.warning("warming the lowering processes failed: %s", exc)
 
     def _build(self, candidates: list[Candidate]) -> list[BuildResult]:
         """Lower `candidates` in the pool and compile them as they arrive: a chunk of
@@ -168,9 +186,11 @@ class CubinBuilder:
         return BuildResult(candidate, Outcome.OK, artifact=str(final / ARTIFACT), seconds=seconds)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        with self._pool_lock:  # a pool still warming is waited for, then closed
+            self._closed = True
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
 
 
 def batch_size(kernels: int, processes: int, batch: int) -> int:
