@@ -195,7 +195,8 @@ def main() -> int:
             "new_stages": figures,
             # Both paths lower through tirtune/workers/tvm_patches.py (TVMScript's parser lookup without
             # inspect.getouterframes): 16.46 (old) and 3.31 (new) CPU s per build before it, 69 configs.
-            "tvm_patches": "parser lookup by frame walk (tirtune/workers/tvm_patches.py)",
+            "tvm_patches": "parser lookup by frame walk, doc trees kept per source, prim_func's caller frames "
+                           "without getframeinfo (tirtune/workers/tvm_patches.py)",
         },
         "sass": {"identical": sass_same, "identical_but_global_slots": sass_slots,
                  "compared": sum(1 for r in rows if "sass" in r)},

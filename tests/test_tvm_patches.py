@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from tirtune.core import Config, Problem
@@ -87,3 +89,57 @@ def test_patched_tensor_map_keys_are_unique_and_the_same_in_every_lowering() -> 
     assert len(set(first)) == 50
     assert first == second  # numbered from 0 in each lowering, whatever the addresses
     assert first[0].endswith(":T.handle_add_byte_offset(A.data, 0)")  # TVM's base kept as it was
+
+
+INLINE_SOURCE = '''@T.prim_func
+def main(a: T.handle):
+    @T.inline
+    def helper(x):
+        T.evaluate(x[1:4])
+    helper(a)
+'''
+
+
+def test_a_kept_doc_tree_comes_back_as_parsed_whatever_the_parser_wrote_into_it() -> None:
+    """TVMScript's parser writes into the tree (pops an inline function's decorator, shifts its
+    lines, gives a slice a step): the next trace must get the tree as parsed, not as left."""
+    tvm_patches.apply()
+    from tvm.script.parser.core import doc
+
+    first = doc.parse(INLINE_SOURCE)
+    inline = first.body[0].body[0]
+    fresh = tvm_patches._ORIGINAL_DOC_PARSE(INLINE_SOURCE)
+    inline.decorator_list.pop()  # what visit_inline_function_def does
+    inline.lineno += 100
+    inline.body[0].value.args[0].slice.step = doc.Constant(1, None, 1, 1, 1, 2)  # the evaluator's default step
+    again = doc.parse(INLINE_SOURCE)
+    assert again is first  # kept, not parsed again
+    assert _dump(again) == _dump(fresh)
+    assert len(again.body[0].body[0].decorator_list) == 1 and again.body[0].body[0].lineno == 4
+
+
+def _dump(node: object) -> str:
+    from tvm.script.parser.core import doc
+
+    if isinstance(node, list):
+        return "[" + ",".join(_dump(n) for n in node) + "]"
+    if isinstance(node, doc.AST):
+        fields = ",".join(f"{f}={_dump(getattr(node, f, None))}" for f in node.__class__._FIELDS)
+        return f"{type(node).__name__}({fields})"
+    return repr(node)
+
+
+def test_the_cheap_stack_gives_prim_func_the_frames_inspect_would() -> None:
+    """What T.prim_func reads of its caller's frames (function, file, line, the line of context,
+    the frame itself) is the same as inspect.stack gives."""
+
+    def inner() -> tuple[list[inspect.FrameInfo], list[inspect.FrameInfo]]:
+        return inspect.stack(), tvm_patches._InspectWithCheapStack("inspect").stack()
+
+    theirs, ours = inner()
+    assert len(ours) == len(theirs)
+    for t, o in zip(theirs, ours, strict=True):
+        assert (o.frame, o.lineno, o.function) == (t.frame, t.lineno, t.function)
+        assert o.code_context == t.code_context or (t.code_context is None and o.code_context is None)
+    assert ours[0].function == "inner" and ours[0].code_context and "inspect.stack()" in ours[0].code_context[0]
+    assert tvm_patches._InspectWithCheapStack("inspect").isfunction(inner)  # the rest is inspect's own

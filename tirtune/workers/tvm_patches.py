@@ -25,8 +25,27 @@ renumbered). The wrapper keeps TVM's base and offset and replaces the key's hash
 number unique within the lowering: the outcome when no address is reused, which is the one every
 recorded kernel hash has, now always. The key is used for nothing else.
 
-Anything unexpected in TVM's shape (another version, a name gone) leaves that part of TVM
-untouched, with a warning.
+3. Speed. What it wraps: `tvm.script.parser.core.doc.parse`, which turns a function's source
+into TVMScript's doc AST (Python's `ast.parse`, then a node-by-node copy into doc classes). The
+parser calls it for every `T.prim_func` and every macro use, on the template's same few sources,
+each trace: a third of a warm lowering (issue 16). The wrapper keeps the tree per source text with
+a record of every node's fields, and before handing the tree out again puts every field back as
+parsed: the parser writes into the tree (it pops `T.inline` decorators and shifts their line
+numbers, gives slices a step, flips an augmented target's context), and those writes must not
+reach the next trace. Putting ~25k fields back costs a tenth of converting them anew.
+
+4. Speed. What it replaces: the `inspect` that `tvm.tirx.script.parser.entry` sees, for
+`inspect.stack()` alone, which `T.prim_func` calls for its caller's frames (to tell a function
+defined in a class body, and to resolve annotation names of enclosing scopes) and which builds a
+FrameInfo per frame through `inspect.getframeinfo`, resolving each frame's source file module by
+module: an eighth of a warm lowering. The replacement builds the same FrameInfo fields straight
+from the frames (file and line from the code object, the one line of context from linecache, None
+where there is no source), everything else of `inspect` as it is.
+
+Each change is checked by the 125 recorded kernel-source hashes (tests/test_template_fold.py,
+lowered with all of them applied) and by tests/test_tvm_patches.py against TVM's own. Anything
+unexpected in TVM's shape (another version, a name gone) leaves that part of TVM untouched, with
+a warning.
 """
 
 from __future__ import annotations
@@ -34,7 +53,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import linecache
 import logging
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,7 +95,102 @@ def apply() -> bool:
     _ORIGINAL = original
     ScriptMacro._find_parser_def = _find_parser_def
     _wrap_buffer_base()
+    _cache_doc_parse()
+    _cheap_prim_func_stack()
     return True
+
+
+_ORIGINAL_DOC_PARSE: Any = None
+_DOC_TREES: dict[tuple[str, str, str], _Parsed] = {}
+
+
+class _Parsed:
+    """A doc tree and every node's fields as parsed (lists as tuples, to be copied back)."""
+
+    def __init__(self, tree: Any, node_type: type) -> None:
+        self.tree = tree
+        self.fields: list[tuple[Any, list[tuple[str, Any, bool]]]] = []
+        todo = [tree]
+        while todo:
+            node = todo.pop()
+            saved = []
+            for name in node.__class__._FIELDS:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    saved.append((name, tuple(value), True))
+                    todo.extend(v for v in value if isinstance(v, node_type))
+                else:
+                    saved.append((name, value, False))
+                    if isinstance(value, node_type):
+                        todo.append(value)
+            self.fields.append((node, saved))
+
+    def restored(self) -> Any:
+        for node, saved in self.fields:
+            for name, value, was_list in saved:
+                setattr(node, name, list(value) if was_list else value)
+        return self.tree
+
+
+def _doc_parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> Any:
+    key = (source, filename, mode)
+    parsed = _DOC_TREES.get(key)
+    if parsed is None:
+        from tvm.script.parser.core import doc
+
+        tree = _ORIGINAL_DOC_PARSE(source, filename, mode)
+        _DOC_TREES[key] = _Parsed(tree, doc.AST)
+        return tree
+    return parsed.restored()
+
+
+def _cache_doc_parse() -> None:
+    global _ORIGINAL_DOC_PARSE
+    try:
+        from tvm.script.parser.core import doc
+    except ImportError:
+        return
+    if getattr(doc, "parse", None) is None:
+        log.warning("TVMScript's doc.parse is gone: sources are parsed on every trace (slower)")
+        return
+    _ORIGINAL_DOC_PARSE = doc.parse
+    doc.parse = _doc_parse
+
+
+def cheap_stack(context: int = 1) -> list[inspect.FrameInfo]:
+    """`inspect.stack(context)` for the caller, each FrameInfo made from its frame directly."""
+    infos = []
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None
+    while frame is not None:
+        code = frame.f_code
+        line = linecache.getline(code.co_filename, frame.f_lineno, frame.f_globals) if context > 0 else ""
+        infos.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name,
+                                       [line] if line else None, 0 if line else None))
+        frame = frame.f_back
+    return infos
+
+
+class _InspectWithCheapStack(types.ModuleType):
+    """`inspect`, but for `stack`."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(inspect, name)
+
+    @staticmethod
+    def stack(context: int = 1) -> list[inspect.FrameInfo]:
+        return cheap_stack(context)[1:]  # from stack()'s caller, as inspect.stack counts
+
+
+def _cheap_prim_func_stack() -> None:
+    try:
+        from tvm.tirx.script.parser import entry
+    except ImportError:
+        return
+    if getattr(entry, "inspect", None) is not inspect:
+        log.warning("tvm.tirx.script.parser.entry does not use inspect as expected: left as it is")
+        return
+    entry.inspect = _InspectWithCheapStack("inspect")
 
 
 def _buffer_base(buffer: Any, *, auto: bool, stage: str) -> tuple[Any, str, Any]:
