@@ -14,7 +14,15 @@ candidate / the search's span), and the best config with its trial and re-measur
 every problem's winners are re-measured interleaved in one process, so whether the 1- and 2-GPU
 bests agree is judged on figures that compare, against the noise measured on this GPU
 (bench/results/noise.json). --cpus caps the build processes (the 16 cores of one H200 host on
-a 32-core one). Writes scaling.json and scaling.md under --out (issue 18's schema).
+a 32-core one). --suite-trials N then queues the suite's twenty problems at once on a service
+(bench/suite.py) that sees 1, then 2 ... GPUs and runs --suite-jobs jobs per GPU at a time
+(TIRTUNE_CONCURRENT_JOBS), and records each run's wall time. Writes scaling.json and scaling.md
+under --out (issue 18's schema). The whole of issue 18 on nvidia-h200-x2, in the background:
+
+    bash bench/gpu_session.sh bg scaling "TIRTUNE_BUILD_PATH=cubin python3 -m bench.scaling \
+        4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 --caches cold warm \
+        --build-path cubin --suite-trials 16 --out /root/tirtune/scaling"
+    bash bench/gpu_session.sh collect scaling
 """
 
 from __future__ import annotations
@@ -171,6 +179,33 @@ def measure_stage(
     return rows
 
 
+def _suite(gpus: int, trials: int, jobs: int, work: Path, build_path: str) -> dict[str, Any]:
+    """The suite's twenty problems queued at once on a service that sees `gpus` GPUs and runs
+    `jobs` jobs at a time (bench/suite.py, its own `tirtune serve` and database)."""
+    import os
+    import sys
+
+    out = work / f"suite-{gpus}"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus)),
+           "TIRTUNE_CONCURRENT_JOBS": str(jobs), "TIRTUNE_BUILD_PATH": build_path}
+    print(f"--- the suite on {gpus} GPU(s), {jobs} jobs at once, {trials} trials each", flush=True)
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "bench.suite", "--trials", str(trials), "--out", str(out)],
+                          env=env, check=False, capture_output=True, text=True)
+    wall = time.monotonic() - began
+    result = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    problems = result.get("problems", [])
+    row = {
+        "gpus": gpus, "concurrent_jobs": jobs, "trials_per_problem": trials, "wall_s": round(wall, 1),
+        "problems": len(problems), "measured": sum(1 for r in problems if r.get("ratio")),
+        "geomean": result.get("geomean"), "exit_code": done.returncode,
+    }
+    if done.returncode != 0:
+        row["stderr_tail"] = done.stderr[-2000:]
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def _environment() -> dict[str, Any]:
     import torch
 
@@ -235,9 +270,13 @@ def _markdown(report: dict[str, Any]) -> str:
             f"ratio across processes): {_f(agree['noise_p10_p90'])}; agree within noise: {agree['agree']}.",
         ]
     if report.get("suite"):
-        lines += ["", "The suite's problems as concurrent jobs:", "", "| GPUs | wall s | problems |",
-                  "| ---: | ---: | ---: |"]
-        lines += [f"| {r['gpus']} | {r['wall_s']} | {r['problems']} |" for r in report["suite"]]
+        base = report["suite"][0]["wall_s"]
+        lines += ["", "The suite's twenty problems queued at once on a service of that many GPUs:", "",
+                  "| GPUs | jobs at once | trials each | wall s | speed-up | measured | geomean |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {r['gpus']} | {r['concurrent_jobs']} | {r['trials_per_problem']} | {r['wall_s']} "
+                  f"| {base / r['wall_s']:.2f}x | {r['measured']} of {r['problems']} | {_f(r['geomean'])} |"
+                  for r in report["suite"]]
     return "\n".join(lines) + "\n"
 
 
@@ -247,7 +286,7 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("problems", nargs="+", help="MxNxK or MxNxK:dtype (default dtype: --dtype)")
+    ap.add_argument("problems", nargs="*", help="MxNxK or MxNxK:dtype (default dtype: --dtype)")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
@@ -258,6 +297,10 @@ def main() -> None:
                     help="default: the service's own (TIRTUNE_BUILD_PATH)")
     ap.add_argument("--cpus", type=int, default=0, help="build processes (default: the CPUs Ray sees)")
     ap.add_argument("--no-agreement", action="store_true", help="skip re-measuring the winners together")
+    ap.add_argument("--suite-trials", type=int, default=0,
+                    help="also the 20 suite problems as concurrent jobs (bench/suite.py, this many trials each) "
+                    "through a service on each GPU count of --gpus")
+    ap.add_argument("--suite-jobs", type=int, default=2, help="jobs the service runs at once per GPU")
     ap.add_argument(
         "--measure-only",
         nargs=2,
@@ -278,7 +321,7 @@ def main() -> None:
         faulthandler.dump_traceback_later(args.dump_after, repeat=True)
 
     problems = [Problem.parse(*(p.split(":") if ":" in p else (p, args.dtype))) for p in args.problems]
-    problem = problems[0]
+    problem = problems[0] if problems else None
     if args.build_path is None:
         from tirtune.settings import get_settings
 
@@ -288,6 +331,8 @@ def main() -> None:
     build_cpus = args.cpus or cpus
     out = Path(args.out)
     if args.measure_only:
+        if problem is None:
+            ap.error("--measure-only needs the problem")
         sessions = open_database(f"sqlite:///{args.measure_only[0]}")
         with sessions() as s:
             rows = repo.list_measurements(s, limit=100_000)
@@ -319,6 +364,8 @@ def main() -> None:
         studies += runs
         if not args.no_agreement:
             agreement.append(_agreement(problem, runs, work, args.build_path))
+    suite = [_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path) for g in args.gpus
+             if args.suite_trials]
     env = _environment()
     report = {
         "date": env["date"],
@@ -329,7 +376,7 @@ def main() -> None:
         "build_path": args.build_path,
         "studies": studies,
         "agreement": agreement,
-        "suite": [],
+        "suite": suite,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")
