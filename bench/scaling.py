@@ -364,6 +364,8 @@ def main() -> None:
         studies += runs
         if not args.no_agreement:
             agreement.append(_agreement(problem, runs, work, args.build_path))
+    if args.suite_trials:
+        ray.shutdown()  # each suite's service starts its own Ray, seeing only its GPUs
     suite = [_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path) for g in args.gpus
              if args.suite_trials]
     env = _environment()
