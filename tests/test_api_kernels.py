@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
 from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Source, Stack
-from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, DIGEST_FIELD, entry_name, sha256_hex
+from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, KINDS, ArtifactKind, entry_name, kind_named, sha256_hex
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
@@ -43,11 +43,11 @@ def record(factory: Factory, config: Config, *, outcome: Outcome = Outcome.OK, s
 
 
 def cache_entry(cache: Path, config: Config, module: bytes = MODULE, digest: str | None = None,
-                problem: Problem = P) -> Path:
+                problem: Problem = P, kind: ArtifactKind = KINDS[0]) -> Path:
     template = BRANCHES[DEFAULT_ARCH].template
-    entry = cache / entry_name(Candidate(config, problem, TEMPLATE_VERSION), template, template)
+    entry = cache / (entry_name(Candidate(config, problem, TEMPLATE_VERSION), template, template) + kind.suffix)
     entry.mkdir(parents=True)
-    (entry / ARTIFACT).write_bytes(module)
+    (entry / kind.artifact).write_bytes(module)
     (entry / BUILD_MARK).write_text(json.dumps({DIGEST_FIELD: digest or sha256_hex(module)}))
     return entry
 
@@ -79,6 +79,7 @@ def test_serves_the_module_of_a_verified_measurement_with_digest_and_provenance(
     assert r.headers["x-tirtune-template-version"] == TEMPLATE_VERSION
     assert Config.from_json(json.loads(r.headers["x-tirtune-config"])) == Config()
     assert r.headers["x-tirtune-problem"] == "128x256x64 float16"
+    assert r.headers["x-tirtune-artifact"] == "so" and r.headers["content-disposition"].endswith('.so"')
     # GET /best names the key the module is served under
     best = client.get("/best", params={"shape": P.shape}).json()
     assert best["key"] == key
@@ -105,3 +106,20 @@ def test_openapi_documents_the_route(client: TestClient) -> None:
     assert set(op["responses"]) >= {"200", "404", "409", "422"}
     assert "application/octet-stream" in op["responses"]["200"]["content"]
     assert "X-Tirtune-Sha256" in op["responses"]["200"]["headers"]
+
+
+def test_a_kernel_built_on_the_cubin_path_is_served_as_its_bundle(client: TestClient, db_factory: Factory,
+                                                                  tmp_path: Path) -> None:
+    """TIRTUNE_BUILD_PATH=cubin leaves a `-cubin` entry with `kernel.tlaunch`: served, checked and
+    labelled as such, so a client stores and loads it as a bundle."""
+    key = record(db_factory, Config(stages=7))
+    bundle = b'{"spec": "a launch spec", "cubin": "base64"}'
+    cache_entry(tmp_path / "cache", Config(stages=7), module=bundle, kind=kind_named("cubin"))
+    r = client.get(f"/kernels/{key}")
+    assert r.status_code == 200 and r.content == bundle
+    assert r.headers["x-tirtune-artifact"] == "cubin" and r.headers["content-disposition"].endswith('.tlaunch"')
+    assert r.headers["x-tirtune-build-key"].endswith("-cubin")
+    tampered = record(db_factory, Config(stages=8))
+    cache_entry(tmp_path / "cache", Config(stages=8), module=bundle, digest=sha256_hex(b"other"),
+                kind=kind_named("cubin"))
+    assert "digest" in refused(client.get(f"/kernels/{tampered}"), 409, "digest_mismatch")

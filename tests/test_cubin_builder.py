@@ -3,11 +3,13 @@ published in the cache as a self-contained artifact (launch spec + cubin), found
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, sha256_hex
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.workers import toolchain
 from tirtune.workers.cubin_builder import ARTIFACT, CubinBuilder
@@ -29,6 +31,9 @@ def test_builds_a_batch_and_serves_it_from_the_cache(tmp_path: Path) -> None:
             assert result.artifact is not None and result.artifact.endswith(ARTIFACT)
             spec, cubin = unbundle(result.payload or b"")
             assert spec.kernel == "tirtune_" + result.candidate.build_key()
+            # Checked by GET /kernels and tirtune.gemm like a .so: the bundle's digest is recorded.
+            record = json.loads((Path(result.artifact).parent / BUILD_MARK).read_text())
+            assert record[DIGEST_FIELD] == sha256_hex(Path(result.artifact).read_bytes())
             # One nvcc call built both: each artifact's cubin holds its own entry and its neighbour's.
             sass = toolchain.sass(Path(result.artifact).with_name("kernel.cubin"))
             assert sass.count("Function : tirtune_") == 2 and f"Function : {spec.kernel}" in sass

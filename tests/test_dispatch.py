@@ -370,3 +370,32 @@ def test_a_real_build_is_checked_and_cached(tmp_path: Path) -> None:
     assert fetched.origin == "built" and fetched.path == store.entry(chosen) / ARTIFACT
     assert fetched.digest == sha256_hex(fetched.path.read_bytes())
     assert store.fetch(chosen).origin == "cache"
+
+
+def test_a_cubin_path_module_is_served_downloaded_cached_and_loaded_as_a_bundle(
+        db_url: str, db_factory: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service that tunes with TIRTUNE_BUILD_PATH=cubin has only `-cubin` entries: the client
+    stores the download under that kind's name and file, finds it again, and loads it with the
+    cubin launcher (its stand-in here), not tvm-ffi."""
+    from tirtune.core.artifacts import kind_named
+    from tirtune.dispatch.loader import TvmFfiLoader
+    from tirtune.workers import launcher
+
+    record(db_factory, BEST)
+    theirs = tmp_path / "service-cache"
+    bundle = b'{"launch": "spec", "cubin": "bytes"}'
+    cache_entry(theirs, BEST, module=bundle, kind=kind_named("cubin"))
+    app = create_app(Settings(database_url=db_url, cache_dir=theirs), session_factory=db_factory, start_workers=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        http = ClientHttp(client)
+        mine = tmp_path / "mine"
+        loader = CpuLoader()
+        Dispatcher(ServiceBest(http), ArtifactStore(mine, http=http, build=False), loader,
+                   device_name=h200).gemm(*inputs())
+        [path] = loader.loaded
+        assert path.name == "kernel.tlaunch" and path.parent.name.endswith("-cubin") and loader.bytes == bundle
+        again = ArtifactStore(mine, build=False).fetch(ServiceBest(http).best(P, "NVIDIA H200"))  # type: ignore[arg-type]
+        assert again.origin == "cache" and again.kind.name == "cubin" and again.path == path
+    monkeypatch.setattr(launcher, "load_bundle", lambda data: ("bundle", data))
+    monkeypatch.setattr(launcher, "TorchStreamKernel", lambda kernel: ("on torch's stream", kernel))
+    assert TvmFfiLoader().load(path) == ("on torch's stream", ("bundle", bundle))

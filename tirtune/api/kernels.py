@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from tirtune.api.errors import ApiError
 from tirtune.core import Candidate, Outcome, Source, SpaceError
-from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, DIGEST_FIELD, entry_name, sha256_hex
+from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, KINDS, ArtifactKind, entry_name, sha256_hex
 from tirtune.db import MeasurementRecord, repo
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, Branch, branch_for_version, parse_compute_capability
 
@@ -32,6 +32,7 @@ class ServedKernel:
     digest: str
     build_key: str
     measurement: MeasurementRecord
+    kind: ArtifactKind  # a host .so (tvm-ffi) or a cubin bundle (tirtune.workers.launcher)
 
     def headers(self) -> dict[str, str]:
         """Digest and provenance; ASCII only (a header is latin-1 at most, a GPU name could be anything)."""
@@ -48,7 +49,8 @@ class ServedKernel:
             "X-Tirtune-Source": r.source.value,
             "X-Tirtune-Measured-At": "" if r.measured_at is None else r.measured_at.isoformat(),
             "X-Tirtune-Ratio": "" if r.ratio is None else f"{r.ratio:.4f}",
-            "Content-Disposition": f'attachment; filename="{r.key}.so"',
+            "X-Tirtune-Artifact": self.kind.name,
+            "Content-Disposition": f'attachment; filename="{r.key}.{self.kind.artifact.rsplit(".", 1)[1]}"',
         }
         return {name: value.encode("ascii", "backslashreplace").decode() for name, value in values.items()}
 
@@ -72,19 +74,22 @@ def served_kernel(s: Session, key: str, cache_dir: Path) -> ServedKernel:
         raise ApiError(409, "not_verified", f"measurement {key} is of the {branch.arch} branch "
                                             f"({branch.status_text}) and was not run on such a GPU")
     candidate = Candidate(r.config, r.problem, r.template_version)
-    entry = cache_dir / entry_name(candidate, branch.template, BRANCHES[DEFAULT_ARCH].template)
-    try:
-        module = (entry / ARTIFACT).read_bytes()
-        record = json.loads((entry / BUILD_MARK).read_text())
-    except (OSError, ValueError):
-        raise ApiError(404, "not_built_here", f"the module of measurement {key} is not in this host's build cache "
-                                              f"({entry.name}): it was built on another node or evicted") from None
-    digest = sha256_hex(module)
-    recorded = record.get(DIGEST_FIELD, digest) if isinstance(record, dict) else digest
-    if recorded != digest:
-        raise ApiError(409, "digest_mismatch", f"the cached module of measurement {key} no longer matches the digest "
-                                               "recorded when it was built: not served")
-    return ServedKernel(module, digest, entry.name, r)
+    name = entry_name(candidate, branch.template, BRANCHES[DEFAULT_ARCH].template)
+    for kind in KINDS:  # built by either path (the .so first)
+        entry = cache_dir / (name + kind.suffix)
+        try:
+            module = (entry / kind.artifact).read_bytes()
+            record = json.loads((entry / BUILD_MARK).read_text())
+        except (OSError, ValueError):
+            continue
+        digest = sha256_hex(module)
+        recorded = record.get(DIGEST_FIELD, digest) if isinstance(record, dict) else digest
+        if recorded != digest:
+            raise ApiError(409, "digest_mismatch", f"the cached module of measurement {key} ({entry.name}) no longer "
+                                                   "matches the digest recorded when it was built: not served")
+        return ServedKernel(module, digest, entry.name, r, kind)
+    raise ApiError(404, "not_built_here", f"the module of measurement {key} is not in this host's build cache "
+                                          f"({name}): it was built on another node or evicted")
 
 
 def _runs_on(branch: Branch, compute_capability: str) -> bool:

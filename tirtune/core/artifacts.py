@@ -1,12 +1,18 @@
 """Where a built kernel lives in a build cache, and how its bytes are named: pure functions, no I/O.
 
-A build cache (`TIRTUNE_CACHE_DIR`) holds one folder per build, named by `entry_name`:
+A build cache (`TIRTUNE_CACHE_DIR`) holds one folder per build, named by `entry_name`, of one of
+two kinds (`KINDS`): the `.so` path's (TirxBuilder)
 
     kernel.cu  kernel.so  build.log  build.json
 
+and, under the same name plus "-cubin", the device-only path's (CubinBuilder): a launch spec and
+a cubin in one file, which `tirtune.workers.launcher.load_bundle` runs
+
+    kernel.cu  kernel.cubin  launch.json  kernel.tlaunch  build.json
+
 `build.json` is written last (its presence marks a complete build) and records `kernel_sha256`,
-the digest of `kernel.so` as the compiler wrote it: whoever loads or serves the module checks the
-bytes against it. The builder (`tirtune.workers.tirx_builder`), the API's `GET /kernels/{key}` and
+the digest of the artifact (`kernel.so`, `kernel.tlaunch`) as it was written: whoever loads or
+serves it checks the bytes against it. The builder (`tirtune.workers.tirx_builder`), the API's `GET /kernels/{key}` and
 the dispatcher (`tirtune.dispatch`) all find builds by these names, so they live here, below all
 three.
 """
@@ -14,14 +20,38 @@ three.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from tirtune.core.results import Candidate
 
-__all__ = ["ARTIFACT", "BUILD_MARK", "DIGEST_FIELD", "entry_name", "sha256_hex"]
+__all__ = ["ARTIFACT", "BUILD_MARK", "CUBIN_ARTIFACT", "CUBIN_SUFFIX", "DIGEST_FIELD", "KINDS", "ArtifactKind",
+           "entry_name", "kind_named", "sha256_hex"]
 
 BUILD_MARK = "build.json"
 ARTIFACT = "kernel.so"
+CUBIN_ARTIFACT = "kernel.tlaunch"
+CUBIN_SUFFIX = "-cubin"
 DIGEST_FIELD = "kernel_sha256"
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactKind:
+    """One kind of build: its name (`so`, `cubin`), its entry's suffix and its artifact's file."""
+
+    name: str
+    suffix: str
+    artifact: str
+
+
+# Where a build of either path lives; the `.so` first (what the service builds by default).
+KINDS = (ArtifactKind("so", "", ARTIFACT), ArtifactKind("cubin", CUBIN_SUFFIX, CUBIN_ARTIFACT))
+
+
+def kind_named(name: str) -> ArtifactKind:
+    for kind in KINDS:
+        if kind.name == name:
+            return kind
+    raise ValueError(f"no artifact kind {name!r} (known: {', '.join(k.name for k in KINDS)})")
 
 
 def entry_name(candidate: Candidate, template: str, default_template: str) -> str:

@@ -2,8 +2,10 @@
 (`GET /kernels/{key}`), or built here, in that order; its bytes checked against the digest recorded
 when it was built before anything loads it.
 
-A download is stored into the local build cache under the same name the builder uses
-(`tirtune.core.artifacts.entry_name`), assembled in a private folder and renamed into place, so a
+A module is either path's build (`tirtune.core.artifacts.KINDS`: a host `.so`, or a cubin bundle
+of the device-only path); the cache is searched for both. A download is stored into the local
+build cache under the name its builder uses (`tirtune.core.artifacts.entry_name` and the kind's
+suffix, as the service's `X-Tirtune-Artifact` header says), assembled in a private folder and renamed into place, so a
 later process (or the builder) finds it. An entry built before digests were recorded (no
 `kernel_sha256` in its build.json) is trusted as it is, with a warning once.
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import Candidate, Problem
-from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, DIGEST_FIELD, entry_name, sha256_hex
+from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, KINDS, ArtifactKind, entry_name, kind_named, sha256_hex
 from tirtune.dispatch.choice import Chosen
 from tirtune.dispatch.errors import ArtifactRefused, NoArtifact
 from tirtune.dispatch.http import Http
@@ -39,6 +41,7 @@ class Fetched:
     path: Path
     digest: str
     origin: str
+    kind: ArtifactKind = KINDS[0]
 
 
 class ArtifactStore:
@@ -54,43 +57,49 @@ class ArtifactStore:
         self.build_timeout_s = build_timeout_s
         self.compiler = compiler or compile_candidate
 
-    def entry(self, chosen: Chosen) -> Path:
+    def entry(self, chosen: Chosen, kind: ArtifactKind = KINDS[0]) -> Path:
         template = branch_for_version(chosen.template_version).template
         candidate = Candidate(chosen.config, chosen.problem, chosen.template_version)
-        return self.cache_dir / entry_name(candidate, template, BRANCHES[DEFAULT_ARCH].template)
+        return self.cache_dir / (entry_name(candidate, template, BRANCHES[DEFAULT_ARCH].template) + kind.suffix)
 
     def fetch(self, chosen: Chosen) -> Fetched:
         """The checked module; ArtifactRefused when bytes and digest disagree, NoArtifact when
         there is none to be had."""
-        entry = self.entry(chosen)
-        if (entry / BUILD_MARK).exists() and (entry / ARTIFACT).exists():
-            return self._checked(entry, "cache")
+        for kind in KINDS:
+            entry = self.entry(chosen, kind)
+            if (entry / BUILD_MARK).exists() and (entry / kind.artifact).exists():
+                return self._checked(entry, kind, "cache")
         if self.http is not None:
-            downloaded = self._download(chosen, entry)
+            downloaded = self._download(chosen)
             if downloaded is not None:
                 return downloaded
         if self.build:
-            return self._build(chosen, entry)
+            return self._build(chosen, self.entry(chosen))
         raise NoArtifact(f"no module for {_what(chosen)}: not in {self.cache_dir}, "
                          f"{'not served by the service' if self.http else 'no service (TIRTUNE_URL)'}, "
                          "and building here is off (TIRTUNE_DISPATCH_BUILD)")
 
-    def _checked(self, entry: Path, origin: str) -> Fetched:
-        data = (entry / ARTIFACT).read_bytes()
+    def _checked(self, entry: Path, kind: ArtifactKind, origin: str) -> Fetched:
+        data = (entry / kind.artifact).read_bytes()
         digest = sha256_hex(data)
         recorded = _record(entry).get(DIGEST_FIELD)
         if recorded is None:
             log.warning("%s was built before digests were recorded: trusting it as it is", entry)
         elif recorded != digest:
-            raise ArtifactRefused(f"{entry / ARTIFACT}: its sha256 {digest[:16]}... is not the {recorded[:16]}... "
-                                  "recorded when it was built; refusing to load it (delete the folder to rebuild)")
-        return Fetched(entry / ARTIFACT, digest, origin)
+            raise ArtifactRefused(f"{entry / kind.artifact}: its sha256 {digest[:16]}... is not the {recorded[:16]}"
+                                  "... recorded when it was built; refusing to load it (delete the folder to rebuild)")
+        return Fetched(entry / kind.artifact, digest, origin, kind)
 
-    def _download(self, chosen: Chosen, entry: Path) -> Fetched | None:
+    def _download(self, chosen: Chosen) -> Fetched | None:
         assert self.http is not None
         reply = self.http.get(f"/kernels/{chosen.key}")
         if reply.status != 200:
             log.warning("the service has no module for %s (%s): %r", _what(chosen), reply.status, reply.body[:300])
+            return None
+        try:
+            kind = kind_named(reply.headers.get("x-tirtune-artifact", "so"))  # a service of before: a .so
+        except ValueError as exc:
+            log.warning("GET /kernels/%s: %s; not loading it", chosen.key, exc)
             return None
         claimed = reply.headers.get("x-tirtune-sha256", "")
         if sha256_hex(reply.body) != claimed:
@@ -98,8 +107,9 @@ class ArtifactStore:
                                   f"..., the service said {claimed[:16] or 'nothing'}...; refusing to load them")
         record = {"config": chosen.config.to_json(), "problem": chosen.problem.to_json(),
                   "template_version": chosen.template_version, DIGEST_FIELD: claimed, "downloaded": chosen.key}
-        _publish(entry, reply.body, record)
-        return self._checked(entry, "service")
+        entry = self.entry(chosen, kind)
+        _publish(entry, kind, reply.body, record)
+        return self._checked(entry, kind, "service")
 
     def _build(self, chosen: Chosen, entry: Path) -> Fetched:
         current = branch_for_version(chosen.template_version)
@@ -112,7 +122,7 @@ class ArtifactStore:
         if not result.ok:
             first = result.message.splitlines()[0] if result.message else result.outcome.value
             raise NoArtifact(f"building {_what(chosen)} failed: {first}")
-        return self._checked(entry, "built")
+        return self._checked(entry, KINDS[0], "built")
 
 
 def _what(chosen: Chosen) -> str:
@@ -128,12 +138,12 @@ def _record(entry: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _publish(entry: Path, module: bytes, record: dict[str, Any]) -> None:
+def _publish(entry: Path, kind: ArtifactKind, module: bytes, record: dict[str, Any]) -> None:
     """Write a complete entry atomically (build.json last), unless another process got there first."""
     entry.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
-        (work / ARTIFACT).write_bytes(module)
+        (work / kind.artifact).write_bytes(module)
         (work / BUILD_MARK).write_text(json.dumps(record, indent=1, sort_keys=True))
         try:
             os.rename(work, entry)

@@ -50,7 +50,7 @@ def export(factory: sessionmaker[Session], cache_dir: Path, out: Path, *, gpu_na
         except DispatchError as e:
             missing.append({**row, "reason": str(e)})
             continue
-        entry = target.entry(chosen)
+        entry = target.entry(chosen, fetched.kind)
         if not entry.exists():
             shutil.copytree(fetched.path.parent, entry, ignore=shutil.ignore_patterns("kernel.cu", "build.log"))
         exported.append({**row, "sha256": fetched.digest, "entry": entry.name})

@@ -1,5 +1,7 @@
 """Loading a built module into this process, once: `TvmFfiLoader` (what the measuring child does,
-`tirtune.workers.measure`), behind a lock held only while a module is first loaded."""
+`tirtune.workers.measure`), behind a lock held only while a module is first loaded. A host `.so`
+is loaded with tvm-ffi; a cubin bundle (`kernel.tlaunch`, the device-only build path) with
+`tirtune.workers.launcher.load_bundle`. Both launch on torch's current stream."""
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ class TvmFfiLoader:
 
 
 def _launcher(path: Path) -> Kernel:
+    if path.suffix == ".tlaunch":
+        return _bundle_launcher(path)
     import tvm_ffi
 
     main = tvm_ffi.load_module(str(path))["main"]
@@ -49,3 +53,9 @@ def _launcher(path: Path) -> Kernel:
             main(a, b, d)
 
     return launch
+
+
+def _bundle_launcher(path: Path) -> Kernel:
+    from tirtune.workers.launcher import TorchStreamKernel, load_bundle
+
+    return TorchStreamKernel(load_bundle(path.read_bytes()))

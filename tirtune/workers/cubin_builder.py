@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import BuildResult, Candidate, Outcome
+from tirtune.core.artifacts import CUBIN_ARTIFACT, CUBIN_SUFFIX, DIGEST_FIELD, sha256_hex
 from tirtune.workers.build_pool import Lowered, LoweringPool
 from tirtune.workers.compile_one import DEFAULT_TEMPLATE
 from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
@@ -39,8 +40,8 @@ __all__ = ["ARTIFACT", "CubinBuilder", "batch_size", "plan_batches"]
 
 logger = logging.getLogger(__name__)
 
-ARTIFACT = "kernel.tlaunch"
-KEY_SUFFIX = "-cubin"
+ARTIFACT = CUBIN_ARTIFACT
+KEY_SUFFIX = CUBIN_SUFFIX
 
 
 class CubinBuilder:
@@ -167,8 +168,10 @@ class CubinBuilder:
         (tmp / "kernel.cu").write_text(low.source)
         (tmp / "kernel.cubin").write_bytes(cubin)
         (tmp / "launch.json").write_text(spec.dumps())
-        (tmp / ARTIFACT).write_bytes(bundle(spec, cubin))
+        artifact = bundle(spec, cubin)
+        (tmp / ARTIFACT).write_bytes(artifact)
         record: dict[str, Any] = {
+            DIGEST_FIELD: sha256_hex(artifact),
             "config": candidate.config.to_json(), "problem": candidate.problem.to_json(), "template": self.template,
             "path": "cubin", "batch_size": item.batch_size, "lower_cpu_s": round(low.cpu_s, 3),
             "nvcc_s_share": round(item.seconds, 3), "ptxas": item.resources.to_json() if item.resources else None,
