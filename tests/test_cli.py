@@ -114,3 +114,19 @@ def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
     from tirtune.cli import _loopback
 
     assert _loopback(host) is loopback
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("TIRTUNE_CONCURRENT_JOBS", "0", "greater than or equal to 1"),
+    ("TIRTUNE_REMEASURE_PROCESSES", "many", "valid integer"),
+    ("TIRTUNE_BUILD_PATH", "ptx", "'so' or 'cubin'"),
+])
+def test_a_bad_setting_is_one_line_naming_the_variable(env: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], variable: str,
+                                                       value: str, says: str) -> None:
+    monkeypatch.setenv(variable, value)
+    get_settings.cache_clear()
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tirtune: error: bad setting {variable}={value!r}: ") and says in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from tirtune import TirtuneError, __version__
 from tirtune.settings import Settings, get_settings
 
@@ -95,6 +97,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def settings_error(exc: ValidationError) -> str:
+    """A bad TIRTUNE_* (or DATABASE_URL) value in one line each: the variable, the value, the rule."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "?"
+        name = "DATABASE_URL" if field == "database_url" else f"{prefix}{field}".upper()
+        lines.append(f"bad setting {name}={error.get('input')!r}: {error['msg']}")
+    return "; ".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -105,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    except ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        print(f"tirtune: error: {settings_error(exc)}", file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:
         print("tirtune: interrupted", file=sys.stderr)  # noqa: T201
