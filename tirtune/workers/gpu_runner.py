@@ -313,6 +313,7 @@ class GpuRunner:
         self._actors = []
         with self._free:
             self._idle = []
+            self._free.notify_all()  # callers waiting for an actor learn there are none
 
     @property
     def num_gpus(self) -> int:
@@ -382,6 +383,8 @@ class GpuRunner:
         """A free actor, marked taken; None when none is free and `wait` is False."""
         with self._free:
             while not self._idle:
+                if not self._actors:
+                    raise WorkerError("the GPU runner is closed: it has no actors to measure on")
                 if not wait:
                     return None
                 self._free.wait()
