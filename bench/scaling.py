@@ -179,7 +179,7 @@ def measure_stage(
     return rows
 
 
-def _suite(gpus: int, trials: int, jobs: int, work: Path, build_path: str) -> dict[str, Any]:
+def _suite(gpus: int, trials: int, jobs: int, work: Path, build_path: str, keep: Path) -> dict[str, Any]:
     """The suite's twenty problems queued at once on a service that sees `gpus` GPUs and runs
     `jobs` jobs at a time (bench/suite.py, its own `tirtune serve` and database)."""
     import os
@@ -194,6 +194,10 @@ def _suite(gpus: int, trials: int, jobs: int, work: Path, build_path: str) -> di
                           env=env, check=False, capture_output=True, text=True)
     wall = time.monotonic() - began
     result = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    keep.mkdir(parents=True, exist_ok=True)
+    for suffix in (".json", ".md", ".serve.log"):  # each run's own suite report, beside scaling.json
+        if out.with_suffix(suffix).exists():
+            (keep / f"suite-{gpus}gpu{suffix}").write_bytes(out.with_suffix(suffix).read_bytes())
     problems = result.get("problems", [])
     row = {
         "gpus": gpus, "concurrent_jobs": jobs, "trials_per_problem": trials, "wall_s": round(wall, 1),
@@ -366,7 +370,7 @@ def main() -> None:
             agreement.append(_agreement(problem, runs, work, args.build_path))
     if args.suite_trials:
         ray.shutdown()  # each suite's service starts its own Ray, seeing only its GPUs
-    suite = [_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path) for g in args.gpus
+    suite = [_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path, out) for g in args.gpus
              if args.suite_trials]
     env = _environment()
     report = {
