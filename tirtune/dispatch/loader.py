@@ -1,7 +1,7 @@
 """Loading a built module into this process, once: `TvmFfiLoader` (what the measuring child does,
-`tirtune.workers.measure`), behind a lock held only while a module is first loaded. A host `.so`
-is loaded with tvm-ffi; a cubin bundle (`kernel.tlaunch`, the device-only build path) with
-`tirtune.workers.launcher.load_bundle`. Both launch on torch's current stream."""
+`tirtune.workers.measure`), behind a lock held only while a module is first loaded: either kind
+of artifact through `tirtune.workers.launcher.load_artifact` (a host `.so` with tvm-ffi, a cubin
+bundle with the launcher), launching on torch's current stream."""
 
 from __future__ import annotations
 
@@ -42,20 +42,7 @@ class TvmFfiLoader:
 
 
 def _launcher(path: Path) -> Kernel:
-    if path.suffix == ".tlaunch":
-        return _bundle_launcher(path)
-    import tvm_ffi
+    from tirtune.workers.launcher import load_artifact
 
-    main = tvm_ffi.load_module(str(path))["main"]
-
-    def launch(a: Any, b: Any, d: Any) -> None:
-        with tvm_ffi.use_torch_stream():
-            main(a, b, d)
-
-    return launch
-
-
-def _bundle_launcher(path: Path) -> Kernel:
-    from tirtune.workers.launcher import TorchStreamKernel, load_bundle
-
-    return TorchStreamKernel(load_bundle(path.read_bytes()))
+    kernel: Kernel = load_artifact(path)
+    return kernel

@@ -134,16 +134,17 @@ class LoweringPool:
                     continue
                 i, deadline = child.job
                 if child.conn in ready:
-                    results[i] = self._receive(child, batch[i], time.monotonic() - started[i], slot)
+                    done = self._receive(child, batch[i], time.monotonic() - started[i], slot)
                 elif time.monotonic() >= deadline:
-                    results[i] = Lowered(batch[i], Outcome.TIMEOUT,
-                                         message=f"lowering timed out after {self.timeout_s:g}s: killed",
-                                         seconds=time.monotonic() - started[i])
+                    done = Lowered(batch[i], Outcome.TIMEOUT,
+                                   message=f"lowering timed out after {self.timeout_s:g}s: killed",
+                                   seconds=time.monotonic() - started[i])
                     self._replace(slot)
                 else:
                     continue
+                results[i] = done
                 if on_result is not None:
-                    on_result(i, results[i])  # type: ignore[arg-type]
+                    on_result(i, done)
         return [r for r in results if r is not None]
 
     def _receive(self, child: _Child, candidate: Candidate, seconds: float, slot: int) -> Lowered:

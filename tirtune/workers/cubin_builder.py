@@ -36,12 +36,11 @@ from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
 from tirtune.workers.launch_spec import bundle
 from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
 
-__all__ = ["ARTIFACT", "CubinBuilder", "batch_size", "plan_batches"]
+__all__ = ["ARTIFACT", "CubinBuilder", "batch_size"]
 
 logger = logging.getLogger(__name__)
 
 ARTIFACT = CUBIN_ARTIFACT
-KEY_SUFFIX = CUBIN_SUFFIX
 
 
 class CubinBuilder:
@@ -75,7 +74,7 @@ class CubinBuilder:
             self._warming.start()
 
     def _key(self, candidate: Candidate) -> Path:
-        return self.cache_dir / (_cache_key(candidate, self.template) + KEY_SUFFIX)
+        return self.cache_dir / (_cache_key(candidate, self.template) + CUBIN_SUFFIX)
 
     def build(self, batch: Sequence[Candidate]) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(batch)
@@ -94,17 +93,16 @@ class CubinBuilder:
         logger.info("built %d candidates (%d from cache)", len(batch), len(batch) - len(misses))
         return [r for r in results if r is not None]
 
-    def _lowering_pool(self) -> LoweringPool:
+    def _lowering_pool(self, warming: bool = False) -> LoweringPool | None:
+        """The pool, started if it is not; None only when warming a builder already closed."""
         with self._pool_lock:
-            if self._pool is None:
+            if self._pool is None and not (warming and self._closed):
                 self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
             return self._pool
 
     def _warm(self) -> None:
         try:
-            with self._pool_lock:  # closed before this thread got going: nothing to start
-                if not self._closed and self._pool is None:
-                    self._pool = LoweringPool(self.processes, self.timeout_s, self.template)
+            self._lowering_pool(warming=True)
         except Exception as exc:  # the first build starts the pool again and reports the failure
             logger.warning("warming the lowering processes failed: %s", exc)
 
@@ -138,7 +136,9 @@ class CubinBuilder:
                         if len(pending) >= size:
                             flush()
 
-                lowered = self._lowering_pool().lower(candidates, on_result=arrived)
+                pool = self._lowering_pool()
+                assert pool is not None
+                lowered = pool.lower(candidates, on_result=arrived)
                 if pending:
                     flush()
                 for call in calls:
@@ -202,13 +202,6 @@ def batch_size(kernels: int, processes: int, batch: int) -> int:
     together ~0.7 s each, so kernels share a call only as far as that still leaves every core one."""
     return max(1, min(batch, -(-kernels // max(1, processes))))
 
-
-def plan_batches(order: list[int], processes: int, batch: int) -> list[list[int]]:
-    """`order` cut into nvcc calls of `batch_size` kernels (the last may hold fewer)."""
-    if not order:
-        return []
-    size = batch_size(len(order), processes, batch)
-    return [order[start:start + size] for start in range(0, len(order), size)]
 
 
 def _cached(candidate: Candidate, final: Path) -> BuildResult | None:

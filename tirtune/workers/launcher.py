@@ -19,12 +19,15 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from tirtune.core.artifacts import CUBIN_ARTIFACT
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
 
-__all__ = ["CubinKernel", "LaunchError", "encode_arguments", "load_bundle", "pack_params", "tensor_map_dtype"]
+__all__ = ["CubinKernel", "LaunchError", "TorchStreamKernel", "encode_arguments", "load_artifact", "load_bundle",
+           "pack_params", "tensor_map_dtype"]
 
 TENSOR_MAP_BYTES = 128
 # TVM's descriptor dtypes -> CUtensorMapDataType member names (the exported wrapper's spelling).
@@ -208,3 +211,21 @@ class TorchStreamKernel:
     def __call__(self, *tensors: Any) -> None:
         stream = self.torch.cuda.current_stream(tensors[0].device).cuda_stream
         self.kernel(*tensors, stream=stream)
+
+
+def load_artifact(path: str | Path) -> Any:
+    """`fn(A, B, D)` launching on torch's current stream, for a built artifact of either path
+    (`tirtune.core.artifacts.KINDS`): a `.tlaunch` bundle through this launcher, a `.so` through
+    tvm-ffi. What the measuring child and tirtune.gemm's loader both run."""
+    path = Path(path)
+    if path.suffix == Path(CUBIN_ARTIFACT).suffix:
+        return TorchStreamKernel(load_bundle(path.read_bytes()))
+    import tvm_ffi
+
+    main = tvm_ffi.load_module(str(path))["main"]
+
+    def launch(a: Any, b: Any, d: Any) -> None:
+        with tvm_ffi.use_torch_stream():
+            main(a, b, d)
+
+    return launch

@@ -250,24 +250,14 @@ class _Bench:
         return times, ref, [_median_pair(s) for s in samples], ratios
 
     def _load(self, artifact: str) -> Any:
-        if artifact not in self.modules and artifact.endswith(".tlaunch"):
-            # The device-only build path (issue 16): a cubin and its launch spec, no host code.
-            from pathlib import Path
-
-            from tirtune.workers.launcher import TorchStreamKernel, load_bundle
-
-            self.modules[artifact] = TorchStreamKernel(load_bundle(Path(artifact).read_bytes()))
         if artifact not in self.modules:
-            import tvm_ffi
+            from tirtune.workers.launcher import load_artifact
 
-            self.modules[artifact] = tvm_ffi.load_module(artifact)["main"]
+            self.modules[artifact] = load_artifact(artifact)
         return self.modules[artifact]
 
     def _call(self, fn: Any, a: Any, b: Any, d: Any) -> None:
-        import tvm_ffi
-
-        with tvm_ffi.use_torch_stream():
-            fn(a, b, d)
+        fn(a, b, d)  # load_artifact's kernels launch on torch's current stream
 
     def _verify(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> MeasureReply | None:
         verdict = verify(lambda d: self._call(fn, a, b, d), a, b, req.dtype)

@@ -1,4 +1,4 @@
-"""The two run-time changes tirtune makes inside TVM (0.27), applied around every lowering.
+"""The four run-time changes tirtune makes inside TVM (0.27), applied around every lowering.
 
 1. Speed. What it replaces: `tvm.script.parser.core.parser.ScriptMacro._find_parser_def`, which
 finds the active parser by calling `inspect.getouterframes(inspect.currentframe())` and reading
@@ -157,7 +157,7 @@ def _cache_doc_parse() -> None:
     doc.parse = _doc_parse
 
 
-def cheap_stack(context: int = 1) -> list[inspect.FrameInfo]:
+def _cheap_stack(context: int = 1) -> list[inspect.FrameInfo]:
     """`inspect.stack(context)` for the caller, each FrameInfo made from its frame directly."""
     infos = []
     frame = inspect.currentframe()
@@ -179,7 +179,7 @@ class _InspectWithCheapStack(types.ModuleType):
 
     @staticmethod
     def stack(context: int = 1) -> list[inspect.FrameInfo]:
-        return cheap_stack(context)[1:]  # from stack()'s caller, as inspect.stack counts
+        return _cheap_stack(context)[1:]  # from stack()'s caller, as inspect.stack counts
 
 
 def _cheap_prim_func_stack() -> None:
