@@ -110,6 +110,8 @@ def _study(problem: Problem, trials: int, gpus: int, cpus: int, cache: Path, db:
         "best_trial_ratio": None if best is None else best.ratio,
         "best_ratio": None if best_re is None else best_re.ratio,
         "best_tflops": None if best_re is None else best_re.tflops,
+        # The same-run cuBLAS figure beside it: the re-measurement's own cuBLAS time.
+        "best_cublas_tflops": None if best_re is None or not best_re.cublas_ms else problem.tflops(best_re.cublas_ms),
         "message": summary.message,
     }
 
