@@ -15,13 +15,16 @@ every problem's winners are re-measured interleaved in one process, so whether t
 bests agree is judged on figures that compare, against the noise measured on this GPU
 (bench/results/noise.json). --cpus caps the build processes (the 16 cores of one H200 host on
 a 32-core one). --suite-trials N then queues the suite's twenty problems at once on a service
-(bench/suite.py) that sees 1, then 2 ... GPUs and runs --suite-jobs jobs per GPU at a time
-(TIRTUNE_CONCURRENT_JOBS), and records each run's wall time. Writes scaling.json and scaling.md
-under --out (issue 18's schema). The whole of issue 18 on nvidia-h200-x2, in the background:
+(bench/suite.py) that sees 2, then 1 ... GPUs and runs --suite-jobs jobs per GPU at a time
+(TIRTUNE_CONCURRENT_JOBS), and records each run's wall time; the suites run first, most GPUs
+first, each keeping its own report and database (suite-2gpu.json, .sqlite) beside scaling.json.
+Writes scaling.json and scaling.md under --out (issue 18's schema) after every study and suite
+run. The whole of issue 18 on nvidia-h200-x2, in the background (16 build processes: one H200
+host's cores, so the 1-GPU cold 4096^3 study is also issue 16's):
 
     bash bench/gpu_session.sh bg scaling "TIRTUNE_BUILD_PATH=cubin python3 -m bench.scaling \
         4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 --caches cold warm \
-        --build-path cubin --suite-trials 16 --out /root/tirtune/scaling"
+        --build-path cubin --cpus 16 --suite-trials 16 --out /root/tirtune/scaling"
     bash bench/gpu_session.sh collect scaling
 """
 
@@ -197,7 +200,7 @@ def _suite(gpus: int, trials: int, jobs: int, work: Path, build_path: str, keep:
     wall = time.monotonic() - began
     result = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     keep.mkdir(parents=True, exist_ok=True)
-    for suffix in (".json", ".md", ".serve.log"):  # each run's own suite report, beside scaling.json
+    for suffix in (".json", ".md", ".serve.log", ".sqlite"):  # each run's own report and trials, beside scaling.json
         if out.with_suffix(suffix).exists():
             (keep / f"suite-{gpus}gpu{suffix}").write_bytes(out.with_suffix(suffix).read_bytes())
     problems = result.get("problems", [])
@@ -276,14 +279,18 @@ def _markdown(report: dict[str, Any]) -> str:
             f"ratio across processes): {_f(agree['noise_p10_p90'])}; agree within noise: {agree['agree']}.",
         ]
     if report.get("suite"):
-        base = report["suite"][0]["wall_s"]
+        base = next((r["wall_s"] for r in report["suite"] if r["gpus"] == 1), None)
         lines += ["", "The suite's twenty problems queued at once on a service of that many GPUs:", "",
                   "| GPUs | jobs at once | trials each | wall s | speed-up | measured | geomean |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         lines += [f"| {r['gpus']} | {r['concurrent_jobs']} | {r['trials_per_problem']} | {r['wall_s']} "
-                  f"| {base / r['wall_s']:.2f}x | {r['measured']} of {r['problems']} | {_f(r['geomean'])} |"
+                  f"| {_x(base, r['wall_s'])} | {r['measured']} of {r['problems']} | {_f(r['geomean'])} |"
                   for r in report["suite"]]
     return "\n".join(lines) + "\n"
+
+
+def _x(base: float | None, wall: float) -> str:
+    return f"{base / wall:.2f}x" if base else "-"
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -356,8 +363,28 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=2) + "\n")
         return
     work = Path(tempfile.mkdtemp(prefix="tirtune-scaling-"))
-    studies = []
-    agreement = []
+    report: dict[str, Any] = {
+        "date": None, "gpu": None, "environment": None, "trials": args.trials, "cpus": build_cpus,
+        "build_path": args.build_path, "studies": [], "agreement": [], "suite": [],
+    }
+
+    def write() -> None:
+        """The report so far (after every study and suite run: a run cut short keeps what it measured)."""
+        env = _environment()
+        report.update(date=env["date"], gpu=env["gpus"][0].split(", ")[0] if env["gpus"] else None, environment=env)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out / "scaling.md").write_text(_markdown(report))
+
+    if args.suite_trials:
+        # The suites first, most GPUs first (each suite's service starts its own Ray, seeing only its
+        # GPUs); the studies' Ray after them.
+        ray.shutdown()
+        for g in sorted(args.gpus, reverse=True):
+            report["suite"].append(_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path, out))
+            report["suite"].sort(key=lambda r: r["gpus"])
+            write()
+        ray.init(include_dashboard=False, log_to_driver=False, **({"num_cpus": args.cpus} if args.cpus else {}))
     for problem in problems:
         runs = []
         for g in args.gpus:
@@ -367,28 +394,12 @@ def main() -> None:
                 runs.append(_study(problem, args.trials, g, build_cpus, work / f"cache-{name}",
                                    work / f"{name}-{n}.db", args.build_path, cold=cache == "cold"))
                 print(json.dumps(runs[-1]), flush=True)
-        studies += runs
+                report["studies"].append(runs[-1])
+                write()
         if not args.no_agreement:
-            agreement.append(_agreement(problem, runs, work, args.build_path))
-    if args.suite_trials:
-        ray.shutdown()  # each suite's service starts its own Ray, seeing only its GPUs
-    suite = [_suite(g, args.suite_trials, args.suite_jobs * g, work, args.build_path, out) for g in args.gpus
-             if args.suite_trials]
-    env = _environment()
-    report = {
-        "date": env["date"],
-        "gpu": env["gpus"][0].split(", ")[0] if env["gpus"] else None,
-        "environment": env,
-        "trials": args.trials,
-        "cpus": build_cpus,
-        "build_path": args.build_path,
-        "studies": studies,
-        "agreement": agreement,
-        "suite": suite,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "scaling.md").write_text(_markdown(report))
+            report["agreement"].append(_agreement(problem, runs, work, args.build_path))
+            write()
+    write()
     print(_markdown(report))
 
 
