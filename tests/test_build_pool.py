@@ -67,3 +67,22 @@ def test_each_lowering_is_handed_over_as_it_arrives() -> None:
         lowered = pool.lower(batch, on_result=lambda i, low: seen.setdefault(i, low))
     assert sorted(seen) == [0, 1]
     assert [seen[0], seen[1]] == lowered and all(low.outcome is Outcome.OK for low in lowered)
+
+
+def test_lowering_processes_run_nicer_than_the_service_so_a_measuring_child_gets_a_core() -> None:
+    """A build host's every core lowers or compiles: the pool's processes (and nvcc) run at
+    BUILD_NICENESS, so the GPU runner's measuring child is scheduled first."""
+    import os
+    import shutil
+
+    from tirtune.workers import toolchain
+
+    with LoweringPool(processes=1, timeout_s=30, template="tests.stand_in_children:misbehaving_template",
+                      arch="sm_90a") as pool:
+        (pid,) = pool.pids()
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        assert int(fields[16]) == max(toolchain.BUILD_NICENESS, os.nice(0))  # field 19: nice
+    cmd = toolchain.niced(["nvcc", "--version"])
+    assert cmd[-2:] == ["nvcc", "--version"]
+    if shutil.which("nice"):
+        assert cmd[:3] == [shutil.which("nice"), "-n", str(toolchain.BUILD_NICENESS)]

@@ -40,11 +40,14 @@ class Lowered:
 
 
 def _serve(conn: Any, template: str, arch: str) -> None:
-    """Child: import once, then lower until EOF."""
+    """Child: import once (at BUILD_NICENESS: it yields to a measuring child), then lower until EOF."""
+    from tirtune.workers import toolchain
+
+    toolchain.lower_priority()
     import tvm  # noqa: F401  (once per process: the point of the pool)
 
     from tirtune.space.templates.gemm import load
-    from tirtune.workers import device_build, toolchain
+    from tirtune.workers import device_build
 
     build = load(template)
     conn.send(("ready", os.getpid()))

@@ -169,7 +169,8 @@ def _compile(items: list[BatchItem], work: Path, arch: str, timeout_s: float | N
 def _run(cmd: list[str], timeout_s: float | None) -> tuple[int | None, str]:
     """Run `cmd` in its own process group; (None, output) when it ran past `timeout_s`: then the
     whole group (nvcc, cicc, ptxas) is killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(toolchain.niced(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, output or ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -290,19 +291,43 @@ class _Bench:
     _last_error: float | None = None
 
 
+# The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
+# the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
+# measuring thread between a start event and its kernel, and the event pair would time the gap.
+HOLD_MS_PER_REP = 0.1  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded
+HOLD_MIN_MS = 1.0
+HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
+SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
+
+
 def timed_events(torch: Any, launch: Any, flush: Any, reps: int) -> list[float]:
     """One warm-up of `launch`, then `reps` launches, each after zeroing `flush` (a buffer larger
-    than the L2) and timed by its own pair of CUDA events: milliseconds per launch."""
+    than the L2) and timed by its own pair of CUDA events: milliseconds per launch. The launches
+    are queued behind a sleeping kernel that holds the GPU longer than the queueing takes (the
+    CPU time is checked, and the block redone with twice the hold if it ran over), so the GPU
+    never waits on the CPU between a start event and its kernel: the times are the kernel's own
+    however loaded the host is (nvbench's blocking kernel, with a sleep instead of a flag)."""
     launch()
-    pairs = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch()
-        end.record()
-        pairs.append((start, end))
     torch.cuda.synchronize()
+    hold_ms = max(HOLD_MIN_MS, reps * HOLD_MS_PER_REP)
+    for _ in range(HOLD_ATTEMPTS):
+        torch.cuda._sleep(int(hold_ms * 1e-3 * SLEEP_CLOCK_HZ))
+        began = time.perf_counter()
+        pairs = []
+        for _ in range(reps):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            launch()
+            end.record()
+            pairs.append((start, end))
+        queued_ms = (time.perf_counter() - began) * 1e3
+        torch.cuda.synchronize()
+        if queued_ms < hold_ms:
+            break
+        log.debug("queueing %d launches took %.1f ms, past a %.1f ms hold: again with %.1f ms",
+                  reps, queued_ms, hold_ms, 2 * hold_ms)
+        hold_ms *= 2
     return [s.elapsed_time(e) for s, e in pairs]
 
 

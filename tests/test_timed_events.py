@@ -1,0 +1,76 @@
+"""timed_events (the measuring child's timing loop) against a recording stand-in for torch: the
+launches are queued behind a sleeping kernel held longer than the queueing takes, and a block whose
+queueing outlasted its hold is timed again with twice the hold."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tirtune.workers import measure
+
+
+class _Event:
+    def __init__(self, log: list[Any], enable_timing: bool) -> None:
+        self.log = log
+
+    def record(self) -> None:
+        self.log.append("event")
+
+    def elapsed_time(self, other: Any) -> float:
+        return 0.5
+
+
+class _Cuda:
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def _sleep(self, cycles: int) -> None:
+        self.log.append(("sleep", cycles))
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+    def Event(self, enable_timing: bool = False) -> _Event:  # noqa: N802 (torch's name)
+        return _Event(self.log, enable_timing)
+
+
+class _Torch:
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+        self.cuda = _Cuda(self.log)
+
+
+class _Flush:
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def zero_(self) -> None:
+        self.log.append("flush")
+
+
+def test_every_launch_is_queued_behind_a_hold_longer_than_the_queueing() -> None:
+    torch = _Torch()
+    times = measure.timed_events(torch, lambda: torch.log.append("launch"), _Flush(torch.log), 20)
+    assert times == [0.5] * 20
+    log = torch.log
+    # warm-up, sync, then the hold before the first timed rep, one sync at the end
+    assert log[:2] == ["launch", "sync"] and log[2][0] == "sleep" and log[-1] == "sync"
+    hold_ms = max(measure.HOLD_MIN_MS, 20 * measure.HOLD_MS_PER_REP)
+    assert log[2][1] == int(hold_ms * 1e-3 * measure.SLEEP_CLOCK_HZ)
+    assert log[3:-1] == ["flush", "event", "launch", "event"] * 20
+
+
+def test_a_block_whose_queueing_outlasted_its_hold_is_timed_again_with_twice_the_hold() -> None:
+    torch = _Torch()
+    slow = {"left": 2}  # the first block's launches are slow to queue (a preempted thread)
+
+    def launch() -> None:
+        torch.log.append("launch")
+        if slow["left"] and len([x for x in torch.log if isinstance(x, tuple)]) == 1:
+            time.sleep(0.002)
+
+    times = measure.timed_events(torch, launch, _Flush(torch.log), 2)
+    sleeps = [x[1] for x in torch.log if isinstance(x, tuple)]
+    assert len(sleeps) == 2 and sleeps[1] == 2 * sleeps[0]  # 1 ms held, 4 ms queued: again at 2 ms
+    assert times == [0.5, 0.5]
