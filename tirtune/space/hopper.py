@@ -148,9 +148,7 @@ HOPPER = SearchSpace(
     template_version=TEMPLATE_VERSION,
     knobs={
         **_V4_KNOBS,
-        # Every multiple of 8 from 96 up (wgmma's N): a ragged problem's tiles can fill the SMs'
-        # rounds (shapes.wave_fitted); widths off the 64-wide store box are stored from registers.
-        "blk_n": (8, 16, 24, 32, 40, 48, 64, *range(96, 257, 8)),
+        "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256),
         # 256: four 128-byte atoms a stage (a memory-bound tile's rows arrive 512 B at a time).
         "blk_k": (64, 128, 256),
         # A deep ring keeps a memory-bound decode tile's loads in flight (8: the rule's limit).

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from tirtune.core import Config
 from tirtune.space.shapes import ShapeClass
 
-__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
+__all__ = ["HOPPER_START", "HOPPER_STARTS"]
 
 # The 4096^3 points (bench/results/best-vs-cublas.md, L2 flushed, median of 3 processes): ping-pong
 # consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
@@ -77,28 +77,15 @@ FEW_TILES: tuple[Config, ...] = (
 
 # Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x and 0.957x in
 # two runs), 192x128 with three consumers 0.951x; 4000^3's 128x256 (0.958-0.966x, with the tensor
-# maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md). Those tiles
-# pad 3000 -> 3072 and 5000 -> 5056 and leave the last round's SMs part idle: 92.5% of the SMs'
-# tile work is the problem's. The three WAVE_FITTED configs first take the blk_n that best fills
-# the rounds for the problem at hand (shapes.wave_fitted; 3000x5000: 152, 97.3%; 4000^3 with 192
-# rows: 160, 98.6%), stored from registers (the TMA-store boxes are 64 wide). Not yet measured:
-# predicted in docs/perf-notes.md, judged by the jobs that start from them.
-WAVE_FITTED_PINGPONG = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
-                              raster_group=8, epilogue="register", schedule="pingpong")
-WAVE_FITTED_COOPERATIVE = Config(blk_m=128, blk_n=128, blk_k=64, stages=5, consumers=2, persistent=True,
-                                 raster_group=8, epilogue="register")
-WAVE_FITTED_THREE = Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True,
-                           raster_group=8, epilogue="register")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_PINGPONG, WAVE_FITTED_COOPERATIVE, WAVE_FITTED_THREE})
-
+# maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md). Widths that
+# fill the SMs' rounds better but are off the 64-wide TMA-store box (128x152 at 3000x5000, 97.3%
+# of the SMs' tile work against 92.5%) lost to their register stores: 0.80-0.94x in the suite's
+# jobs (docs/perf-notes.md, "Wave-fitted tiles").
 RAGGED: tuple[Config, ...] = (
-    WAVE_FITTED_PINGPONG,
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked", prefetch_tensormap=True),
-    WAVE_FITTED_COOPERATIVE,
     Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
-    WAVE_FITTED_THREE,
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
     HOPPER_START[0],

@@ -66,7 +66,6 @@ __all__ = [
     "split_k_workspace_fits",
     "swap_ab_supported",
     "v3_values",
-    "v4_accumulator_limit",
     "v4_values",
     "warpgroups",
     "wgmma_fits_launch_registers",
@@ -117,11 +116,8 @@ SMEM_LIMIT_BYTES = 232_448
 # Barriers, the 1024 B alignment of the 128B-swizzled tiles, and slack.
 SMEM_OVERHEAD_BYTES = 2_048
 # fp32 accumulator registers a consumer thread may hold: the rest of the 255-register cap (240
-# after setmaxnreg) is addressing, descriptors and loop state (registers_fit asks ~40 of them).
-# 128 until hopper-gemm/5's wave-fitted tiles: ping-pong 128x152, 128x176 and 128x192 (152-192
-# accumulators a consumer thread) compile with no spill (ptxas -v, nvcc 13.0, sm_90a).
-MAX_ACCUMULATOR_REGS = 192
-V4_MAX_ACCUMULATOR_REGS = 128  # hopper-gemm/1-4's limit (their spaces replay recorded data)
+# after setmaxnreg) is addressing, descriptors and loop state.
+MAX_ACCUMULATOR_REGS = 128
 SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
 EPILOGUES = ("register", "tma", "tma_chunked")
 TMA_EPILOGUES = ("tma", "tma_chunked")
@@ -539,15 +535,6 @@ def v4_values(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("blk_m", "blk_n", "consumers", "schedule")
-def v4_accumulator_limit(config: Config, problem: Problem) -> str | None:
-    """hopper-gemm/1-4 held at most 128 fp32 accumulators a consumer thread; /5 takes up to 192."""
-    regs = consumer_rows(config) * config.blk_n // 128
-    if regs > V4_MAX_ACCUMULATOR_REGS:
-        return f"hopper-gemm/1-4 hold at most {V4_MAX_ACCUMULATOR_REGS} accumulators a consumer thread; got {regs}"
-    return None
-
-
 @reads("swap_ab", "epilogue")
 def swap_ab_supported(config: Config, problem: Problem) -> str | None:
     """swap_ab computes D^T: its fragment leaves the registers transposed, one 2-byte store per
@@ -729,7 +716,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
 # space's own: the knobs /5 added are refused by the space, as knobs it does not have).
-V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values, v4_accumulator_limit)
+V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values)
 
 # hopper-gemm/3 (its space replays the recorded datasets): the same rules, limited to its values.
 V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*V4_CONFIG_RULES, v3_values)
@@ -741,6 +728,5 @@ V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
     persistent_needs_producer,
     *CONFIG_RULES[6:],
     v4_values,
-    v4_accumulator_limit,
     v3_values,
 )
