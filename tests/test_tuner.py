@@ -190,6 +190,23 @@ def test_the_proposer_offers_only_valid_configs_and_tells_tpe_what_it_refused(tm
     assert all(not HOPPER.is_valid(Config(**t.params), P) for t in refused)
 
 
+def test_the_study_writes_sqlite_in_wal_mode_without_a_sync_per_parameter(tmp_path: Path) -> None:
+    """Optuna commits every suggested parameter: its SQLite connections run WAL with
+    synchronous=NORMAL (1), not the default FULL (2), and what they wrote is read back by a
+    fresh storage (a restarted service resumes the study)."""
+    from tirtune.space import HOPPER
+    from tirtune.tuner.optuna_proposer import OptunaProposer, _storage
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    proposer = OptunaProposer(url, "s", HOPPER, seed=3, problem=P)
+    asked = [p.config for p in proposer.ask(4)]
+    with proposer.study._storage._backend.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    again = optuna.load_study(study_name="s", storage=_storage(url))
+    assert len(again.trials) >= len(asked)
+
+
 def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url: str) -> None:
     from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
     from tirtune.space.space import SearchSpace

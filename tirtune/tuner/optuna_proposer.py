@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.trial import TrialState
 
 from tirtune.core import Config, Problem
@@ -156,10 +157,30 @@ class OptunaProposer:
 _CREATE_LOCK = threading.Lock()
 
 
+# Optuna writes each suggested parameter in a transaction of its own (21 knobs a trial): with
+# SQLite's default synchronous=FULL every one waits for a sync. In WAL mode NORMAL keeps each
+# commit safe from a crashed process (a power loss may drop the last ones; the study's trials are
+# TPE's memory, the measurements stay in tirtune's own tables): ask(16) at 4096^3 3.5 -> 2.5 s.
+SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+
+
 def _storage(url: str) -> optuna.storages.RDBStorage:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
     else:
         kwargs = {"pool_pre_ping": True}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    if url.startswith("sqlite"):
+        storage.engine.dispose()  # the connections Optuna opened to create its tables
+        sqlalchemy.event.listen(storage.engine, "connect", _on_sqlite_connect)
+    return storage
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
