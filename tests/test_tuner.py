@@ -343,3 +343,53 @@ def test_the_gpus_measure_a_batch_while_the_next_is_proposed(db_url: str, monkey
     _, rows = tune(db_url, runner, 16)
     assert len(trials_of(rows)) == 16 and len(runner.spans) >= 3
     assert any(a0 < r1 and r0 < a1 for a0, a1 in asks for r0, r1 in runner.spans)
+
+
+class TimedBuilder(ReplayBuilder):
+    """Records when each build runs (slow, as a batch of nvcc calls is)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+
+    def build(self, batch: Sequence[object]) -> list[BuildResult]:
+        began = time.monotonic()
+        time.sleep(0.3)
+        results = super().build(batch)
+        self.spans.append((began, time.monotonic()))
+        return results
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_with_two_batches_ahead_asking_overlaps_building(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, ahead: int
+) -> None:
+    """ahead=2: the next batch is asked while the one before it builds (and the GPUs measure a
+    third), so a batch's cycle is the slowest of asking, building and measuring, not asking plus
+    building. ahead=1 (the GPUs measure while one batch is asked, then it builds): no ask runs
+    inside a build. Either way the job spends exactly its budget."""
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    asks: list[tuple[float, float]] = []
+    real_ask = OptunaProposer.ask
+
+    def slow_ask(self: OptunaProposer, n: int) -> list:  # type: ignore[type-arg]
+        began = time.monotonic()
+        time.sleep(0.3)
+        proposals = real_ask(self, n)
+        asks.append((began, time.monotonic()))
+        return proposals
+
+    monkeypatch.setattr(OptunaProposer, "ask", slow_ask)
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, HOPPER_V1.arch, 16)
+        repo.claim_job(s, job.id)
+    builder, runner = TimedBuilder(), TimedReplay([DATA])
+    loop = JobLoop(sessions, db_url, HOPPER_V1, builder, runner, batch_size=4, ahead=ahead)
+    summary = loop.run(job.id)
+    with transaction(sessions) as s:
+        rows = repo.list_measurements(s, job_id=job.id, limit=10_000)
+    sessions.kw["bind"].dispose()
+    assert summary.trials == 16 and len(trials_of(rows)) == 16
+    overlapped = any(a0 < b1 and b0 < a1 for a0, a1 in asks for b0, b1 in builder.spans)
+    assert overlapped is (ahead == 2)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -81,9 +81,12 @@ class JobLoop:
         remeasure_top: int = 5,
         remeasure_rounds: int = 5,
         remeasure_processes: int = 2,
+        ahead: int = 2,
     ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
-        rounds in each of `remeasure_processes` measuring processes, before the job's best is named."""
+        rounds in each of `remeasure_processes` measuring processes, before the job's best is named.
+        `ahead` batches are asked and built ahead of the one the GPUs measure (1: the next one
+        only, asked while the GPUs measure; 2: asking and building also overlap each other)."""
         self.sessions = sessions
         self.storage_url = storage_url
         self.space = space
@@ -95,6 +98,7 @@ class JobLoop:
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds
         self.remeasure_processes = max(1, remeasure_processes)
+        self.ahead = max(1, ahead)
         self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
@@ -159,30 +163,35 @@ class _Run:
     def loop(self) -> JobSummary:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-build")
         gpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-measure")
+        # Batches asked and handed to the builder, oldest first: up to `ahead` of them while the
+        # GPUs measure another, so asking (seconds: TPE's samples mostly break a rule and are
+        # repaired), building and measuring overlap; each batch is told when its results arrive.
+        pending: deque[tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]]] = deque()
+
+        def refill(measuring: int) -> None:
+            while len(pending) < self.o.ahead and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
+                in_flight = measuring + sum(len(c) for c, _ in pending)
+                if self.remaining() - in_flight <= 0:
+                    return
+                batch = self._next_batch(pool, in_flight=in_flight)
+                if batch is None:
+                    return
+                pending.append(batch)
+
         try:
-            pending = self._next_batch(pool, in_flight=0)
-            while pending is not None:
-                candidates, future = pending
+            refill(0)
+            while pending:
+                candidates, future = pending.popleft()
                 builds = future.result()
-                # The GPUs start on this batch while the next is proposed and its build submitted
-                # (asking takes seconds: TPE's samples mostly break a rule and are repaired). The
-                # next batch never saw this one's results anyway; they are told when they arrive.
                 runnable = [b for b in builds if b.ok]
                 runs = gpu.submit(self.o.runner.run, runnable) if runnable else None
-                pending = None
-                if self.remaining() - len(candidates) > 0 and not self.out_of_time():
-                    pending = self._next_batch(pool, in_flight=len(candidates))
+                refill(len(candidates))
                 self._measure(candidates, builds, runs)
-                if (
-                    pending is None
-                    and self.remaining() > 0
-                    and not self.out_of_time()
-                    and self.idle_asks < MAX_IDLE_ASKS
-                ):
-                    pending = self._next_batch(pool, in_flight=0)
+                if not pending:  # what was asked is measured; ask again while budget is left
+                    refill(0)
         finally:
             gpu.shutdown(wait=True)
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
             self.proposer.abandon()
         self._remeasure_top()
         self._name_best()
