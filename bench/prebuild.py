@@ -30,6 +30,7 @@ from typing import Any
 
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
+from tirtune.space.rules import RAGGED_BLK_N
 from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("prebuild")
@@ -208,10 +209,14 @@ LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 
 def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
     """The knob ranges a random draw picks from: the space's, without the later /5 additions
-    unless `later`."""
-    if later or space is not HOPPER:
+    unless `later`, and never the ragged widths (136..248, added after every set here ran)."""
+    if space is not HOPPER:
         return dict(space.knobs)
-    knobs = {name: values for name, values in space.knobs.items() if name not in LATER_V5_KNOBS}
+    knobs = dict(space.knobs)
+    knobs["blk_n"] = tuple(v for v in knobs["blk_n"] if v not in RAGGED_BLK_N)
+    if later:
+        return knobs
+    knobs = {name: values for name, values in knobs.items() if name not in LATER_V5_KNOBS}
     knobs["blk_k"] = tuple(v for v in knobs["blk_k"] if v <= 128)
     return knobs
 
@@ -475,6 +480,37 @@ SET_V5B_RAGGED: list[tuple[Config, Problem]] = [
     (_c(64, 64, 256, 3, 2, True, **PP128, raster_group=8, **PFTM), Problem(1000, 1000, 1000, "bfloat16")),
 ]
 
+# Ragged widths with chunked TMA stores whose last box is narrower (blk_n 136..248 off the 64-wide
+# box; docs/perf-notes.md "Wave-fitted tiles"): each timed problem's suite best first (the same-
+# process baseline), then the wave-fitted tiles; then correctness on tails, the epilogue
+# warpgroup, ping-pong 64-row tiles, three consumers, bf16 and a cluster.
+RAGGED_3K_BF16, RAGGED_4K_BF16 = Problem(3000, 5000, 2000, "bfloat16"), Problem(4000, 4000, 4000, "bfloat16")
+SET_TAIL_PERF: list[tuple[Config, Problem]] = [
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), RAGGED_3K),
+    (_c(128, 152, 64, 4, 2, True, **G8, **CH), RAGGED_3K),
+    (_c(128, 152, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_3K),
+    (_c(128, 152, 64, 4, 2, True, **G8, **CH, **EWG), RAGGED_3K),
+    (_c(192, 152, 64, 3, 3, True, **G8, **CH), RAGGED_3K),
+    (_c(128, 192, 64, 4, 2, True, **G8, **CH), RAGGED_3K_BF16),
+    (_c(128, 152, 64, 4, 2, True, **G8, **CH), RAGGED_3K_BF16),
+    (_c(192, 152, 64, 3, 3, True, **G8, **CH), RAGGED_3K_BF16),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K),
+    (_c(128, 200, 64, 4, 2, True, **G8, **CH), RAGGED_4K),
+    (_c(192, 160, 64, 3, 3, True, **G8, **CH), RAGGED_4K),
+    (_c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM), RAGGED_4K_BF16),
+    (_c(192, 160, 64, 3, 3, True, **G8, **CH), RAGGED_4K_BF16),
+]
+SET_TAIL_CHECK: list[tuple[Config, Problem]] = [
+    (_c(64, 200, 64, 4, 2, True, **PP128, raster_group=8), Problem(777, 1000, 136, "float16")),  # ping-pong, box 8
+    (_c(128, 168, 64, 3, 2, True, **G8, **CH, **EWG), Problem(777, 1000, 136, "bfloat16")),  # box 40, EWG
+    (_c(64, 136, 64, 6, 1, True, **G8, **CH), Problem(100, 200, 72, "float16")),  # box 8, one consumer
+    (_c(128, 248, 64, 2, 2, True, **G8, **CH), Problem(1000, 1000, 1000, "bfloat16")),  # box 56
+    (_c(128, 216, 64, 3, 2, True, **CH), Problem(520, 392, 200, "float16")),  # not persistent, box 24
+    (_c(128, 144, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="m", **CH),
+     Problem(1000, 4000, 520, "float16")),
+]
+
+
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
@@ -577,6 +613,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED + _fuzz_v5(10, seed=7, later=True),
     "v5b-fuzz": lambda: _fuzz_v5(120, seed=8, later=True),
     "v5-wrong": lambda: _bisect(SUITE_WRONG, Problem(1024, 1024, 1024, "float16")),
+    "ragged-tail": lambda: SET_TAIL_PERF + SET_TAIL_CHECK,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

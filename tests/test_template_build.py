@@ -132,7 +132,20 @@ CASES = {
            prefetch_tensormap=True),
         Problem(777, 336, 136, "float16"),
     ),
+    # Ragged widths (off the 64-wide store box): chunked TMA stores whose last box is narrower,
+    # 24 wide (16 + 8 columns: an x4 and an x2 stmatrix) and 40 wide through the epilogue warpgroup.
+    "ragged-n152-chunked-box24": (
+        _c(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
+        Problem(3000, 5000, 2000, "float16"),
+    ),
+    "ragged-n168-chunked-box40-ewg-bf16": (
+        _c(128, 168, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+           epilogue_warpgroup=True),
+        Problem(777, 1000, 136, "bfloat16"),
+    ),
 }
+# Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
+TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
 # Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
 SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
 SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
@@ -412,3 +425,28 @@ def test_sass_of_the_tma_load_options(built: dict[str, Built], name: str) -> Non
     maps = len(re.findall(r"CUtensorMap \w+", signature))
     prefetches = _count(b.sass, "UTMACCTL.PF")
     assert prefetches == (maps if b.config.prefetch_tensormap else 0), (prefetches, maps)
+
+
+@pytest.mark.parametrize("name", TAIL_CASES)
+def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(name: str) -> None:
+    """blk_n = 64q + t: q full 64x64 boxes through the swizzled map, then a t-wide box through a
+    second map of box {t, 64}, no swizzle (its staging buffer is plain row-major: rows 2t bytes
+    apart), staged by x4 stmatrix per 16 columns and an x2 for a last 8."""
+    config, problem = CASES[name]
+    tail = config.blk_n % 64
+    source = toolchain.lower_to_cuda(config, problem)
+    assert "CUtensorMap D_tensormap_1" in source
+    encodes = re.findall(r"cuTensorMapEncodeTiled\(.*?\);", source)
+    assert len(encodes) == 4  # A, B, the full boxes, the last box
+    boxes = re.findall(r"auto (tensormap_arg(?:_\d+)?_5) = (\d+);\n\s*auto tensormap_arg(?:_\d+)?_6 = (\d+);", source)
+    assert ("%d" % tail, "64") in [(w, h) for _, w, h in boxes], boxes
+    assert ("m8n8.x2" in source) == (tail % 16 == 8)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", TAIL_CASES)
+def test_sass_of_the_narrow_last_box(built: dict[str, Built], name: str) -> None:
+    sass = built[name].sass
+    # Every m64 block's boxes leave through TMA (a store instruction per map in the code at least).
+    assert _count(sass, "UTMASTG") >= 2 and _count(sass, "STSM") >= 1
+    assert _count(sass, "STG") == 0

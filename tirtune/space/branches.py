@@ -25,8 +25,8 @@ from tirtune.core import Config, Problem, SpaceError
 from tirtune.space import blackwell
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.hopper import HOPPER
-from tirtune.space.hopper_starts import HOPPER_START, HOPPER_STARTS
-from tirtune.space.shapes import ShapeClass, fitted, shape_class
+from tirtune.space.hopper_starts import HOPPER_START, HOPPER_STARTS, WAVE_FITTED
+from tirtune.space.shapes import ShapeClass, fitted, shape_class, wave_fitted
 from tirtune.space.space import SearchSpace
 
 __all__ = [
@@ -68,6 +68,8 @@ class Branch:
     # the SM clock (core/roofline.py). Hopper: 989.4 TFLOP/s = 132 SMs x 4096 x 1.83 GHz.
     mma_flops_per_sm_clock: int
     gpu_name_pattern: str | None = None  # NVML names of its GPUs, where a note must name the branch
+    # Start configs whose blk_n is chosen per problem to fill the SMs' rounds (shapes.wave_fitted).
+    wave_fit: frozenset[Config] = frozenset()
 
     @property
     def measured(self) -> bool:
@@ -79,10 +81,19 @@ class Branch:
 
     def start_configs(self, problem: Problem) -> tuple[Config, ...]:
         """Where a job on `problem` starts: the configs of its shape class, their tiles fitted to
-        the problem (`shapes.fitted`: swap-AB's wgmma N to a small M, a tile wider than N), each once."""
+        the problem (`shapes.fitted`: swap-AB's wgmma N to a small M, a tile wider than N; those
+        in `wave_fit` get the valid blk_n that best fills the SMs, `shapes.wave_fitted`), each once."""
         widths = tuple(self.space.knobs.get("blk_n", ()))
         configs = self.start_with[shape_class(problem)]
-        return tuple(dict.fromkeys(fitted(c, problem, widths) if widths else c for c in configs))
+        if not widths:
+            return tuple(dict.fromkeys(configs))
+
+        def fit(c: Config) -> Config:
+            if c in self.wave_fit:
+                return wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
+            return fitted(c, problem, widths)
+
+        return tuple(dict.fromkeys(fit(c) for c in configs))
 
     def peak_tflops(self, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
         """The MMA ceiling of a GPU of `sm_count` SMs at `sm_clock_mhz` (None if either is unknown)."""
@@ -122,6 +133,7 @@ _ENTRIES = (
         status_text="run on an H200: every trial verified, then timed",
         start_with=HOPPER_STARTS,
         mma_flops_per_sm_clock=4096,
+        wave_fit=WAVE_FITTED,
     ),
     Branch(
         arch="sm_100a",

@@ -57,6 +57,7 @@ from tirtune.space.rules import (
     L2_HINTS,
     L2_PROMOTIONS,
     PROBLEM_RULES,
+    RAGGED_BLK_N,
     REG_SPLITS,
     SPLIT_K_REDUCES,
     SPLIT_KS,
@@ -148,7 +149,9 @@ HOPPER = SearchSpace(
     template_version=TEMPLATE_VERSION,
     knobs={
         **_V4_KNOBS,
-        "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256),
+        # 136..248 (off the 64-wide box, above 128): ragged problems' tiles can fill the SMs'
+        # rounds (shapes.wave_fitted); tma_chunked stores their last box narrower.
+        "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N),
         # 256: four 128-byte atoms a stage (a memory-bound tile's rows arrive 512 B at a time).
         "blk_k": (64, 128, 256),
         # A deep ring keeps a memory-bound decode tile's loads in flight (8: the rule's limit).

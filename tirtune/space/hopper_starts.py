@@ -15,7 +15,7 @@ from types import MappingProxyType
 from tirtune.core import Config
 from tirtune.space.shapes import ShapeClass
 
-__all__ = ["HOPPER_START", "HOPPER_STARTS"]
+__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
 
 # The 4096^3 points (bench/results/best-vs-cublas.md, L2 flushed, median of 3 processes): ping-pong
 # consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
@@ -77,15 +77,26 @@ FEW_TILES: tuple[Config, ...] = (
 
 # Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x and 0.957x in
 # two runs), 192x128 with three consumers 0.951x; 4000^3's 128x256 (0.958-0.966x, with the tensor
-# maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md). Widths that
-# fill the SMs' rounds better but are off the 64-wide TMA-store box (128x152 at 3000x5000, 97.3%
-# of the SMs' tile work against 92.5%) lost to their register stores: 0.80-0.94x in the suite's
-# jobs (docs/perf-notes.md, "Wave-fitted tiles").
+# maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md). Those tiles
+# pad 3000 -> 3072 and 5000 -> 5056 and leave the last round's SMs part idle: 92.5% of the SMs'
+# tile work is the problem's (shapes.wave_fill). The WAVE_FITTED configs take, per problem, the
+# blk_n of at least 128 that best fills the rounds (shapes.wave_fitted; 3000x5000: 152, 97.3%;
+# 4000^3 with 192 rows: 160, 98.6%), stored by chunked TMA boxes whose last is narrower. The same
+# widths stored from registers lost (0.79-0.94x in the suite's jobs, docs/perf-notes.md); with
+# the narrow last box they are not yet measured.
+WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
+                         raster_group=8, epilogue="tma_chunked")
+WAVE_FITTED_THREE = Config(blk_m=192, blk_n=128, blk_k=64, stages=3, consumers=3, persistent=True,
+                           raster_group=8, epilogue="tma_chunked")
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_THREE})
+
 RAGGED: tuple[Config, ...] = (
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked", prefetch_tensormap=True),
+    WAVE_FITTED_TWO,
     Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
+    WAVE_FITTED_THREE,
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
     HOPPER_START[0],

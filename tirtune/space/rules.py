@@ -53,6 +53,8 @@ __all__ = [
     "tma_row_stride_aligned",
     "tma_store_row_stride_aligned",
     "V3_CONFIG_RULES",
+    "RAGGED_BLK_N",
+    "TAIL_BOX_MIN_BLK_N",
     "V4_BLK_N",
     "V4_CONFIG_RULES",
     "kernel_shape",
@@ -144,6 +146,10 @@ CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
 LOADERS = ("tma", "threads")
 STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
+# "tma_chunked" tiles wider than this may end in a narrower box (their own tensor map): the widths
+# hopper-gemm/5 added for ragged problems (136..248); narrower tiles keep whole boxes, as before.
+TAIL_BOX_MIN_BLK_N = 128
+RAGGED_BLK_N = tuple(w for w in range(TAIL_BOX_MIN_BLK_N + 8, 256, 8) if w % STORE_BOX)  # 136..248
 # hopper-gemm/5: split-K clusters (at most 8 CTAs: the portable cluster size) and their reductions.
 SPLIT_KS = (1, 2, 4, 8)
 # "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
@@ -213,7 +219,8 @@ def staging_bytes(config: Config) -> int:
     if config.epilogue == "tma":
         return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 2
     if config.epilogue == "tma_chunked":
-        return max(config.consumers, 1) * 2 * STORE_BOX * STORE_BOX * 2
+        tail = config.blk_n % STORE_BOX  # the narrower last box's own two buffers
+        return max(config.consumers, 1) * 2 * STORE_BOX * (STORE_BOX + tail) * 2
     return 0
 
 
@@ -275,11 +282,18 @@ def epilogue_supported(config: Config, problem: Problem) -> str | None:
 
 @reads("blk_m", "blk_n", "consumers", "schedule", "epilogue")
 def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
-    """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of 64."""
-    if config.epilogue in TMA_EPILOGUES and (config.blk_n % STORE_BOX or consumer_rows(config) % STORE_BOX):
+    """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of
+    64; "tma_chunked" also stores a tile wider than 128 whose width is off the box (the ragged
+    widths, TAIL_BOX_MIN_BLK_N and up) with a narrower last box."""
+    tail_ok = config.epilogue == "tma_chunked" and config.blk_n > TAIL_BOX_MIN_BLK_N
+    if config.epilogue in TMA_EPILOGUES and (
+        (config.blk_n % STORE_BOX and not tail_ok) or consumer_rows(config) % STORE_BOX
+    ):
         return (
             f"epilogue={config.epilogue} stores {STORE_BOX}x{STORE_BOX} boxes; blk_n={config.blk_n} and "
             f"{consumer_rows(config)} rows per consumer must be multiples of {STORE_BOX}"
+            + (f" (tma_chunked: or blk_n above {TAIL_BOX_MIN_BLK_N}, a narrower last box)"
+               if config.epilogue == "tma_chunked" else "")
         )
     return None
 

@@ -348,7 +348,13 @@ class KernelPlan(GemmPlan):
     def store_chunks(self) -> int:
         """Staged pieces a consumer hands over per tile: one 64x64 box each ("tma_chunked"), or
         its whole rows at once ("tma")."""
-        return self.m_blocks * self.blk_n // STORE_BOX if self.epilogue == "tma_chunked" else 1
+        return self.m_blocks * -(-self.blk_n // STORE_BOX) if self.epilogue == "tma_chunked" else 1
+
+    @property
+    def tail_cols(self) -> int:
+        """"tma_chunked" with blk_n off the 64-wide box: the last box's width (its own narrower
+        tensor map, staged unswizzled); 0 when blk_n is a multiple of 64."""
+        return self.blk_n % STORE_BOX if self.epilogue == "tma_chunked" else 0
 
     @property
     def pingpong(self) -> bool:
@@ -513,6 +519,13 @@ def _trace(p: KernelPlan) -> Any:
     STAGING = (p.staging_boxes, STORE_BOX, STORE_BOX) if TMA_EPI or CHUNKED else None
     THREADS, NTHREADS, CHUNKS_K = p.loader == "threads", p.threads, BK // 8
     BOX_M, BOX_N = p.store_boxes
+    # "tma_chunked" with a narrower last box (blk_n off the 64-wide box): TAIL columns after the
+    # BOX_N full boxes of each m-block, staged in two plain TAIL-wide buffers a consumer; NBOX
+    # boxes an m-block in all (BOX_N when there is no tail).
+    TAIL = p.tail_cols
+    HAS_TAIL, TAIL_ODD8 = TAIL > 0, TAIL % 16 != 0
+    NBOX = BOX_N + (1 if TAIL else 0)
+    TAIL_STAGING = (2 * C, STORE_BOX, TAIL) if TAIL else None
     # Epilogue warpgroup: consumer c hands its staged pieces (CHUNKS per tile, in NBUF buffers)
     # to warp c of the epilogue warpgroup through staged/drained barriers.
     EWG, CHUNKS = p.epilogue_warpgroup, p.store_chunks
@@ -540,6 +553,7 @@ def _trace(p: KernelPlan) -> Any:
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
     stmatrix = T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]
+    stmatrix2 = T.ptx["stmatrix.sync.aligned.m8n8.x2.shared.b16"]
     bulk_commit = T.ptx["cp.async.bulk.commit_group"]
     bulk_wait_read = T.ptx["cp.async.bulk.wait_group.read"]
 
@@ -638,6 +652,9 @@ def _trace(p: KernelPlan) -> Any:
             drained = MBarrier(pool, C * NBUF)
         if RED is not None:
             As, Bs, Ds, Red = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING, RED))
+        elif HAS_TAIL:
+            As, Bs, Ds, Dt = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING,
+                                                      tail_shape=TAIL_STAGING))
         else:
             As, Bs, Ds = T.meta_var(sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), STAGING))
         full.init(1)
@@ -897,11 +914,11 @@ def _trace(p: KernelPlan) -> Any:
 
         @T.inline
         def chunked_box(c, acc, m0, n0, mb, nb, nt):
-            # Box i = mb*BOX_N + nb of this consumer's output goes through staging buffer i%2.
+            # Box i = mb*NBOX + nb of this consumer's output goes through staging buffer i%2.
             # Before overwriting it, at most the previous box's store may still be reading (the
             # one in the other buffer); a tile's first box waits for all (its buffer parity may
             # repeat the previous tile's last box).
-            i = T.meta_var(mb * BOX_N + nb)
+            i = T.meta_var(mb * NBOX + nb)
             buf = T.meta_var(chunk_buffer(c, i))
             if EWG:
                 take_buffer(c, i % 2, chunk_use(nt, i))
@@ -933,12 +950,76 @@ def _trace(p: KernelPlan) -> Any:
             bulk_commit()
 
         @T.inline
+        def tail_stmatrix16(acc, buf, p16, scol0):
+            # stmatrix16 into the plain tail buffer (rows of TAIL columns: 2*TAIL bytes apart,
+            # a multiple of 16 that puts a matrix's 8 rows on distinct banks).
+            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+            scol = T.meta_var(scol0 + 8 * (lane // 16))
+            stmatrix(Dt.ptr_to([buf, srow, scol]),
+                     T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 4], acc[8 * p16 + 5],
+                                      source_code=pack2_source, return_type="uint32"),
+                     T.cuda.func_call(pack2_name, acc[8 * p16 + 6], acc[8 * p16 + 7],
+                                      source_code=pack2_source, return_type="uint32"))
+
+        @T.inline
+        def tail_stmatrix8(acc, buf, p8, scol0):
+            # stmatrix m8n8.x2: the 8 columns 8*p8.. of the warp's 16 rows, register pairs
+            # (4*p8, 4*p8+1) (rows 0-7) and (4*p8+2, 4*p8+3) (rows 8-15); lanes 0-15 give the
+            # addresses (row l%8 of matrix l//8), the others' are ignored.
+            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+            stmatrix2(Dt.ptr_to([buf, srow, scol0]),
+                      T.cuda.func_call(pack2_name, acc[4 * p8], acc[4 * p8 + 1],
+                                       source_code=pack2_source, return_type="uint32"),
+                      T.cuda.func_call(pack2_name, acc[4 * p8 + 2], acc[4 * p8 + 3],
+                                       source_code=pack2_source, return_type="uint32"))
+
+        @T.inline
+        def chunked_tail(c, acc, m0, n0, mb, nt):
+            # The m-block's last box, TAIL columns wide (piece i = mb*NBOX + BOX_N): staged in
+            # tail buffer i%2 under the same rules as a full box, stored through its own map.
+            buf = T.meta_var(chunk_buffer(c, mb * NBOX + BOX_N))
+            if EWG:
+                take_buffer(c, (mb * NBOX + BOX_N) % 2, chunk_use(nt, mb * NBOX + BOX_N))
+            else:
+                if warp == 0:
+                    if lane == 0:
+                        bulk_wait_read(1)
+            T.cuda.warpgroup_sync(1 + c)
+            for q in T.unroll(TAIL // 16):
+                tail_stmatrix16(acc, buf, BOX_N * 4 + q, 16 * q)
+            if TAIL_ODD8:
+                tail_stmatrix8(acc, buf, BOX_N * 8 + TAIL // 8 - 1, TAIL - 8)
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.warpgroup_sync(1 + c)
+            if warp == 0:
+                if lane == 0:
+                    if EWG:
+                        staged.arrive(c * NBUF + (mb * NBOX + BOX_N) % 2)
+                    else:
+                        store_tail(c, buf, m0, n0, mb)
+
+        @T.inline
+        def store_tail(c, buf, m0, n0, mb):
+            r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
+            c0 = T.meta_var(n0 + BOX_N * STORE_BOX)
+            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + TAIL], Dt[buf, :, :], dispatch="tma_auto", **STORE_OPTS)
+            bulk_commit()
+
+        @T.inline
         def chunked_epilogue(c, acc0, acc1, m0, n0, nt):
             for nb in T.unroll(BOX_N):
                 chunked_box(c, acc0, m0, n0, 0, nb, nt)
+            if HAS_TAIL:
+                chunked_tail(c, acc0, m0, n0, 0, nt)
             if MB == 2:
                 for nb in T.unroll(BOX_N):
                     chunked_box(c, acc1, m0, n0, 1, nb, nt)
+                if HAS_TAIL:
+                    chunked_tail(c, acc1, m0, n0, 1, nt)
 
         @T.inline
         def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
@@ -1162,11 +1243,16 @@ def _trace(p: KernelPlan) -> Any:
             else:
                 for mb in T.unroll(MB):
                     for nb in T.unroll(BOX_N):
-                        i = T.meta_var(mb * BOX_N + nb)
+                        i = T.meta_var(mb * NBOX + nb)
                         staged.wait(c * NBUF + i % 2, chunk_use(nt, i) & 1)
                         store_box(c, chunk_buffer(c, i), m0, n0, mb, nb)
                         bulk_wait_read(0)
                         drained.arrive(c * NBUF + i % 2)
+                    if HAS_TAIL:
+                        staged.wait(c * NBUF + (mb * NBOX + BOX_N) % 2, chunk_use(nt, mb * NBOX + BOX_N) & 1)
+                        store_tail(c, chunk_buffer(c, mb * NBOX + BOX_N), m0, n0, mb)
+                        bulk_wait_read(0)
+                        drained.arrive(c * NBUF + (mb * NBOX + BOX_N) % 2)
 
         @T.inline
         def drain_cta_tile(c, it, tm, tn):
