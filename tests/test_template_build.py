@@ -439,7 +439,7 @@ def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(na
     encodes = re.findall(r"cuTensorMapEncodeTiled\(.*?\);", source)
     assert len(encodes) == 4  # A, B, the full boxes, the last box
     boxes = re.findall(r"auto (tensormap_arg(?:_\d+)?_5) = (\d+);\n\s*auto tensormap_arg(?:_\d+)?_6 = (\d+);", source)
-    assert ("%d" % tail, "64") in [(w, h) for _, w, h in boxes], boxes
+    assert (str(tail), "64") in [(w, h) for _, w, h in boxes], boxes
     assert ("m8n8.x2" in source) == (tail % 16 == 8)
 
 
