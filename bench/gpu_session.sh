@@ -18,6 +18,7 @@
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
+#   bash bench/gpu_session.sh decode-ceiling    # the decode weights' stream under the flush: $OUT/decode-ceiling.*
 #   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
@@ -196,6 +197,9 @@ case "$1" in
     rc=$?
     tail -n 30 "$OUT/model-layer.log"
     exit $rc ;;
+  decode-ceiling)
+    # The decode GEMM's weights streamed under the suite's flush, dirty and clean (bench/decode_ceiling.py).
+    python3 -m bench.decode_ceiling --out "$OUT/decode-ceiling" 2>&1 | tail -n 20 ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
     # run every kernel once under a watchdog (the kit step's smoke run).

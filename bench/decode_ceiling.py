@@ -1,0 +1,135 @@
+"""How fast can a decode GEMM's weights stream in, under the suite's protocol? (issue 14, M = 16)
+
+    python -m bench.decode_ceiling --out bench/results/decode-ceiling     # on the H200
+    bash bench/gpu_session.sh decode-ceiling                              # the same, in a lease
+
+The suite times every GEMM right after zeroing a 256 MiB buffer (the L2 flush), so the L2 starts
+full of dirty lines. The best decode kernel (16x4096x4096, 64x16x128 s8 swap, evict_first on the
+weights) moves the 33.5 MB of weights in ~15 us, 2.2-2.3 TB/s, where a device copy reaches ~4.1
+TB/s (read + write) and the issue asks 1.3x cuBLAS (~14.6 us). Whether the rest is the kernel's
+or the protocol's is what this measures, with nothing of tirtune's in the way: in one process,
+rounds interleaved, each repetition after a flush, CUDA events with the launches queued behind a
+held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
+
+- `cublas`: torch.mm(x, W.T) at M = 1 and 16 (the suite's reference);
+- `read`: W.sum(dtype=float32), a pure stream of the 33.5 MB (torch's reduction, one tiny output);
+- `read_after_clean_flush`: the same after a flush that reads 256 MiB instead of writing it (the
+  L2 then holds clean lines: no write-back under the stream);
+- `cublas_after_clean_flush`: torch.mm after that clean flush;
+- `copy`: W copied to another buffer (2 x 33.5 MB), for the bandwidth a copy reaches at this size.
+
+If `read` after the zeroing flush is near the decode kernel's 2.3 TB/s and the clean flush lifts
+it well above, the dirty L2 (the protocol) is the ceiling, and cuBLAS meets the same one. Writes
+OUT.json and OUT.md: {"date", "gpu", "driver", "cuda", "torch", "weights_bytes", "rows":
+[{"case", "m", "dtype", "median_us", "p10_us", "p90_us", "gbs"}]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tirtune.workers.measure import timed_events
+
+FLUSH_BYTES = 256 << 20
+N = K = 4096
+
+
+class ReadFlush:
+    """A flush that reads FLUSH_BYTES instead of zeroing them (timed_events calls `zero_()`): the
+    L2 ends full of clean lines of this buffer."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.buf = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+
+    def zero_(self) -> None:
+        self.buf.sum()
+
+
+def cases(torch: Any, dtype: Any, device: Any) -> dict[str, tuple[Callable[[], Any], str, int, int]]:
+    """name -> (launch, flush kind, M, bytes moved)."""
+    w = torch.randn(N, K, dtype=dtype, device=device)
+    dst = torch.empty_like(w)
+    out: dict[str, tuple[Callable[[], Any], str, int, int]] = {}
+    size = w.numel() * w.element_size()
+    for m in (1, 16):
+        x = torch.randn(m, K, dtype=dtype, device=device)
+        out[f"cublas_m{m}"] = (lambda x=x: torch.mm(x, w.T), "zero", m, size)
+        out[f"cublas_after_clean_flush_m{m}"] = (lambda x=x: torch.mm(x, w.T), "read", m, size)
+    out["read"] = (lambda: w.sum(dtype=torch.float32), "zero", 0, size)
+    out["read_after_clean_flush"] = (lambda: w.sum(dtype=torch.float32), "read", 0, size)
+    out["copy"] = (lambda: dst.copy_(w), "zero", 0, 2 * size)
+    return out
+
+
+def measure(torch: Any, dtype: Any, rounds: int, reps: int) -> list[dict[str, Any]]:
+    device = torch.device("cuda")
+    flushes = {"zero": torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device),
+               "read": ReadFlush(torch, device)}
+    table = cases(torch, dtype, device)
+    times: dict[str, list[float]] = {name: [] for name in table}
+    for _ in range(rounds):
+        for name, (launch, flush, _m, _b) in table.items():
+            times[name] += timed_events(torch, launch, flushes[flush], reps)
+    rows = []
+    for name, (_launch, _flush, m, moved) in table.items():
+        t = sorted(times[name])
+        med = statistics.median(t)
+        rows.append({
+            "case": name, "m": m, "dtype": str(dtype).removeprefix("torch."),
+            "median_us": round(med * 1e3, 2), "p10_us": round(t[len(t) // 10] * 1e3, 2),
+            "p90_us": round(t[(9 * len(t)) // 10] * 1e3, 2), "gbs": round(moved / (med * 1e-3) / 1e9, 1),
+        })
+    return rows
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Decode ceiling: the weights' stream under the suite's flush",
+        "",
+        f"{report['date']}; {report['gpu']}, driver {report['driver']}, CUDA {report['cuda']}, torch "
+        f"{report['torch']}; weights {report['weights_bytes'] / 1e6:.1f} MB; each repetition after a flush "
+        "(zeroing 256 MiB, or reading it: 'clean'), medians over interleaved rounds.",
+        "",
+        "| case | dtype | M | median us | p10-p90 us | GB/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {r['case']} | {r['dtype']} | {r['m'] or '-'} | {r['median_us']} | {r['p10_us']}-{r['p90_us']} "
+              f"| {r['gbs']} |" for r in report["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.decode_ceiling", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/decode-ceiling"))
+    args = ap.parse_args(argv)
+    import torch
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, check=False).stdout.strip().splitlines()
+    rows = []
+    for dtype in (torch.float16, torch.bfloat16):
+        rows += measure(torch, dtype, args.rounds, args.reps)
+    report = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gpu": smi[0].split(", ")[0] if smi else None, "driver": smi[0].split(", ")[1] if smi else None,
+        "cuda": torch.version.cuda, "torch": torch.__version__, "weights_bytes": N * K * 2, "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(_markdown(report))
+    print(_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
