@@ -524,8 +524,8 @@ def _trace(p: KernelPlan) -> Any:
     # boxes an m-block in all (BOX_N when there is no tail).
     TAIL = p.tail_cols
     HAS_TAIL, TAIL_ODD8 = TAIL > 0, TAIL % 16 != 0
-    NBOX = BOX_N + (1 if TAIL else 0)
-    TAIL_STAGING = (2 * C, STORE_BOX, TAIL) if TAIL else None
+    NBOX = BOX_N + (1 if HAS_TAIL else 0)
+    TAIL_STAGING = (2 * C, STORE_BOX, TAIL) if HAS_TAIL else None
     # Epilogue warpgroup: consumer c hands its staged pieces (CHUNKS per tile, in NBUF buffers)
     # to warp c of the epilogue warpgroup through staged/drained barriers.
     EWG, CHUNKS = p.epilogue_warpgroup, p.store_chunks
@@ -844,14 +844,16 @@ def _trace(p: KernelPlan) -> Any:
                             D[row, col] = T.cast(acc[r], DT)
 
         @T.inline
-        def stmatrix16(acc, box, p16, scol0):
+        def stmatrix16(staging, acc, box, p16, scol0):
             # stmatrix m8n8.x4 writes four 8x8 matrices of 16-bit values: rows 0-7 / 8-15 of the
             # warp's 16 rows times columns 16p..16p+7 / 16p+8..16p+15. In the fragment those are
             # the register pairs (8p, 8p+1), (8p+2, 8p+3), (8p+4, 8p+5), (8p+6, 8p+7); lane l
-            # gives the address of row l%8 of matrix l//8.
+            # gives the address of row l%8 of matrix l//8. `staging`: the swizzled 64x64 boxes
+            # (Ds) or the plain narrow last box (Dt, rows 2*TAIL bytes apart: a multiple of 16
+            # that puts a matrix's 8 rows on distinct banks).
             srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
             scol = T.meta_var(scol0 + 8 * (lane // 16))
-            stmatrix(Ds.ptr_to([box, srow, scol]),
+            stmatrix(staging.ptr_to([box, srow, scol]),
                      T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
                                       source_code=pack2_source, return_type="uint32"),
                      T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
@@ -864,7 +866,7 @@ def _trace(p: KernelPlan) -> Any:
         @T.inline
         def stage_block(acc, box_row):
             for p16 in T.unroll(NACC // 8):
-                stmatrix16(acc, box_row * BOX_N + p16 // 4, p16, 16 * (p16 % 4))
+                stmatrix16(Ds, acc, box_row * BOX_N + p16 // 4, p16, 16 * (p16 % 4))
 
         @T.inline
         def tma_epilogue(c, acc0, acc1, m0, n0, nt):
@@ -931,7 +933,7 @@ def _trace(p: KernelPlan) -> Any:
                             bulk_wait_read(1)
             T.cuda.warpgroup_sync(1 + c)
             for q in T.unroll(4):
-                stmatrix16(acc, buf, nb * 4 + q, 16 * q)
+                stmatrix16(Ds, acc, buf, nb * 4 + q, 16 * q)
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.warpgroup_sync(1 + c)
             if warp == 0:
@@ -950,22 +952,6 @@ def _trace(p: KernelPlan) -> Any:
             bulk_commit()
 
         @T.inline
-        def tail_stmatrix16(acc, buf, p16, scol0):
-            # stmatrix16 into the plain tail buffer (rows of TAIL columns: 2*TAIL bytes apart,
-            # a multiple of 16 that puts a matrix's 8 rows on distinct banks).
-            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
-            scol = T.meta_var(scol0 + 8 * (lane // 16))
-            stmatrix(Dt.ptr_to([buf, srow, scol]),
-                     T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
-                                      source_code=pack2_source, return_type="uint32"),
-                     T.cuda.func_call(pack2_name, acc[8 * p16 + 2], acc[8 * p16 + 3],
-                                      source_code=pack2_source, return_type="uint32"),
-                     T.cuda.func_call(pack2_name, acc[8 * p16 + 4], acc[8 * p16 + 5],
-                                      source_code=pack2_source, return_type="uint32"),
-                     T.cuda.func_call(pack2_name, acc[8 * p16 + 6], acc[8 * p16 + 7],
-                                      source_code=pack2_source, return_type="uint32"))
-
-        @T.inline
         def tail_stmatrix8(acc, buf, p8, scol0):
             # stmatrix m8n8.x2: the 8 columns 8*p8.. of the warp's 16 rows, register pairs
             # (4*p8, 4*p8+1) (rows 0-7) and (4*p8+2, 4*p8+3) (rows 8-15); lanes 0-15 give the
@@ -981,16 +967,17 @@ def _trace(p: KernelPlan) -> Any:
         def chunked_tail(c, acc, m0, n0, mb, nt):
             # The m-block's last box, TAIL columns wide (piece i = mb*NBOX + BOX_N): staged in
             # tail buffer i%2 under the same rules as a full box, stored through its own map.
-            buf = T.meta_var(chunk_buffer(c, mb * NBOX + BOX_N))
+            i = T.meta_var(mb * NBOX + BOX_N)
+            buf = T.meta_var(chunk_buffer(c, i))
             if EWG:
-                take_buffer(c, (mb * NBOX + BOX_N) % 2, chunk_use(nt, mb * NBOX + BOX_N))
+                take_buffer(c, i % 2, chunk_use(nt, i))
             else:
                 if warp == 0:
                     if lane == 0:
                         bulk_wait_read(1)
             T.cuda.warpgroup_sync(1 + c)
             for q in T.unroll(TAIL // 16):
-                tail_stmatrix16(acc, buf, BOX_N * 4 + q, 16 * q)
+                stmatrix16(Dt, acc, buf, BOX_N * 4 + q, 16 * q)
             if TAIL_ODD8:
                 tail_stmatrix8(acc, buf, BOX_N * 8 + TAIL // 8 - 1, TAIL - 8)
             T.ptx.fence.proxy.async_.shared__cta()
@@ -998,7 +985,7 @@ def _trace(p: KernelPlan) -> Any:
             if warp == 0:
                 if lane == 0:
                     if EWG:
-                        staged.arrive(c * NBUF + (mb * NBOX + BOX_N) % 2)
+                        staged.arrive(c * NBUF + i % 2)
                     else:
                         store_tail(c, buf, m0, n0, mb)
 
@@ -1249,10 +1236,11 @@ def _trace(p: KernelPlan) -> Any:
                         bulk_wait_read(0)
                         drained.arrive(c * NBUF + i % 2)
                     if HAS_TAIL:
-                        staged.wait(c * NBUF + (mb * NBOX + BOX_N) % 2, chunk_use(nt, mb * NBOX + BOX_N) & 1)
-                        store_tail(c, chunk_buffer(c, mb * NBOX + BOX_N), m0, n0, mb)
+                        t = T.meta_var(mb * NBOX + BOX_N)
+                        staged.wait(c * NBUF + t % 2, chunk_use(nt, t) & 1)
+                        store_tail(c, chunk_buffer(c, t), m0, n0, mb)
                         bulk_wait_read(0)
-                        drained.arrive(c * NBUF + (mb * NBOX + BOX_N) % 2)
+                        drained.arrive(c * NBUF + t % 2)
 
         @T.inline
         def drain_cta_tile(c, it, tm, tn):
