@@ -363,15 +363,15 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=2) + "\n")
         return
     work = Path(tempfile.mkdtemp(prefix="tirtune-scaling-"))
+    env = _environment()  # the run's start
     report: dict[str, Any] = {
-        "date": None, "gpu": None, "environment": None, "trials": args.trials, "cpus": build_cpus,
-        "build_path": args.build_path, "studies": [], "agreement": [], "suite": [],
+        "date": env["date"], "gpu": env["gpus"][0].split(", ")[0] if env["gpus"] else None, "environment": env,
+        "trials": args.trials, "cpus": build_cpus, "build_path": args.build_path,
+        "studies": [], "agreement": [], "suite": [],
     }
 
     def write() -> None:
         """The report so far (after every study and suite run: a run cut short keeps what it measured)."""
-        env = _environment()
-        report.update(date=env["date"], gpu=env["gpus"][0].split(", ")[0] if env["gpus"] else None, environment=env)
         out.mkdir(parents=True, exist_ok=True)
         (out / "scaling.json").write_text(json.dumps(report, indent=2) + "\n")
         (out / "scaling.md").write_text(_markdown(report))

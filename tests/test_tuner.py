@@ -323,9 +323,9 @@ class TimedReplay(ReplayRunner):
         return results
 
 
-def test_the_gpus_measure_a_batch_while_the_next_is_proposed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Asking is slow (TPE's samples mostly break a rule and are repaired): the GPUs must not
-    wait for it. Some ask runs inside some GPU run."""
+def slow_asks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
+    """OptunaProposer.ask made slow (0.3 s, as TPE's repaired samples are); the list it returns
+    fills with each ask's (start, end)."""
     from tirtune.tuner.optuna_proposer import OptunaProposer
 
     asks: list[tuple[float, float]] = []
@@ -339,6 +339,13 @@ def test_the_gpus_measure_a_batch_while_the_next_is_proposed(db_url: str, monkey
         return proposals
 
     monkeypatch.setattr(OptunaProposer, "ask", slow_ask)
+    return asks
+
+
+def test_the_gpus_measure_a_batch_while_the_next_is_proposed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking is slow (TPE's samples mostly break a rule and are repaired): the GPUs must not
+    wait for it. Some ask runs inside some GPU run."""
+    asks = slow_asks(monkeypatch)
     runner = TimedReplay([DATA])
     _, rows = tune(db_url, runner, 16)
     assert len(trials_of(rows)) == 16 and len(runner.spans) >= 3
@@ -367,19 +374,7 @@ def test_with_two_batches_ahead_asking_overlaps_building(
     third), so a batch's cycle is the slowest of asking, building and measuring, not asking plus
     building. ahead=1 (the GPUs measure while one batch is asked, then it builds): no ask runs
     inside a build. Either way the job spends exactly its budget."""
-    from tirtune.tuner.optuna_proposer import OptunaProposer
-
-    asks: list[tuple[float, float]] = []
-    real_ask = OptunaProposer.ask
-
-    def slow_ask(self: OptunaProposer, n: int) -> list:  # type: ignore[type-arg]
-        began = time.monotonic()
-        time.sleep(0.3)
-        proposals = real_ask(self, n)
-        asks.append((began, time.monotonic()))
-        return proposals
-
-    monkeypatch.setattr(OptunaProposer, "ask", slow_ask)
+    asks = slow_asks(monkeypatch)
     sessions = open_database(db_url)
     with transaction(sessions) as s:
         job = repo.create_job(s, P, HOPPER_V1.arch, 16)
