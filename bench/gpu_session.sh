@@ -11,6 +11,12 @@
 #   bash bench/gpu_session.sh bg NAME CMD...    # CMD in a session of its own (outlives the call), files in
 #                                               # /root/tirtune/NAME ($OUT for it); then: collect NAME
 #   bash bench/gpu_session.sh collect NAME      # wait (at most SUITE_WAIT_S) for bg NAME, bring back its files
+#   bash bench/gpu_session.sh queue "NAME TIMEOUT_S COMMAND"...   # a lease's steps one after another in a
+#                                               # session of its own (outlives the call): each runs with
+#                                               # OUT=/root/tirtune/NAME, its output in NAME/step.log, its
+#                                               # exit status in NAME.done (124: cut at TIMEOUT_S)
+#   bash bench/gpu_session.sh pick NAME...      # wait (at most SUITE_WAIT_S) for those steps, bring their
+#                                               # folders back as one tarball (a call returns 8 files at most)
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
@@ -91,6 +97,38 @@ case "$1" in
     cp -r "/root/tirtune/$NAME"/. "$OUT"/ 2>/dev/null
     echo "rc: $(cat "/root/tirtune/$NAME.done" 2>/dev/null || echo running)"
     tail -n 25 "/root/tirtune/$NAME/bg.log" ;;
+  queue)
+    # The steps go to a file read by run-queue, started in a process session of its own.
+    printf '%s\n' "${@:2}" > /root/tirtune/queue.txt
+    setsid nohup bash "$0" run-queue /root/tirtune/queue.txt > /root/tirtune/queue.log 2>&1 &
+    sleep 2; cat /root/tirtune/queue.txt ;;
+  run-queue)
+    # Each step in a process group of its own, killed whole at its timeout (a service, Ray and the
+    # measuring children with it), so a stuck step costs its own time and not the next steps'.
+    while IFS= read -r line; do
+      name=${line%% *}; rest=${line#* }; limit=${rest%% *}; cmd=${rest#* }
+      mkdir -p "/root/tirtune/$name"; rm -f "/root/tirtune/$name.done"
+      echo "$(date +%T) start $name ($limit s): $cmd"
+      OUT="/root/tirtune/$name" setsid bash -c "$cmd" > "/root/tirtune/$name/step.log" 2>&1 &
+      pid=$!
+      ( sleep "$limit"; kill -TERM -- "-$pid"; sleep 15; kill -KILL -- "-$pid" ) > /dev/null 2>&1 &
+      watchdog=$!
+      wait "$pid"; rc=$?
+      kill "$watchdog" 2>/dev/null; kill -KILL -- "-$pid" 2>/dev/null
+      echo "$rc" > "/root/tirtune/$name.done"
+      echo "$(date +%T) end $name: rc $rc"
+    done < "$2" ;;
+  pick)
+    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
+      missing=0; for name in "${@:2}"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done
+      [ "$missing" = 0 ] && break; sleep 1
+    done
+    tar -czf "$OUT/pick-$2.tgz" -C /root/tirtune "${@:2}" 2>/dev/null
+    cat /root/tirtune/queue.log
+    for name in "${@:2}"; do
+      echo "== $name: rc $(cat "/root/tirtune/$name.done" 2>/dev/null || echo running)"
+      grep -v "^\s*$" "/root/tirtune/$name/step.log" | tail -n "${PICK_LINES:-14}" | cut -c1-200
+    done ;;
   best)
     python3 -m bench.best_vs_cublas "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
     rc=$?
