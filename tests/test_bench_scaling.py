@@ -9,7 +9,8 @@ from bench.scaling import _markdown
 
 def _study(gpus: int, cache: str, per_min: float) -> dict[str, Any]:
     return {"problem": "4096x4096x4096", "dtype": "float16", "gpus": gpus, "cache": cache, "trials": 64,
-            "wall_s": 40.0, "trials_per_min": per_min, "gpu_s_per_candidate": 0.36, "gpu_busy": [0.5] * gpus,
+            "wall_s": 40.0, "search_s": 30.0, "trials_per_min": per_min, "gpu_s_per_candidate": 0.36,
+            "gpu_busy": [0.5] * gpus,
             "best_label": "128x128x64 s6", "best_trial_ratio": 1.02, "best_ratio": 1.01}
 
 
@@ -28,5 +29,6 @@ def test_the_report_gives_each_study_its_speed_up_over_one_gpu_with_the_same_cac
     }
     text = _markdown(report)
     rows = [line for line in text.splitlines() if line.startswith("| 4096x4096x4096")]
-    assert [r.split(" | ")[7] for r in rows] == ["1.00x", "1.00x", "1.50x", "1.90x"]
+    assert [r.split(" | ")[8] for r in rows] == ["1.00x", "1.00x", "1.50x", "1.90x"]
     assert "| 2 | 4 | 16 | 200.0 | 2.00x | 20 of 20 | 1.050 |" in text
+    assert all(" | 40.0 | 30.0 | " in r for r in rows)
