@@ -95,6 +95,8 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
             r = resolved.get(g["problem"])
             tuned = r is not None and r.kernel is not None and r.chosen is not None
             g["kernel"] = r.chosen.config.label() if tuned else f"torch.mm ({r.reason if r else 'not resolved'})"
+            if tuned and ours[g["name"]].bias is not None and not r.bias_pays:  # Dispatcher.linear's choice
+                g["kernel"] = f"torch.addmm (bias fused; the tuned {g['kernel']} does not pay for a separate add)"
             g["tuned_ratio"] = r.chosen.ratio if tuned else None
     import tvm_ffi
 

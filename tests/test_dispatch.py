@@ -148,6 +148,53 @@ def test_a_second_call_asks_nothing_and_loads_nothing(db_factory: Factory, tuned
     assert torch.equal(out, torch.mm(a, b.T))
 
 
+def test_a_bias_goes_into_cublas_unless_the_kernels_lead_pays_for_adding_it(
+        db_factory: Factory, tuned: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """P's best saves 0.002 ms against cuBLAS's 0.012 (1.2x): less than a separate bias add costs
+    (~0.003 ms), so a biased call is torch.addmm and the kernel does not run; where the add is
+    cheaper than the lead, the kernel runs and the bias is added in place."""
+    from tirtune.dispatch import dispatcher as module
+
+    a, b = inputs()
+    bias = torch.randn(P.n, dtype=torch.float16)
+    dispatcher, loader, _ = local(db_factory, tuned)
+    assert torch.equal(dispatcher.linear(a, b, bias), torch.addmm(bias, a, b.T)) and loader.launches == 0
+    [resolved] = dispatcher.resolved()
+    assert resolved.kernel is not None and not resolved.bias_pays
+    assert resolved.chosen is not None and resolved.chosen.cublas_tflops == pytest.approx(P.tflops(0.012))
+    dispatcher.gemm(a, b)
+    assert loader.launches == 1  # unbiased, the same problem runs the kernel
+
+    monkeypatch.setattr(module, "BIAS_ADD_FIXED_MS", 0.0)
+    dispatcher, loader, _ = local(db_factory, tuned)
+    y = dispatcher.linear(a, b, bias)
+    assert loader.launches == 1 and dispatcher.resolved()[0].bias_pays
+    torch.testing.assert_close(y, torch.mm(a, b.T) + bias)
+
+
+def test_the_bias_cost_model_against_the_h200_layer() -> None:
+    """bench/results/model-layer.md (2026-11-30): Qwen2.5-7B's qkv (with bias) at 8192 tokens was
+    tuned to 1.001x (cuBLAS 0.3436 ms) and lost 0.1 ms to the add; at 16 tokens 1.128x (cuBLAS
+    0.0185 ms) and lost ~1 us net. Both go to torch.addmm. A K-heavy GEMM's lead pays for the add
+    (down-projection-like 8192x3584x18944, 1.1x of 1.47 ms saves 0.13 ms against a 0.08 ms add);
+    the same 1.1x at 8192x4608x3584 does not."""
+    from tirtune.dispatch.dispatcher import bias_add_ms, bias_add_pays
+
+    def chosen(problem: Problem, ratio: float, cublas_ms: float | None) -> Chosen:
+        return Chosen(problem, "NVIDIA H200", BEST, TEMPLATE_VERSION, "k", ratio,
+                      None if cublas_ms is None else problem.tflops(cublas_ms))
+
+    prefill, decode = Problem(8192, 4608, 3584, "bfloat16"), Problem(16, 4608, 3584, "bfloat16")
+    assert 0.05 < bias_add_ms(prefill) < 0.12 and 0.002 < bias_add_ms(decode) < 0.005
+    assert not bias_add_pays(prefill, chosen(prefill, 1.001, 0.3436))
+    assert not bias_add_pays(decode, chosen(decode, 1.128, 0.0185))
+    deep = Problem(8192, 3584, 18944, "bfloat16")
+    assert bias_add_pays(deep, chosen(deep, 1.1, 1.4712))
+    assert not bias_add_pays(prefill, chosen(prefill, 1.1, 0.3436))
+    assert not bias_add_pays(deep, chosen(deep, 1.1, None))  # no cuBLAS figure: cuBLAS's fused bias
+    assert not bias_add_pays(prefill, chosen(prefill, 0.9, 0.3436))
+
+
 def test_concurrent_first_calls_resolve_once(db_factory: Factory, tuned: Path) -> None:
     dispatcher, loader, finder = local(db_factory, tuned)
     a, b = inputs()
@@ -289,7 +336,8 @@ def test_an_export_serves_a_host_without_the_service(db_factory: Factory, tuned:
                        device_name=h200)
     a, b = inputs()
     assert torch.equal(there.gemm(a, b), torch.mm(a, b.T)) and loader.bytes == MODULE
-    assert there.resolved()[0].chosen == Chosen(P, "NVIDIA H200", BEST, TEMPLATE_VERSION, record_key(BEST), 1.2)
+    assert there.resolved()[0].chosen == Chosen(P, "NVIDIA H200", BEST, TEMPLATE_VERSION, record_key(BEST), 1.2,
+                                                P.tflops(0.012))
 
 
 def record_key(config: Config) -> str:

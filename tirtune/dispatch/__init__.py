@@ -17,7 +17,7 @@ from tirtune.dispatch.dispatcher import Dispatcher, Resolved
 from tirtune.dispatch.errors import ArtifactRefused, DispatchError, NoArtifact
 from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.loader import Loader, TvmFfiLoader
-from tirtune.dispatch.op import gemm
+from tirtune.dispatch.op import gemm, linear
 
 __all__ = [
     "ArtifactRefused",
@@ -37,5 +37,6 @@ __all__ = [
     "export",
     "from_settings",
     "gemm",
+    "linear",
     "use",
 ]

@@ -29,6 +29,7 @@ class Chosen:
     template_version: str
     key: str  # the measurement's identity key: GET /kernels/{key} serves its module
     ratio: float  # its same-run ratio to cuBLAS (re-measured when confirmed)
+    cublas_tflops: float | None = None  # the same-run cuBLAS figure beside that ratio, when known
 
 
 class BestFinder(Protocol):
@@ -49,7 +50,9 @@ class LocalBest:
         if choice is None:
             return None
         trial = choice.best.trial
-        return Chosen(problem, gpu_name, trial.config, trial.template_version, trial.key, choice.best.figures.ratio)
+        figures = choice.best.figures
+        return Chosen(problem, gpu_name, trial.config, trial.template_version, trial.key, figures.ratio,
+                      figures.cublas_tflops)
 
 
 class ServiceBest:
@@ -70,8 +73,9 @@ class ServiceBest:
             raise DispatchError(f"GET /best for {problem.shape} {problem.dtype} answered {reply.status}: "
                                 f"{reply.body[:300]!r}")
         body = reply.json()
+        cublas = body.get("cublas_tflops")
         return Chosen(problem, gpu_name, Config.from_json(body["config"]), body["provenance"]["template_version"],
-                      body["key"], float(body["ratio"]))
+                      body["key"], float(body["ratio"]), None if cublas is None else float(cublas))
 
     def _queue(self, problem: Problem) -> None:
         reply = self.http.post("/tune", {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype})

@@ -6,6 +6,10 @@ a kernel or "torch.mm" with the reason, is kept in a table, so every later call 
 lookup and the launch (no database, no HTTP, no allocation but the output when none is given).
 A problem nobody tuned, a CPU tensor, a dtype the template has no kernel for, or (unless `strict`)
 a refused module runs on torch.mm (cuBLAS), and the reason is logged once per problem and GPU.
+
+`linear(a, b, bias)` adds a bias: the tuned kernels have none in their epilogue, so it costs a
+second pass over D, while cuBLAS adds it inside its GEMM (torch.addmm). The tuned kernel serves a
+biased problem only where its measured lead over cuBLAS pays for that pass (`bias_add_pays`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,33 @@ from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader
 
-__all__ = ["Dispatcher", "Resolved", "cuda_device_name"]
+__all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name"]
 
 log = logging.getLogger(__name__)
 
 # torch dtype name -> the Problem's dtype
 _DTYPES = {f"torch.{name}": name for name in DTYPES}
+
+# A bias added after the GEMM on the H200 (bench/results/model-layer.md, 2026-11-30, L2 flushed):
+# 8192x4608 bf16 took ~0.098 ms (D read and written, 151 MB: ~1.5 TB/s), 16x4608 ~3 us (a launch
+# and a pass over a cold D).
+BIAS_ADD_FIXED_MS = 0.003
+BIAS_ADD_GBS = 1500.0
+
+
+def bias_add_ms(problem: Problem) -> float:
+    """Estimated time of `D += bias` over the problem's D (read and written once)."""
+    return BIAS_ADD_FIXED_MS + 2 * problem.m * problem.n * problem.element_bytes / (BIAS_ADD_GBS * 1e9) * 1e3
+
+
+def bias_add_pays(problem: Problem, chosen: Chosen) -> bool:
+    """Whether the tuned kernel plus a bias add beats cuBLAS with the bias fused: the time its
+    measured ratio saves against the same-run cuBLAS time exceeds `bias_add_ms`. Unknown cuBLAS
+    figures: no (cuBLAS's fused bias is the safe side)."""
+    if chosen.cublas_tflops is None or chosen.cublas_tflops <= 0 or chosen.ratio <= 1.0:
+        return False
+    cublas_ms = problem.flops / (chosen.cublas_tflops * 1e12) * 1e3
+    return cublas_ms * (1.0 - 1.0 / chosen.ratio) > bias_add_ms(problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +65,7 @@ class Resolved:
     reason: str
     chosen: Chosen | None = None
     origin: str = ""  # where the module came from: "cache", "service" or "built"
+    bias_pays: bool = False  # a biased call runs the kernel, then adds the bias (else torch.addmm)
 
 
 def cuda_device_name(device: Any) -> str | None:
@@ -80,6 +106,22 @@ class Dispatcher:
         found.kernel(a, b, d)
         return d
 
+    def linear(self, a: Any, b: Any, bias: Any) -> Any:
+        """A @ B.T + bias (bias: N values): the tuned kernel and an in-place add where that pays
+        (`Resolved.bias_pays`), else torch.addmm, which adds the bias inside cuBLAS's GEMM."""
+        import torch
+
+        m, k = a.shape
+        n = b.shape[0]
+        found = self._table.get((m, n, k, a.dtype, a.device))
+        if found is None:
+            found = self._first((m, n, k, a.dtype, a.device))
+        if found.kernel is None or not found.bias_pays or not _fits(a, b, None, m, n):
+            return torch.addmm(bias, a, b.T)
+        d = a.new_empty((m, n))
+        found.kernel(a, b, d)
+        return d.add_(bias)
+
     def resolved(self) -> list[Resolved]:
         """What served each problem so far (for reports and benchmarks)."""
         return list(self._table.values())
@@ -117,9 +159,12 @@ class Dispatcher:
             if self.strict:
                 raise
             return self._fallback(problem, gpu, f"{type(e).__name__}: {e}", logging.ERROR)
-        log.info("%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s)", problem.shape, problem.dtype, gpu,
-                 chosen.config.label(), chosen.ratio, fetched.origin)
-        return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin)
+        pays = bias_add_pays(problem, chosen)
+        log.info("%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s; with a bias: %s)", problem.shape,
+                 problem.dtype, gpu, chosen.config.label(), chosen.ratio, fetched.origin,
+                 "the kernel, then an add" if pays else
+                 f"torch.addmm, its lead does not pay for a ~{bias_add_ms(problem) * 1e3:.0f} us bias add")
+        return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin, pays)
 
     def _fallback(self, problem: Problem, gpu: str, why: str, level: int) -> Resolved:
         if (problem, gpu) not in self._told:

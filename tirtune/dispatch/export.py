@@ -71,14 +71,15 @@ def _bests(factory: sessionmaker[Session], gpu_name: str | None) -> list[Chosen]
                     if choice is not None:
                         t = choice.best.trial
                         found.append(Chosen(problem, gpu, t.config, t.template_version, t.key,
-                                            choice.best.figures.ratio))
+                                            choice.best.figures.ratio, choice.best.figures.cublas_tflops))
     return found
 
 
 def _entry(chosen: Chosen) -> dict[str, Any]:
     return {"shape": chosen.problem.shape, "dtype": chosen.problem.dtype, "gpu": chosen.gpu_name,
             "template_version": chosen.template_version, "config": chosen.config.to_json(),
-            "config_label": chosen.config.label(), "key": chosen.key, "ratio": chosen.ratio}
+            "config_label": chosen.config.label(), "key": chosen.key, "ratio": chosen.ratio,
+            "cublas_tflops": chosen.cublas_tflops}
 
 
 class ManifestBest:
@@ -95,6 +96,7 @@ class ManifestBest:
         k = self._chosen.get((problem.shape, problem.dtype, gpu_name))
         if k is None:
             return None
+        cublas = k.get("cublas_tflops")  # absent from manifests written before it was kept
         return Chosen(problem, gpu_name, Config.from_json(k["config"]), k["template_version"], k["key"],
-                      float(k["ratio"]))
+                      float(k["ratio"]), None if cublas is None else float(cublas))
 

@@ -14,7 +14,7 @@ import torch
 
 from tirtune.dispatch import default
 
-__all__ = ["gemm", "gemm_op", "gemm_out_op"]
+__all__ = ["gemm", "gemm_op", "gemm_out_op", "linear"]
 
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -97,3 +97,15 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -
         return torch.ops.tirtune.gemm(a, b)  # type: ignore[no-any-return]
     torch.ops.tirtune.gemm_out(a, b, out)
     return out
+
+
+def linear(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A @ B.T (+ bias, N values). Eagerly with nothing to differentiate, the dispatcher decides
+    where the bias goes (`Dispatcher.linear`: the tuned kernel and an in-place add where its lead
+    pays for the add, else torch.addmm); traced or differentiated, `gemm` and then the add."""
+    if bias is None:
+        return gemm(a, b)
+    if _eager(a, b) and type(bias) in _PLAIN and not (torch.is_grad_enabled() and bias.requires_grad):
+        _check_plain(a, b)
+        return default.current().linear(a, b, bias)  # type: ignore[no-any-return]
+    return gemm(a, b) + bias

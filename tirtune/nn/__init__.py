@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tirtune.dispatch.op import gemm
+from tirtune.dispatch.op import linear
 
 __all__ = ["Linear"]
 
@@ -12,14 +12,13 @@ __all__ = ["Linear"]
 class Linear(torch.nn.Linear):
     """`torch.nn.Linear` (same parameters, state_dict, initialisation and repr) whose forward is
     y = x W^T (+ bias) by `tirtune.gemm`: the tuned kernel of (tokens, out_features, in_features)
-    on this GPU, or torch.mm where nobody tuned it."""
+    on this GPU, or torch.mm where nobody tuned it. With a bias, eagerly, the kernel and an
+    in-place add only where its lead over cuBLAS pays for the add; else torch.addmm (cuBLAS adds
+    the bias inside its GEMM)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
-        y = gemm(x if x.is_contiguous() else x.contiguous(), self.weight)
-        if self.bias is not None:
-            # in place when nothing is differentiated: no second output-sized allocation
-            y = y.add_(self.bias) if not (torch.is_grad_enabled() and y.requires_grad) else y + self.bias
+        y = linear(x if x.is_contiguous() else x.contiguous(), self.weight, self.bias)
         return y.reshape(*input.shape[:-1], self.out_features)
 
     @classmethod
