@@ -62,22 +62,47 @@ def test_the_second_round_kit_is_valid_and_each_problem_starts_from_its_baseline
 
 
 def test_the_new_fuzz_sets_use_a_later_option_in_every_config() -> None:
+    from bench.prebuild import _valid_as_drawn
+
     pairs = _pairs("v5b-fuzz")
-    assert len(pairs) == 120 and all(_uses_a_later_option(c) and HOPPER.is_valid(c, p) for c, p in pairs)
+    assert len(pairs) == 120 and all(_uses_a_later_option(c) and _valid_as_drawn(HOPPER, c, p) for c, p in pairs)
     assert {c.l2_hint for c, _ in pairs} >= {"first/none", "none/first", "first/last", "last/first"}
     assert any(c.blk_k == 256 for c, _ in pairs) and any(c.split_k > 1 for c, _ in pairs)
 
 
-def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_valid_points() -> None:
+def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_points_valid_when_it_ran() -> None:
     """v5-wrong: the config the suite's run found wrong (its digest as stored on the H200), then
-    valid configs one knob away from it, then it on neighbouring problems."""
-    from bench.prebuild import SETS
+    configs one knob away from it that were valid when it ran, then it on neighbouring problems.
+    It ran (bench/results/smoke-v5-wrong.md); the rule added after it refuses its failing points."""
+    from bench.prebuild import LATER_RULES, SETS, _valid_as_drawn
     from tirtune.space import HOPPER
 
     kit = SETS["v5-wrong"]()
     first, problem = kit[0]
     assert first.digest() == "0f16cf09c6e5f8aa" and (problem.m, problem.n, problem.k) == (1024, 1024, 1024)
-    assert all(HOPPER.is_valid(c, p) for c, p in kit)
+    assert len(kit) == 28 and all(_valid_as_drawn(HOPPER, c, p) for c, p in kit)
     near = [c for c, p in kit[1:] if p == problem]
     assert near and all(sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values(), strict=True)) == 1
                         for c in near)
+    refused = [(c, p) for c, p in kit if not HOPPER.is_valid(c, p)]
+    assert (first, problem) in refused
+    assert all(v.rule in {r.__name__ for r in LATER_RULES} for c, p in refused for v in HOPPER.violations(c, p))
+    assert all(c.swap_ab and c.schedule == "pingpong" and c.cluster > 1 for c, _ in refused)
+
+
+def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_every_path() -> None:
+    from dataclasses import replace
+
+    from bench.prebuild import SET_TRIM_CHECK, SET_TRIM_PERF
+    from tirtune.space.rules import trim_work
+
+    pairs = _pairs("trim")
+    assert all(HOPPER.is_valid(c, p) for c, p in pairs) and len(set(pairs)) == len(pairs)
+    for (base, problem), (trimmed, same) in zip(SET_TRIM_PERF[::2], SET_TRIM_PERF[1::2], strict=True):
+        assert same == problem and not base.trim and trimmed == replace(base, trim=True)
+    works = [trim_work(c, p) for c, p in SET_TRIM_CHECK]
+    assert all(c.trim for c, _ in SET_TRIM_CHECK)
+    assert any(n for n, _, _ in works) and any(k for _, k, _ in works) and any(m for _, _, m in works)
+    assert {c.schedule for c, _ in SET_TRIM_CHECK} == {"cooperative", "pingpong"}
+    assert any(c.swap_ab for c, _ in SET_TRIM_CHECK) and any(c.epilogue_warpgroup for c, _ in SET_TRIM_CHECK)
+    assert any(c.cluster > 1 for c, _ in SET_TRIM_CHECK) and any(c.loader == "threads" for c, _ in SET_TRIM_CHECK)

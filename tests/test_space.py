@@ -477,6 +477,42 @@ def test_rules_of_swap_ab() -> None:
     assert rules.kernel_shape(replace(pairs, swap_ab=True), ragged) == (4096, 1100)
 
 
+def test_swapped_ping_pong_kernels_in_multicast_clusters_are_refused() -> None:
+    """The suite's one wrong kernel (bench/prebuild.SUITE_WRONG) and its wrong neighbours on the
+    H200 (smoke-v5-wrong.md: clusters of 2 along M and N, 4 and 8 stages) are refused; the same
+    kernel without swap, or without a cluster, was right and stays valid."""
+    from bench.prebuild import SUITE_WRONG
+
+    square = Problem(1024, 1024, 1024)
+    assert _rules(SUITE_WRONG, square) == ["swap_ab_pingpong_unclustered"]
+    for wrong in (replace(SUITE_WRONG, stages=4), replace(SUITE_WRONG, cluster_dim="n"),
+                  replace(SUITE_WRONG, cluster=4)):
+        assert _rules(wrong, square) == ["swap_ab_pingpong_unclustered"]
+    assert _rules(replace(SUITE_WRONG, swap_ab=False), square) == []
+    assert _rules(replace(SUITE_WRONG, cluster=1), square) == []
+    reason = HOPPER.violations(SUITE_WRONG, square)[0].reason
+    assert "cluster=1" in reason and "smoke-v5-wrong" in reason
+
+
+def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() -> None:
+    """rules.trim_work in the kernel's axes: 3000x5000x2000 in 128x192x64 tiles leaves 8 valid
+    columns in the last tile column (m64n8), one k16 step in the last k-tile and 56 rows in the
+    last tile row (a dead second m64 block); swapped, the problem's M runs along the kernel's N.
+    trim where nothing is ragged, or with split-K, is refused."""
+    tile = Config(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True)
+    assert rules.trim_work(tile, Problem(3000, 5000, 2000)) == (8, 1, True)
+    assert rules.trim_work(replace(tile, blk_n=256), Problem(4000, 4000, 4000)) == (160, 2, True)
+    assert _rules(tile, Problem(3000, 5000, 2000)) == []
+    aligned = Problem(3072, 4992, 2048)  # 24 x 128 rows, 26 x 192 columns, 32 k-tiles
+    assert rules.trim_work(tile, aligned) == (0, 0, False)
+    assert _rules(tile, aligned) == ["trim_supported"] and _rules(replace(tile, trim=False), aligned) == []
+    swapped = Config(64, 16, 128, 8, 1, True, swap_ab=True, trim=True)
+    assert rules.trim_work(swapped, Problem(13, 4095, 1000)) == (0, 7, False)  # n = 13 -> m64n16 is the tile
+    assert "split_k=1" in HOPPER.violations(replace(swapped, split_k=2), Problem(13, 4095, 1000))[0].reason
+    assert tile.label().endswith(" trim") and replace(tile, trim=False).digest() != tile.digest()
+    assert "trim" not in json.loads(replace(tile, trim=False).canonical())  # old configs keep their digests
+
+
 def test_rules_of_split_k() -> None:
     sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
     assert _rules(sk, DECODE) == []

@@ -143,12 +143,24 @@ CASES = {
            epilogue_warpgroup=True),
         Problem(777, 1000, 136, "bfloat16"),
     ),
+    # trim: the MMAs past a ragged problem's edges skipped: a dead m64 block (the last tile row
+    # holds 56 of 128 rows), the last column's narrower wgmma (8 / 40 wide), the last k-tile's
+    # steps past K (1 of 4 kept); chunked TMA stores, and swapped 64-row ping-pong tiles.
+    "trim-n192-chunked-bf16": (
+        _c(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True),
+        Problem(3000, 5000, 2000, "bfloat16"),
+    ),
+    "trim-pingpong-swap": (
+        _c(64, 64, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True, trim=True),
+        Problem(100, 4095, 200, "float16"),
+    ),
 }
 # Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
 TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
 # Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
 SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
 SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
+TRIM_CASES = sorted(n for n, (c, _) in CASES.items() if c.trim)
 
 
 @dataclass(frozen=True)
@@ -450,3 +462,36 @@ def test_sass_of_the_narrow_last_box(built: dict[str, Built], name: str) -> None
     # Every m64 block's boxes leave through TMA (a store instruction per map in the code at least).
     assert _count(sass, "UTMASTG") >= 2 and _count(sass, "STSM") >= 1
     assert _count(sass, "STG") == 0
+
+
+@pytest.mark.parametrize("name", TRIM_CASES)
+def test_a_trimmed_kernel_issues_no_mma_past_the_problem(name: str) -> None:
+    """trim: the last column's narrower wgmma beside the full one, the m64 blocks and k16 steps
+    past M and K behind uniform conditions; the same config untrimmed has neither."""
+    from dataclasses import replace
+
+    from tirtune.space.rules import trim_work
+
+    config, problem = CASES[name]
+    narrow, steps, dead = trim_work(config, problem)
+    assert narrow and steps and dead == (config.blk_m == 128)  # the 64-row tiles have no block to skip
+    source = toolchain.lower_to_cuda(config, problem)
+    assert f"m64n{narrow}k16" in source and f"m64n{config.blk_n}k16" in source
+    plain = toolchain.lower_to_cuda(replace(config, trim=False), problem)
+    assert f"m64n{narrow}k16" not in plain
+    p = plan(config, problem)
+    assert (p.trim_n, p.trim_k, p.trim_m) == (narrow, steps, dead)
+    assert (plan(replace(config, trim=False), problem).trim_n, plan(replace(config, trim=False), problem).trim_m) == (
+        0, False)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", TRIM_CASES)
+def test_sass_of_the_trimmed_mmas(built: dict[str, Built], name: str) -> None:
+    b = built[name]
+    p = plan(b.config, b.problem)
+    # The accumulating HGMMAs (F32); ptxas adds F16 ones with RZ operands where it injects a
+    # warpgroup.arrive (its C7519 note) around the wgmmas behind a condition.
+    shapes = set(re.findall(r"HGMMA\.64x(\d+)x16\.F32", b.sass))
+    assert shapes == {str(b.config.blk_n), str(p.trim_n)}, shapes
+    assert _count(b.sass, "STL") == 0 and _count(b.sass, "LDL") == 0

@@ -51,6 +51,7 @@ class Config:
     l2_hint: str = "none/none"
     l2_promotion: str = "128B"
     prefetch_tensormap: bool = False
+    trim: bool = False
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -123,6 +124,8 @@ class Config:
             text += f" p{self.l2_promotion}"
         if self.prefetch_tensormap:
             text += " pftm"
+        if self.trim:
+            text += " trim"
         return text
 
 
@@ -149,4 +152,5 @@ V2_KNOBS: dict[str, Any] = {
     "l2_hint": "none/none",
     "l2_promotion": "128B",
     "prefetch_tensormap": False,
+    "trim": False,
 }

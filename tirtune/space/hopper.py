@@ -47,6 +47,10 @@ holds the knobs it lacks at their defaults):
   L2 miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).
   prefetch_tensormap: warp 0 prefetches every tensor map's descriptor when the kernel starts
   (prefetch.tensormap), before the first TMA needs it.
+- trim (hopper-gemm/5, stop 23): the MMAs of a ragged problem's edge tiles skip what lies past
+  the problem: an m64 block whose rows all lie past M issues no wgmma, the last tile column
+  multiplies with a narrower wgmma (its valid columns rounded up to 8), the last k-tile stops
+  after its last k16 step that starts before K. The loads, barriers and stores are unchanged.
 """
 
 from __future__ import annotations
@@ -143,11 +147,16 @@ HOPPER_V4 = SearchSpace(
 # shared memory, and one-row operands (M or N = 1). Every hopper-gemm/4 config generates the same kernel as
 # before (tests/test_template_fold.py). Added later under the same version (every earlier /5 kernel
 # byte-identical): four swizzle atoms a stage (blk_k 256), the TMA loads' L2 eviction priorities
-# (l2_hint), the tensor maps' L2 promotion and the descriptor prefetch.
+# (l2_hint), the tensor maps' L2 promotion and the descriptor prefetch, the ragged widths
+# (blk_n 136..248) and the trimmed edge-tile MMAs (trim).
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs={
+        # First, so the grid lists every untrimmed point before any trimmed one (a scan of the
+        # grid meets the points it met before the knob existed, in the same order).
+        # MMAs trimmed to a ragged problem's valid part (the edge tiles' dead rows, columns, k).
+        "trim": (False, True),
         **_V4_KNOBS,
         # 136..248 (off the 64-wide box, above 128): ragged problems' tiles can fill the SMs'
         # rounds (shapes.wave_fitted); tma_chunked stores their last box narrower.

@@ -66,7 +66,10 @@ __all__ = [
     "split_k_divides_k_tiles",
     "split_k_supported",
     "split_k_workspace_fits",
+    "swap_ab_pingpong_unclustered",
     "swap_ab_supported",
+    "trim_supported",
+    "trim_work",
     "v3_values",
     "v4_values",
     "warpgroups",
@@ -167,6 +170,8 @@ L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
 L2_PROMOTIONS = ("128B", "256B")
 # A stage's K extent is loaded one 64-element (128-byte) swizzle atom per box: up to four.
 MAX_BLK_K = 256
+WGMMA_M = 64  # rows of one wgmma (an m64 block)
+WGMMA_K = 16  # k of one wgmma step (16-bit operands)
 V4_MAX_BLK_K = 128  # hopper-gemm/1-4 loaded one or two atoms a stage
 
 
@@ -562,6 +567,56 @@ def swap_ab_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("swap_ab", "schedule", "cluster")
+def swap_ab_pingpong_unclustered(config: Config, problem: Problem) -> str | None:
+    """swap_ab with ping-pong consumers in a multicast cluster computes wrong results on the H200:
+    64x128x64 s8 c2 persistent ping-pong cl2m swap at 1024^3 fp16 (relative error 0.13, found by a
+    suite job's check), and 17 of its one-knob neighbours (bench/results/smoke-v5-wrong.md): with
+    clusters of 2 along M or N, at 4 and 8 stages, at 512x1024x1024 and 2048^3 too; without swap or
+    without a cluster the same kernels are right. The cause is not found, so the whole combination
+    is refused, not only the stage counts and cluster sizes that failed (docs/perf-notes.md)."""
+    if config.swap_ab and config.schedule == "pingpong" and config.cluster > 1:
+        return (
+            f"swap_ab with schedule=pingpong needs cluster=1 (got cluster={config.cluster}): the combination "
+            "computed wrong results on the H200 (bench/results/smoke-v5-wrong.md)"
+        )
+    return None
+
+
+def trim_work(config: Config, problem: Problem) -> tuple[int, int, bool]:
+    """What `trim` takes off a ragged problem's edge tiles, in the kernel's axes: the narrower
+    wgmma N of the last tile column (its valid columns rounded up to 8; 0: none), the k16 steps
+    of the last k-tile that start before K (0: all of them), and whether the last tile row has
+    m64 blocks wholly past M."""
+    m, n = kernel_shape(config, problem)
+    if config.blk_m <= 0 or config.blk_n <= 0 or config.blk_k < WGMMA_K:
+        return 0, 0, False
+    cols = n - (-(-n // config.blk_n) - 1) * config.blk_n
+    narrow = -(-cols // 8) * 8
+    depth = problem.k - (-(-problem.k // config.blk_k) - 1) * config.blk_k
+    steps = -(-depth // WGMMA_K)
+    rows = m - (-(-m // config.blk_m) - 1) * config.blk_m
+    return (narrow if narrow < config.blk_n else 0, steps if steps < config.blk_k // WGMMA_K else 0,
+            rows <= config.blk_m - WGMMA_M)
+
+
+@reads("trim", "split_k", "blk_m", "blk_n", "blk_k", "swap_ab")
+def trim_supported(config: Config, problem: Problem) -> str | None:
+    """trim skips the MMAs past a ragged problem's edges (`trim_work`): it needs the whole K in
+    one CTA (split_k=1: the last k-tile is then the CTA's last), and an edge with something to
+    skip (on any other problem it would build the untrimmed kernel under another name)."""
+    if not config.trim:
+        return None
+    if config.split_k > 1:
+        return f"trim needs split_k=1 (got {config.split_k}): it trims the last k-tile of the whole K"
+    if trim_work(config, problem) == (0, 0, False):
+        return (
+            f"trim has nothing to skip on {problem.m}x{problem.n}x{problem.k} in {config.blk_m}x{config.blk_n}x"
+            f"{config.blk_k} tiles: every edge tile's MMAs are all inside the problem"
+        )
+    return None
+
+
 @reads("split_k", "split_k_reduce", "persistent", "cluster", "epilogue", "loader")
 def split_k_supported(config: Config, problem: Problem) -> str | None:
     """The split_k CTAs of one output tile (a cluster for the DSMEM reduction) come from the 2-D
@@ -720,6 +775,8 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     wgmma_fits_launch_registers,
     # hopper-gemm/5
     swap_ab_supported,
+    swap_ab_pingpong_unclustered,
+    trim_supported,
     split_k_supported,
     split_k_divides_k_tiles,
     split_k_workspace_fits,

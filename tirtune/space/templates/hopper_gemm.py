@@ -123,6 +123,7 @@ from tirtune.space.rules import (
     PROBLEM_RULES,
     needs_rebalance,
     refuse_if_broken,
+    trim_work,
 )
 from tirtune.space.templates.skeleton import (
     ATOM_K,
@@ -281,6 +282,12 @@ class KernelPlan(GemmPlan):
     l2_hint_b: str = "none"
     l2_promotion: str = "128B"
     prefetch_tensormap: bool = False
+    # trim (rules.trim_work, in the kernel's axes): the last tile column's narrower wgmma N (0:
+    # none), the last k-tile's k16 steps that start before K (0: all), and whether m64 blocks of
+    # the last tile row lie wholly past M (their wgmma skipped).
+    trim_n: int = 0
+    trim_k: int = 0
+    trim_m: bool = False
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -450,8 +457,11 @@ class KernelPlan(GemmPlan):
 
     @property
     def wgmma_name(self) -> str:
+        return self.wgmma_of(self.blk_n)
+
+    def wgmma_of(self, n: int) -> str:
         ab = self.ab_type
-        return f"wgmma.mma_async.sync.aligned.m64n{self.blk_n}k16.f32.{ab}.{ab}"
+        return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}"
 
 
 def plan(config: Config, problem: Problem) -> KernelPlan:
@@ -477,7 +487,15 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         l2_hint_b=hint_b,
         l2_promotion=config.l2_promotion,
         prefetch_tensormap=config.prefetch_tensormap,
+        **_trims(config, problem),
     )
+
+
+def _trims(config: Config, problem: Problem) -> dict[str, Any]:
+    if not config.trim:
+        return {}
+    trim_n, trim_k, trim_m = trim_work(config, problem)
+    return {"trim_n": trim_n, "trim_k": trim_k, "trim_m": trim_m}
 
 
 def build(config: Config, problem: Problem) -> Any:
@@ -550,6 +568,11 @@ def _trace(p: KernelPlan) -> Any:
     store2_name, store2_source = _store2_source(DT)
     pack2_name, pack2_source = _pack2_source(DT)
     wgmma = T.ptx[p.wgmma_name]
+    # trim: the last tile column's narrower wgmma (TRIM_N columns), the last k-tile's live k16
+    # steps (TRIM_K), the m64 blocks wholly past M skipped (TRIM_M); TRIM: any of them.
+    TRIM_N, TRIM_K, TRIM_M = p.trim_n, p.trim_k, p.trim_m
+    TRIM = bool(TRIM_N or TRIM_K or TRIM_M)
+    wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
     stmatrix = T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]
@@ -815,6 +838,55 @@ def _trace(p: KernelPlan) -> Any:
                 wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
 
         @T.inline
+        def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
+            # mma_block's first `steps` k16 steps, with the full wgmma or (narrow) the last tile
+            # column's TRIM_N wide one, whose fragment is the first TRIM_N/2 registers of the full
+            # one. Every branch of a trimmed tile is taken per k-tile, around a whole run of
+            # wgmmas, never between two of them.
+            for ki in T.unroll(steps):
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                if narrow:
+                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+                else:
+                    wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+
+        @T.inline
+        def mma_depth(acc, desc_a, desc_b, s, row, kt, narrow):
+            # The last k-tile issues only its TRIM_K steps that start before K.
+            if TRIM_K > 0:
+                if kt < KT - 1:
+                    mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, narrow)
+                else:
+                    mma_steps(acc, desc_a, desc_b, s, row, TRIM_K, narrow)
+            else:
+                mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, narrow)
+
+        @T.inline
+        def mma_width(acc, desc_a, desc_b, s, row, n0, kt):
+            if TRIM_N > 0:
+                if n0 + BN > N:
+                    mma_depth(acc, desc_a, desc_b, s, row, kt, True)
+                else:
+                    mma_depth(acc, desc_a, desc_b, s, row, kt, False)
+            else:
+                mma_depth(acc, desc_a, desc_b, s, row, kt, False)
+
+        @T.inline
+        def mma_trimmed(acc, desc_a, desc_b, s, row, m0, n0, kt):
+            # An m64 block whose rows all lie past M issues no wgmma (its fragment stays zero;
+            # the epilogue's stores of it are clipped or guarded).
+            if TRIM_M:
+                if m0 + row < M:
+                    mma_width(acc, desc_a, desc_b, s, row, n0, kt)
+            else:
+                mma_width(acc, desc_a, desc_b, s, row, n0, kt)
+
+        @T.inline
         def store_block(acc, row0, n0):
             # wgmma m64nN f32 fragment: register r of a thread holds row
             # 16*warp + lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1).
@@ -1034,9 +1106,14 @@ def _trace(p: KernelPlan) -> Any:
                     full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
                 s = T.meta_var(ring.slot(j0 + kt))
                 T.ptx.wgmma.fence.sync.aligned()
-                mma_block(acc0, desc_a, desc_b, s, c * ROW_BASE)
-                if MB == 2:
-                    mma_block(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
+                if TRIM:
+                    mma_trimmed(acc0, desc_a, desc_b, s, c * ROW_BASE, m0, n0, kt)
+                    if MB == 2:
+                        mma_trimmed(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, m0, n0, kt)
+                else:
+                    mma_block(acc0, desc_a, desc_b, s, c * ROW_BASE)
+                    if MB == 2:
+                        mma_block(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
                 T.ptx.wgmma.commit_group.sync.aligned()
                 if S == 1:
                     T.ptx.wgmma.wait_group.sync.aligned(0)
