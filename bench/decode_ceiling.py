@@ -16,7 +16,12 @@ held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
 - `read_after_clean_flush`: the same after a flush that reads 256 MiB instead of writing it (the
   L2 then holds clean lines: no write-back under the stream);
 - `cublas_after_clean_flush`: torch.mm after that clean flush;
-- `copy`: W copied to another buffer (2 x 33.5 MB), for the bandwidth a copy reaches at this size.
+- `copy`: W copied to another buffer (2 x 33.5 MB), for the bandwidth a copy reaches at this size;
+- with `--kit FOLDER` (a `bench/prebuild.py` folder, e.g. `--set decode-best`): each of its kernels
+  for these weights (N = K = 4096, M 1 or 16, the dtype) after either flush, `tirtune_m16 LABEL`
+  and `tirtune_after_clean_flush_m16 LABEL`, checked against a float32 product first (a kernel
+  outside `verify`'s tolerance is left out, said on stderr), so our kernel and cuBLAS are seen
+  under both protocols side by side.
 
 If `read` after the zeroing flush is near the decode kernel's 2.3 TB/s and the clean flush lifts
 it well above, the dirty L2 (the protocol) is the ceiling, and cuBLAS meets the same one. Writes
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.workers.measure import timed_events
+from tirtune.workers.verify import TOLERANCE
 
 FLUSH_BYTES = 256 << 20
 N = K = 4096
@@ -52,27 +58,60 @@ class ReadFlush:
         self.buf.sum()
 
 
-def cases(torch: Any, dtype: Any, device: Any) -> dict[str, tuple[Callable[[], Any], str, int, int]]:
+def kit_kernels(folder: Path, dtype: str) -> list[tuple[str, int, Path]]:
+    """(label, M, module) of the kernels of a prebuilt kit (manifest.json) for these weights:
+    N = K = 4096, M 1 or 16, in `dtype`."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    found = []
+    for entry in manifest["entries"]:
+        p = entry["problem"]
+        if p["n"] == N and p["k"] == K and p["m"] in (1, 16) and p["dtype"] == dtype:
+            found.append((entry["label"], p["m"], folder / entry["so"]))
+    return found
+
+
+def cases(torch: Any, dtype: Any, device: Any,
+          kernels: Sequence[tuple[str, int, Path]] = ()) -> dict[str, tuple[Callable[[], Any], str, int, int]]:
     """name -> (launch, flush kind, M, bytes moved)."""
+    import sys
+
     w = torch.randn(N, K, dtype=dtype, device=device)
     dst = torch.empty_like(w)
     out: dict[str, tuple[Callable[[], Any], str, int, int]] = {}
     size = w.numel() * w.element_size()
-    for m in (1, 16):
-        x = torch.randn(m, K, dtype=dtype, device=device)
+    xs = {m: torch.randn(m, K, dtype=dtype, device=device) for m in (1, 16)}
+    for m, x in xs.items():
         out[f"cublas_m{m}"] = (lambda x=x: torch.mm(x, w.T), "zero", m, size)
         out[f"cublas_after_clean_flush_m{m}"] = (lambda x=x: torch.mm(x, w.T), "read", m, size)
     out["read"] = (lambda: w.sum(dtype=torch.float32), "zero", 0, size)
     out["read_after_clean_flush"] = (lambda: w.sum(dtype=torch.float32), "read", 0, size)
     out["copy"] = (lambda: dst.copy_(w), "zero", 0, 2 * size)
+    if kernels:
+        from tirtune.workers.launcher import load_artifact
+
+        name = str(dtype).removeprefix("torch.")
+        for label, m, module in kernels:
+            fn, x = load_artifact(str(module)), xs[m]
+            d = torch.empty(m, N, dtype=dtype, device=device)
+            fn(x, w, d)
+            ref = x.float() @ w.float().T
+            error = float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref))
+            if not error <= TOLERANCE[name]:
+                print(f"left out {label} (M = {m}): relative error {error:.2e} > {TOLERANCE[name]:.0e}",
+                      file=sys.stderr)
+                continue
+            launch = lambda fn=fn, x=x, d=d: fn(x, w, d)  # noqa: E731
+            out[f"tirtune_m{m} {label}"] = (launch, "zero", m, size)
+            out[f"tirtune_after_clean_flush_m{m} {label}"] = (launch, "read", m, size)
     return out
 
 
-def measure(torch: Any, dtype: Any, rounds: int, reps: int) -> list[dict[str, Any]]:
+def measure(torch: Any, dtype: Any, rounds: int, reps: int, kit: Path | None = None) -> list[dict[str, Any]]:
     device = torch.device("cuda")
     flushes = {"zero": torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device),
                "read": ReadFlush(torch, device)}
-    table = cases(torch, dtype, device)
+    kernels = kit_kernels(kit, str(dtype).removeprefix("torch.")) if kit else []
+    table = cases(torch, dtype, device, kernels)
     times: dict[str, list[float]] = {name: [] for name in table}
     for _ in range(rounds):
         for name, (launch, flush, _m, _b) in table.items():
@@ -111,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--out", type=Path, default=Path("bench/results/decode-ceiling"))
+    ap.add_argument("--kit", type=Path, default=None,
+                    help="a bench/prebuild.py folder: its kernels for these weights are timed too")
     args = ap.parse_args(argv)
     import torch
 
@@ -118,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          capture_output=True, text=True, check=False).stdout.strip().splitlines()
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
-        rows += measure(torch, dtype, args.rounds, args.reps)
+        rows += measure(torch, dtype, args.rounds, args.reps, args.kit)
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "gpu": smi[0].split(", ")[0] if smi else None, "driver": smi[0].split(", ")[1] if smi else None,

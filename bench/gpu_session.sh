@@ -24,7 +24,8 @@
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
-#   bash bench/gpu_session.sh decode-ceiling    # the decode weights' stream under the flush: $OUT/decode-ceiling.*
+#   bash bench/gpu_session.sh decode-ceiling [KIT]   # the decode weights' stream under the flush, and a kit's
+#                                               # decode kernels (prebuild decode-best): $OUT/decode-ceiling.*
 #   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
@@ -237,7 +238,7 @@ case "$1" in
     exit $rc ;;
   decode-ceiling)
     # The decode GEMM's weights streamed under the suite's flush, dirty and clean (bench/decode_ceiling.py).
-    python3 -m bench.decode_ceiling --out "$OUT/decode-ceiling" 2>&1 | tail -n 20 ;;
+    python3 -m bench.decode_ceiling --out "$OUT/decode-ceiling" ${2:+--kit "$2"} 2>&1 | tail -n 24 ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
     # run every kernel once under a watchdog (the kit step's smoke run).

@@ -550,6 +550,16 @@ SET_TRIM_CHECK: list[tuple[Config, Problem]] = [
 ]
 
 
+# The decode winners (the suite's 16x4096x4096 best, with split-K 2 beside it; 1x4096x4096's from
+# its tune), for bench/decode_ceiling.py --kit: our kernel after the zeroing and the clean flush.
+_DECODE_BEST = _c(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none")
+SET_DECODE_BEST: list[tuple[Config, Problem]] = [
+    *((config, Problem(16, 4096, 4096, dtype)) for dtype in ("float16", "bfloat16")
+      for config in (_DECODE_BEST, replace(_DECODE_BEST, split_k=2))),
+    (replace(_DECODE_BEST, blk_n=8), Problem(1, 4096, 4096, "float16")),
+]
+
+
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
@@ -656,6 +666,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-wrong": lambda: _bisect(SUITE_WRONG, Problem(1024, 1024, 1024, "float16")),
     "ragged-tail": lambda: SET_TAIL_PERF + SET_TAIL_CHECK,
     "trim": lambda: SET_TRIM_PERF + SET_TRIM_CHECK,
+    "decode-best": lambda: SET_DECODE_BEST,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

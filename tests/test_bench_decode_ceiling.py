@@ -3,6 +3,11 @@ the tensor the flush reads)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from bench.decode_ceiling import ReadFlush, _markdown
 
 
@@ -32,3 +37,44 @@ def test_the_report_lists_every_case_with_its_bandwidth() -> None:
     assert "| read | float16 | - | 9.5 | 9.4-9.7 | 3532.0 |" in text
     assert "| cublas_m16 | float16 | 16 | 19.0 | 18.8-19.3 | 1766.0 |" in text
     assert "33.6 MB" in text
+
+
+def test_a_kit_gives_its_kernels_for_these_weights_only(tmp_path: Path) -> None:
+    """--kit: the manifest's kernels of N = K = 4096 with M 1 or 16 in the measured dtype."""
+    from bench.decode_ceiling import kit_kernels
+
+    def entry(label: str, m: int, n: int, dtype: str) -> dict[str, object]:
+        return {"label": label, "so": f"{label}.so", "problem": {"m": m, "n": n, "k": 4096, "dtype": dtype}}
+
+    entries = [entry("a", 16, 4096, "float16"), entry("b", 1, 4096, "float16"), entry("c", 16, 4096, "bfloat16"),
+               entry("d", 128, 4096, "float16"), entry("e", 16, 4095, "float16")]
+    (tmp_path / "manifest.json").write_text(json.dumps({"entries": entries}))
+    assert kit_kernels(tmp_path, "float16") == [("a", 16, tmp_path / "a.so"), ("b", 1, tmp_path / "b.so")]
+    assert kit_kernels(tmp_path, "bfloat16") == [("c", 16, tmp_path / "c.so")]
+
+
+def test_a_kit_kernel_is_timed_after_both_flushes_and_a_wrong_one_is_left_out(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the CPU with torch's own matmul standing in for a loaded module (our seam:
+    load_artifact); a module whose output is off is reported and not timed."""
+    import torch
+
+    from bench import decode_ceiling
+    from tirtune.workers import launcher
+
+    def load(path: str) -> object:
+        if path.endswith("wrong.so"):
+            return lambda a, b, d: d.copy_(torch.mm(a, b.T) * 1.1)
+        return lambda a, b, d: torch.mm(a, b.T, out=d)
+
+    monkeypatch.setattr(launcher, "load_artifact", load)
+    monkeypatch.setattr(decode_ceiling, "N", 64)
+    monkeypatch.setattr(decode_ceiling, "K", 64)
+    table = decode_ceiling.cases(torch, torch.float16, torch.device("cpu"),
+                                 [("good", 16, Path("good.so")), ("bad", 1, Path("wrong.so"))])
+    assert {"tirtune_m16 good", "tirtune_after_clean_flush_m16 good"} <= set(table)
+    assert not any("bad" in name for name in table)
+    assert "left out bad" in capsys.readouterr().err
+    launch, flush, m, moved = table["tirtune_after_clean_flush_m16 good"]
+    assert (flush, m, moved) == ("read", 16, 64 * 64 * 2)
+    launch()
