@@ -11,7 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tirtune
-from tirtune.dispatch.op import gemm_op, gemm_out_op
+from tirtune.dispatch.op import gemm_op, gemm_out_op, linear_op
 from tirtune.workers.verify import TOLERANCE
 
 
@@ -51,6 +51,17 @@ def test_opcheck() -> None:
     b = torch.randn(32, 64, dtype=torch.float32, requires_grad=True)
     torch.library.opcheck(gemm_op, (a, b))
     torch.library.opcheck(gemm_out_op, (a.detach(), b.detach(), torch.empty(16, 32)))
+    torch.library.opcheck(linear_op, (a, b, torch.randn(32, dtype=torch.float32, requires_grad=True)))
+
+
+def test_the_linear_fake_checks_the_bias() -> None:
+    with FakeTensorMode():
+        a, b = torch.empty(16, 64, dtype=torch.float16), torch.empty(32, 64, dtype=torch.float16)
+        assert torch.ops.tirtune.linear(a, b, torch.empty(32, dtype=torch.float16)).shape == (16, 32)
+        with pytest.raises(RuntimeError, match="N = 32 values"):
+            torch.ops.tirtune.linear(a, b, torch.empty(31, dtype=torch.float16))
+        with pytest.raises(RuntimeError, match="the bias is torch.float32"):
+            torch.ops.tirtune.linear(a, b, torch.empty(32, dtype=torch.float32))
 
 
 def test_it_traces_under_torch_compile() -> None:

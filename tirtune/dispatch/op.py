@@ -4,6 +4,8 @@ and an autograd formula so `tirtune.nn.Linear` trains.
 
     gemm(a, b) -> d            D = A @ B.T, A (M, K), B (N, K), D (M, N), same dtype and device
     gemm_out(a, b, out) -> ()  the same into `out` (no allocation: capturable in a CUDA graph)
+    linear(a, b, bias) -> d    D = A @ B.T + bias (N values): where the bias goes is the
+                               dispatcher's choice (`Dispatcher.linear`)
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 
 from tirtune.dispatch import default
 
-__all__ = ["gemm", "gemm_op", "gemm_out_op", "linear"]
+__all__ = ["gemm", "gemm_op", "gemm_out_op", "linear", "linear_op"]
 
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -99,13 +101,43 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -
     return out
 
 
+def _check_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> None:
+    torch._check(bias.dim() == 1 and bias.shape[0] == b.shape[0],
+                 lambda: f"tirtune.linear: the bias must have N = {b.shape[0]} values, got {tuple(bias.shape)}")
+    torch._check(bias.dtype == a.dtype and bias.device == a.device,
+                 lambda: f"tirtune.linear: the bias is {bias.dtype} on {bias.device}, A {a.dtype} on {a.device}")
+
+
+@torch.library.custom_op("tirtune::linear", mutates_args=())
+def linear_op(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    _check(a, b)
+    _check_bias(a, b, bias)
+    return default.current().linear(a, b, bias)  # type: ignore[no-any-return]
+
+
+@linear_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    _check(a, b)
+    _check_bias(a, b, bias)
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+def _linear_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    grad_a, grad_b = _backward(ctx, grad)
+    return grad_a, grad_b, grad.sum(0) if ctx.needs_input_grad[2] else None
+
+
+linear_op.register_autograd(_linear_backward, setup_context=_save)
+
+
 def linear(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """A @ B.T (+ bias, N values). Eagerly with nothing to differentiate, the dispatcher decides
-    where the bias goes (`Dispatcher.linear`: the tuned kernel and an in-place add where its lead
-    pays for the add, else torch.addmm); traced or differentiated, `gemm` and then the add."""
+    """A @ B.T (+ bias, N values). Eagerly with nothing to differentiate it goes to the
+    dispatcher straight (`Dispatcher.linear`: the tuned kernel and an in-place add where its lead
+    pays for the add, else torch.addmm); traced or differentiated, through `torch.ops.tirtune.linear`,
+    which makes the same choice when it runs."""
     if bias is None:
         return gemm(a, b)
     if _eager(a, b) and type(bias) in _PLAIN and not (torch.is_grad_enabled() and bias.requires_grad):
         _check_plain(a, b)
         return default.current().linear(a, b, bias)  # type: ignore[no-any-return]
-    return gemm(a, b) + bias
+    return torch.ops.tirtune.linear(a, b, bias)  # type: ignore[no-any-return]
