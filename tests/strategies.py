@@ -36,4 +36,5 @@ def configs() -> st.SearchStrategy[Config]:
                      split_k_reduce=st.sampled_from(["dsmem", "atomic"]),
                      loader=st.sampled_from(["tma", "threads", "cp.async"]),
                      l2_hint=st.sampled_from(["none/none", "first/last", "last/none", "first", "none/evict"]),
-                     l2_promotion=st.sampled_from(["128B", "256B", "64B"]), prefetch_tensormap=st.booleans())
+                     l2_promotion=st.sampled_from(["128B", "256B", "64B"]), prefetch_tensormap=st.booleans(),
+                     trim=st.booleans())

@@ -134,6 +134,7 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "l2_hint": "none/none",
         "l2_promotion": "128B",
         "prefetch_tensormap": False,
+        "trim": False,
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -159,7 +160,7 @@ def test_spaces_by_template_version() -> None:
     assert all(HOPPER_V4.is_valid(c, p) and HOPPER.is_valid(c, p) for c in v3)
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
     assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
-        "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap"
+        "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim"
     }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):

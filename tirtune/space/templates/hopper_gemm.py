@@ -67,6 +67,11 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   initialised before a cluster_sync, and a final cluster_sync keeps every CTA's shared memory
   alive until its peers are done with it. 4-CTA clusters run at most 32 at once (128 CTAs).
 
+* trim (hopper-gemm/5, later): a ragged problem's edge tiles issue no MMA past it: an m64 block
+  whose rows all lie past M skips its wgmmas, the last tile column multiplies with a wgmma as wide
+  as its valid columns (rounded up to 8; the fragment is a prefix of the full one), the last
+  k-tile stops after its last k16 step that starts before K. Uniform branches, per k-tile, each
+  around a whole run of wgmmas (`mma_trimmed`); loads, barriers and stores are unchanged.
 * swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T: its A operand is the problem's B, its
   B the problem's A, so the problem's N runs along wgmma's 64-row M and its M along wgmma's N
   (8..256 in steps of 8: a decode M of 16 is one m64n16 wgmma instead of a 64-row block three
@@ -826,24 +831,17 @@ def _trace(p: KernelPlan) -> Any:
 
         @T.inline
         def mma_block(acc, desc_a, desc_b, s, row):
-            for ki in T.unroll(BK // WGMMA_K):
-                # ptr_to applies the swizzle; at a row that is a multiple of 8 it is the identity,
-                # so this is the atom's base plus 32 B per k16 step, what the descriptor wants.
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
-                wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+            mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, False)
 
         @T.inline
         def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
-            # mma_block's first `steps` k16 steps, with the full wgmma or (narrow) the last tile
-            # column's TRIM_N wide one, whose fragment is the first TRIM_N/2 registers of the full
-            # one. Every branch of a trimmed tile is taken per k-tile, around a whole run of
+            # The first `steps` k16 steps of a stage, with the full wgmma or (narrow, trim) the
+            # last tile column's TRIM_N wide one, whose fragment is the first TRIM_N/2 registers
+            # of the full one. A trimmed tile takes its branches per k-tile, around a whole run of
             # wgmmas, never between two of them.
             for ki in T.unroll(steps):
+                # ptr_to applies the swizzle; at a row that is a multiple of 8 it is the identity,
+                # so this is the atom's base plus 32 B per k16 step, what the descriptor wants.
                 T.cuda.wgmma.encode_matrix_descriptor(
                     T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
                     DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
