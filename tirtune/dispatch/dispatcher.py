@@ -95,11 +95,7 @@ class Dispatcher:
     def gemm(self, a: Any, b: Any, out: Any = None) -> Any:
         import torch
 
-        m, k = a.shape
-        n = b.shape[0]
-        found = self._table.get((m, n, k, a.dtype, a.device))
-        if found is None:
-            found = self._first((m, n, k, a.dtype, a.device))
+        m, n, found = self._lookup(a, b)
         if found.kernel is None or not _fits(a, b, out, m, n):
             return torch.mm(a, b.T, out=out)
         d = out if out is not None else a.new_empty((m, n))
@@ -111,16 +107,21 @@ class Dispatcher:
         (`Resolved.bias_pays`), else torch.addmm, which adds the bias inside cuBLAS's GEMM."""
         import torch
 
-        m, k = a.shape
-        n = b.shape[0]
-        found = self._table.get((m, n, k, a.dtype, a.device))
-        if found is None:
-            found = self._first((m, n, k, a.dtype, a.device))
+        m, n, found = self._lookup(a, b)
         if found.kernel is None or not found.bias_pays or not _fits(a, b, None, m, n):
             return torch.addmm(bias, a, b.T)
         d = a.new_empty((m, n))
         found.kernel(a, b, d)
         return d.add_(bias)
+
+    def _lookup(self, a: Any, b: Any) -> tuple[int, int, Resolved]:
+        """(M, N, what serves the problem): a table lookup, resolved on the first call."""
+        m, k = a.shape
+        n = b.shape[0]
+        found = self._table.get((m, n, k, a.dtype, a.device))
+        if found is None:
+            found = self._first((m, n, k, a.dtype, a.device))
+        return m, n, found
 
     def resolved(self) -> list[Resolved]:
         """What served each problem so far (for reports and benchmarks)."""

@@ -12,9 +12,9 @@ __all__ = ["Linear"]
 class Linear(torch.nn.Linear):
     """`torch.nn.Linear` (same parameters, state_dict, initialisation and repr) whose forward is
     y = x W^T (+ bias) by `tirtune.gemm`: the tuned kernel of (tokens, out_features, in_features)
-    on this GPU, or torch.mm where nobody tuned it. With a bias, eagerly, the kernel and an
-    in-place add only where its lead over cuBLAS pays for the add; else torch.addmm (cuBLAS adds
-    the bias inside its GEMM)."""
+    on this GPU, or torch.mm where nobody tuned it. With a bias, the kernel and an add only where
+    its measured lead over cuBLAS pays for the add; else torch.addmm (cuBLAS adds the bias inside
+    its GEMM): `tirtune.dispatch.linear`."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
