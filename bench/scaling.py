@@ -19,7 +19,8 @@ a 32-core one). --suite-trials N then queues the suite's twenty problems at once
 (TIRTUNE_CONCURRENT_JOBS), and records each run's wall time; the suites run first, most GPUs
 first, each keeping its own report and database (suite-2gpu.json, .sqlite) beside scaling.json.
 Writes scaling.json and scaling.md under --out (issue 18's schema) after every study and suite
-run. The whole of issue 18 on nvidia-h200-x2, in the background (16 build processes: one H200
+run; each study's database (every trial with its config and outcome) is kept under
+OUT/studies/. The whole of issue 18 on nvidia-h200-x2, in the background (16 build processes: one H200
 host's cores, so the 1-GPU cold 4096^3 study is also issue 16's):
 
     bash bench/gpu_session.sh bg scaling "TIRTUNE_BUILD_PATH=cubin python3 -m bench.scaling \
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import subprocess
 import tempfile
 import time
@@ -394,8 +396,12 @@ def main() -> None:
             name = f"{problem.shape}-{problem.dtype}-{g}"
             for n, cache in enumerate(args.caches):
                 print(f"--- {problem} on {g} GPU(s), {cache} cache", flush=True)
-                runs.append(_study(problem, args.trials, g, build_cpus, work / f"cache-{name}",
-                                   work / f"{name}-{n}.db", args.build_path, cold=cache == "cold"))
+                db = work / f"{name}-{n}.db"
+                runs.append(_study(problem, args.trials, g, build_cpus, work / f"cache-{name}", db,
+                                   args.build_path, cold=cache == "cold"))
+                # Every trial with its config and outcome (a failed check's config included), kept.
+                (out / "studies").mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(db, out / "studies" / f"{name}gpu-{cache}.sqlite")
                 print(json.dumps(runs[-1]), flush=True)
                 report["studies"].append(runs[-1])
                 write()
