@@ -985,13 +985,12 @@ def _trace(p: KernelPlan) -> Any:
                     drained.wait(c * NBUF + b, (use & 1) ^ 1)
 
         @T.inline
-        def chunked_box(c, acc, m0, n0, mb, nb, nt):
-            # Box i = mb*NBOX + nb of this consumer's output goes through staging buffer i%2.
-            # Before overwriting it, at most the previous box's store may still be reading (the
-            # one in the other buffer); a tile's first box waits for all (its buffer parity may
-            # repeat the previous tile's last box).
-            i = T.meta_var(mb * NBOX + nb)
-            buf = T.meta_var(chunk_buffer(c, i))
+        def claim_piece(c, i, nt):
+            # Piece i of this consumer's output (a 64-wide box, or the narrower last one) goes
+            # through staging buffer i%2. Before overwriting it: with the epilogue warpgroup, its
+            # store has drained it; else at most the previous piece's store may still be reading
+            # (the one in the other buffer), and a tile's first piece waits for all (its buffer
+            # parity may repeat the previous tile's last piece).
             if EWG:
                 take_buffer(c, i % 2, chunk_use(nt, i))
             else:
@@ -1002,8 +1001,11 @@ def _trace(p: KernelPlan) -> Any:
                         else:
                             bulk_wait_read(1)
             T.cuda.warpgroup_sync(1 + c)
-            for q in T.unroll(4):
-                stmatrix16(Ds, acc, buf, nb * 4 + q, 16 * q)
+
+        @T.inline
+        def publish_piece(c, i, buf, m0, n0, mb, nb, tail):
+            # The staged piece, fenced to the async proxy, goes to the epilogue warpgroup or to
+            # its TMA store (the tail through its own map).
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.warpgroup_sync(1 + c)
             if warp == 0:
@@ -1011,7 +1013,20 @@ def _trace(p: KernelPlan) -> Any:
                     if EWG:
                         staged.arrive(c * NBUF + i % 2)
                     else:
-                        store_box(c, buf, m0, n0, mb, nb)
+                        if tail:
+                            store_tail(c, buf, m0, n0, mb)
+                        else:
+                            store_box(c, buf, m0, n0, mb, nb)
+
+        @T.inline
+        def chunked_box(c, acc, m0, n0, mb, nb, nt):
+            # Box i = mb*NBOX + nb of this consumer's output.
+            i = T.meta_var(mb * NBOX + nb)
+            buf = T.meta_var(chunk_buffer(c, i))
+            claim_piece(c, i, nt)
+            for q in T.unroll(4):
+                stmatrix16(Ds, acc, buf, nb * 4 + q, 16 * q)
+            publish_piece(c, i, buf, m0, n0, mb, nb, False)
 
         @T.inline
         def store_box(c, buf, m0, n0, mb, nb):
@@ -1039,25 +1054,12 @@ def _trace(p: KernelPlan) -> Any:
             # tail buffer i%2 under the same rules as a full box, stored through its own map.
             i = T.meta_var(mb * NBOX + BOX_N)
             buf = T.meta_var(chunk_buffer(c, i))
-            if EWG:
-                take_buffer(c, i % 2, chunk_use(nt, i))
-            else:
-                if warp == 0:
-                    if lane == 0:
-                        bulk_wait_read(1)
-            T.cuda.warpgroup_sync(1 + c)
+            claim_piece(c, i, nt)
             for q in T.unroll(TAIL // 16):
                 stmatrix16(Dt, acc, buf, BOX_N * 4 + q, 16 * q)
             if TAIL_ODD8:
                 tail_stmatrix8(acc, buf, BOX_N * 8 + TAIL // 8 - 1, TAIL - 8)
-            T.ptx.fence.proxy.async_.shared__cta()
-            T.cuda.warpgroup_sync(1 + c)
-            if warp == 0:
-                if lane == 0:
-                    if EWG:
-                        staged.arrive(c * NBUF + i % 2)
-                    else:
-                        store_tail(c, buf, m0, n0, mb)
+            publish_piece(c, i, buf, m0, n0, mb, BOX_N, True)
 
         @T.inline
         def store_tail(c, buf, m0, n0, mb):
