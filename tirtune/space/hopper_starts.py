@@ -80,22 +80,18 @@ FEW_TILES: tuple[Config, ...] = (
 # two runs), 192x128 with three consumers 0.951x; 4000^3's 128x256 (0.958-0.966x, with the tensor
 # maps prefetched 0.966x), ping-pong 128x128 0.92x (best-vs-cublas-v5.md, -v5b.md). Those tiles
 # pad 3000 -> 3072 and 5000 -> 5056 and leave the last round's SMs part idle: 92.5% of the SMs'
-# tile work is the problem's (shapes.wave_fill). The WAVE_FITTED configs take, per problem, the
-# blk_n of at least 128 that best fills the rounds (shapes.wave_fitted; 3000x5000: 152, 97.3%;
-# 4000^3 with 192 rows: 160, 98.6%), stored by chunked TMA boxes whose last is narrower. The same
-# widths stored from registers lost (0.79-0.94x in the suite's jobs, docs/perf-notes.md); with
-# the narrow last box they are not yet measured.
+# tile work is the problem's (shapes.wave_fill). WAVE_FITTED_TWO takes, per problem, the blk_n of
+# at least 128 that best fills the rounds (shapes.wave_fitted; 3000x5000: 152, 97.3%), stored by
+# chunked TMA boxes whose last is narrower. Measured (stop 23, kit-ragged-tail.md): 128x152 0.956x
+# against 128x192's 0.961x, so filling the rounds buys nothing, and the three-consumer fitted tile
+# (192x152, 192x160) 0.87-0.89x, no longer a start. What ragged tiles waste is MMAs past the
+# problem's edges (a dead m64 block, the last column's padding, the last k-tile's): each of the two
+# best tiles comes again with those MMAs trimmed (trim; a problem with nothing to trim in that
+# tile keeps only the untrimmed one). Not yet measured.
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED_THREE = Config(blk_m=192, blk_n=128, blk_k=64, stages=3, consumers=3, persistent=True,
-                           raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_THREE})
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
 
-# Measured since (stop 23, kit-ragged-tail.md): 128x152 0.956x against 128x192's 0.961x, the
-# three-consumer fitted tiles 0.87-0.89x: filling the rounds buys nothing. What ragged tiles
-# waste is MMAs past the problem's edges (a dead m64 block, the last column's padding, the last
-# k-tile's): each of the two best tiles comes again with those MMAs trimmed (trim; a problem
-# with nothing to trim in that tile keeps only the untrimmed one). Not yet measured.
 _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", prefetch_tensormap=True)
 _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
@@ -107,7 +103,6 @@ RAGGED: tuple[Config, ...] = (
     WAVE_FITTED_TWO,
     _RAGGED_192,
     replace(_RAGGED_192, trim=True),
-    WAVE_FITTED_THREE,
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
     HOPPER_START[0],
