@@ -20,8 +20,11 @@ __all__ = [
 ]
 
 
-def misbehaving_child(conn: Any) -> None:
-    conn.send({"ready": True, "info": {"gpu_name": "stand-in", "pid": os.getpid()}})
+def misbehaving_child(conn: Any, warm_s: float | None = None) -> None:
+    """`warm_s`: what a spare was told when it took over (the real child's warm-up), reported back."""
+    info = {"gpu_name": "stand-in", "pid": os.getpid(), "warm_s": warm_s,
+            "prepared": os.environ.get("TIRTUNE_STAND_IN_PREPARED")}
+    conn.send({"ready": True, "info": info})
     while True:
         try:
             request: MeasureRequest | RemeasureRequest = conn.recv()
@@ -74,7 +77,7 @@ def replay_compile(candidate: Candidate, cache_dir: str, timeout_s: float, templ
     return BuildResult(candidate, Outcome.OK, artifact=str(final / "kernel.so"), seconds=0.01)
 
 
-def replay_child(conn: Any) -> None:
+def replay_child(conn: Any, warm_s: float | None = None) -> None:
     """A measuring child that reads the staged module (as `replay_compile` wrote it) and answers
     with the measurement recorded for it on a real GPU (TIRTUNE_REPLAY names the .jsonl), after
     TIRTUNE_REPLAY_DELAY_S seconds, as the GPU would take."""

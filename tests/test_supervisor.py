@@ -71,3 +71,77 @@ def test_a_child_that_dies_while_starting_is_an_infrastructure_error() -> None:
     sup = ChildSupervisor(target=dying_child)
     with pytest.raises(WorkerError, match=r"died while starting \(exit code 4\)"):
         sup.start()
+
+
+def _prepare_stand_in() -> None:
+    os.environ["TIRTUNE_STAND_IN_PREPARED"] = str(os.getpid())
+
+
+@pytest.fixture
+def with_spare() -> Any:
+    sup = ChildSupervisor(run_timeout_s=3.0, start_timeout_s=60.0, target=misbehaving_child, spare=True,
+                          prepare=_prepare_stand_in)
+    yield sup
+    sup.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a killed child not yet reaped is a zombie: dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_crashed_child_is_replaced_by_the_waiting_spare_and_a_new_spare_waits(with_spare: ChildSupervisor) -> None:
+    first = with_spare.measure(_req("ok")).info["pid"]
+    spare = with_spare.spare_pid
+    assert spare is not None and spare != first and _alive(spare)
+    assert with_spare.measure(_req("crash")).outcome == "LAUNCH_ERROR"
+    after = with_spare.measure(_req("ok"))
+    assert after.outcome == "OK" and after.info["pid"] == spare, "the spare took over"
+    assert with_spare.spares_used == 1 and with_spare.restarts == 1
+    assert with_spare.spare_pid not in (None, first, spare), "another spare waits"
+
+
+def test_a_spare_started_with_a_warm_up_gets_it_and_has_prepared(with_spare: ChildSupervisor) -> None:
+    with_spare.start()
+    assert with_spare.info["warm_s"] is None  # the first child: its own default warm-up
+    spare = with_spare.spare_pid
+    with_spare.retire()
+    info = with_spare.start(warm_s=0.25)
+    assert info["pid"] == spare and info["warm_s"] == 0.25
+    assert info["prepared"] == str(spare), "the spare ran `prepare` in its own process before it waited"
+    assert with_spare.measure(_req("ok")).info["pid"] == spare
+
+
+def test_a_dead_spare_is_not_used_a_fresh_child_starts_instead(with_spare: ChildSupervisor) -> None:
+    with_spare.start()
+    spare = with_spare.spare_pid
+    assert spare is not None
+    os.kill(spare, 9)
+    deadline = time.monotonic() + 10
+    while _alive(spare) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with_spare.retire()
+    reply = with_spare.measure(_req("ok"))
+    assert reply.outcome == "OK" and reply.info["pid"] != spare
+    assert with_spare.spares_used == 0
+
+
+def test_close_ends_the_child_and_the_spare() -> None:
+    sup = ChildSupervisor(run_timeout_s=3.0, target=misbehaving_child, spare=True)
+    child = sup.start()["pid"]
+    spare = sup.spare_pid
+    assert spare is not None
+    sup.close()
+    assert not _alive(child) and not _alive(spare)
+    assert sup.spare_pid is None
+
+
+def test_the_real_childs_spare_imports_torch_and_no_other_is_guessed() -> None:
+    from tirtune.workers.supervisor import _prepare_measuring
+
+    assert ChildSupervisor().prepare is _prepare_measuring
+    assert ChildSupervisor(target=misbehaving_child).prepare is None

@@ -121,9 +121,13 @@ class CubinBuilder:
             with ThreadPoolExecutor(max(1, self.processes)) as nvcc:
                 calls = []
 
+                nvcc_s: list[float] = []
+
                 def compile_chunk(n: int, chunk: list[int]) -> None:
+                    began = time.perf_counter()
                     results = compile_batch([items[i] for i in chunk], work / f"b{n}", timeout_s=self.timeout_s)
                     compiled.update(zip(chunk, results, strict=True))
+                    nvcc_s.append(time.perf_counter() - began)
 
                 def flush() -> None:
                     calls.append(nvcc.submit(compile_chunk, len(calls), list(pending)))
@@ -139,10 +143,15 @@ class CubinBuilder:
                 pool = self._lowering_pool()
                 assert pool is not None
                 lowered = pool.lower(candidates, on_result=arrived)
+                lowered_s = time.perf_counter() - started
                 if pending:
                     flush()
                 for call in calls:
                     call.result()
+            # Where a build's wall time goes (the first batch of a cold study waits on all of it).
+            logger.info("built %d: %.1f s wall; lowered in %.1f s (slowest %.1f s); %d nvcc calls (slowest %.1f s)",
+                        len(candidates), time.perf_counter() - started, lowered_s,
+                        max((low.seconds for low in lowered), default=0.0), len(nvcc_s), max(nvcc_s, default=0.0))
             return [self._result(low, compiled.get(i), time.perf_counter() - started)
                     for i, low in enumerate(lowered)]
         finally:

@@ -36,7 +36,7 @@ from typing import Any, cast
 from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, SpaceError, Stack
 from tirtune.space.branches import branch_for_gpu
 from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.workers.measure import FOLLOWER_WARM_S, MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]
@@ -162,10 +162,12 @@ class _GpuActor:
         self.gpu_ids = tuple(str(g) for g in ray.get_gpu_ids())
         self.label = f"{self.node_id[:6]}:gpu{','.join(self.gpu_ids) or '?'}"
         self.staging = Path(tempfile.mkdtemp(prefix="tirtune-runner-"))
+        # A spare child waits, imported, beside the measuring one: a crashed candidate's
+        # replacement and a re-measurement's second process start in about a second, not six.
         self.supervisor = (
-            ChildSupervisor(run_timeout_s=run_timeout_s)
+            ChildSupervisor(run_timeout_s=run_timeout_s, spare=True)
             if child_target is None
-            else ChildSupervisor(run_timeout_s=run_timeout_s, target=child_target)
+            else ChildSupervisor(run_timeout_s=run_timeout_s, target=child_target, spare=True)
         )
         info = self.supervisor.start()
         self.torch_version = info.get("torch", "")
@@ -223,8 +225,9 @@ class _GpuActor:
         seeds = [secrets.randbits(31) for _ in range(max(1, processes))]
         per_process = []
         for i, seed in enumerate(seeds):
-            if i:
-                self.supervisor.close()  # the next request starts a fresh child
+            if i:  # a fresh child (the spare) for the next process; the card is warm from this one
+                self.supervisor.retire()
+                self.supervisor.start(warm_s=FOLLOWER_WARM_S)
             request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds)
             reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
             per_process.append(reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds))

@@ -23,8 +23,8 @@ from typing import Any
 from tirtune.workers.verify import TOLERANCE, verify
 
 __all__ = [
-    "TOLERANCE", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply", "RemeasureRequest", "serve",
-    "timed_events",
+    "FOLLOWER_WARM_S", "TOLERANCE", "WARM_S", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply",
+    "RemeasureRequest", "serve", "timed_events",
 ]
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,11 @@ L2_FLUSH_BYTES = 256 << 20
 COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
+# A cold card flatters the first timings by a few percent: a new measuring child runs GEMMs this
+# long before it answers. A child that follows another straight away (a re-measurement's next
+# process) finds the card warm and needs only FOLLOWER_WARM_S (its first cuBLAS calls' set-up).
+WARM_S = 1.5
+FOLLOWER_WARM_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +88,12 @@ class RemeasureReply:
     fatal: bool = False
 
 
-def serve(conn: Any) -> None:
-    """Child entry point: announce the device, then answer MeasureRequests until EOF."""
+def serve(conn: Any, warm_s: float = WARM_S) -> None:
+    """Child entry point: warm the card for `warm_s`, announce the device, then answer
+    MeasureRequests until EOF."""
     logging.basicConfig(level=os.environ.get("TIRTUNE_LOG_LEVEL", "WARNING"))
     try:
-        bench = _Bench()
+        bench = _Bench(warm_s)
     except Exception as exc:  # no GPU, no torch: the parent reports it as an infrastructure fault
         conn.send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return
@@ -104,7 +110,7 @@ def serve(conn: Any) -> None:
 
 
 class _Bench:
-    def __init__(self) -> None:
+    def __init__(self, warm_s: float = WARM_S) -> None:
         import torch
 
         if not torch.cuda.is_available():
@@ -116,7 +122,7 @@ class _Bench:
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
         self.nvml = Nvml(torch)
         self.info = self._describe()
-        self._warm_card()
+        self._warm_card(warm_s)
         # The roofline's bandwidth ceiling, measured here (core/roofline.py): every reply carries it.
         self.info["copy_gbs"] = self._copy_bandwidth()
 
@@ -150,7 +156,7 @@ class _Bench:
         torch.cuda.empty_cache()
         return 2 * COPY_BYTES / (_median(times) * 1e-3) / 1e9
 
-    def _warm_card(self, seconds: float = 1.5) -> None:
+    def _warm_card(self, seconds: float) -> None:
         """A cold card flatters the first timing by a few percent: run GEMMs until it is warm."""
         torch = self.torch
         a = torch.randn(4096, 4096, dtype=torch.float16, device=self.device)
