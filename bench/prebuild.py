@@ -692,6 +692,7 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_l2{config.l2_hint.replace('/', '-')}" if config.l2_hint != "none/none" else "",
             f"_p{config.l2_promotion}" if config.l2_promotion != "128B" else "",
             "_pftm" if config.prefetch_tensormap else "",
+            "_trim" if config.trim else "",
         ]
     )
     return (

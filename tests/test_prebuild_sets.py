@@ -106,3 +106,40 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
     assert {c.schedule for c, _ in SET_TRIM_CHECK} == {"cooperative", "pingpong"}
     assert any(c.swap_ab for c, _ in SET_TRIM_CHECK) and any(c.epilogue_warpgroup for c, _ in SET_TRIM_CHECK)
     assert any(c.cluster > 1 for c, _ in SET_TRIM_CHECK) and any(c.loader == "threads" for c, _ in SET_TRIM_CHECK)
+
+
+# The kits whose draws are cheap to list (the fuzz and sweep sets draw hundreds: left to their own tests).
+NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey")
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_every_kernel_of_a_kit_gets_a_folder_of_its_own(name: str) -> None:
+    """A kernel's folder is named by `_slug`: two configs that differ in any knob (their labels
+    differ) must not share one, or the second build overwrites the first and the kit times one
+    kernel twice (the first trim kit did: `_slug` left out trim, and every pair timed the same)."""
+    pairs = [(c, p) for c, p in _pairs(name)]
+    by_slug: dict[str, set[tuple[str, str]]] = {}
+    for c, p in pairs:
+        by_slug.setdefault(_prebuild()._slug(c, p), set()).add((c.label(), str(p)))
+    assert [s for s, kernels in by_slug.items() if len(kernels) > 1] == []
+
+
+def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
+    """Each knob flipped from the default config (to a value the label shows) changes the folder name."""
+    from dataclasses import fields, replace
+
+    base, problem = Config(), Problem(4096, 4096, 4096, "float16")
+    other = {bool: lambda v: not v, int: lambda v: v * 2 if v else 1}
+    strings = {"epilogue": "tma", "schedule": "pingpong", "reg_split": "240/24", "loader": "threads",
+               "split_k_reduce": "serial", "l2_hint": "none/first", "l2_promotion": "256B", "cluster_dim": "n"}
+    for f in fields(Config):
+        value = getattr(base, f.name)
+        changed = replace(base, **{f.name: strings[f.name] if isinstance(value, str) else other[type(value)](value)})
+        if f.name == "split_k_reduce":
+            base_, changed = replace(base, split_k=2), replace(changed, split_k=2)
+        elif f.name == "cluster_dim":
+            base_, changed = replace(base, cluster=2), replace(changed, cluster=2)
+        else:
+            base_ = base
+        if changed.label() != base_.label():
+            assert _prebuild()._slug(changed, problem) != _prebuild()._slug(base_, problem), f.name
