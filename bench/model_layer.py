@@ -37,13 +37,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import Nvml, timed_events
+from tirtune.workers.measure import SLEEP_CLOCK_HZ, Nvml, timed_events
 from tirtune.workers.verify import TOLERANCE, relative_error
 
 QWEN25_7B = {"model_type": "qwen2", "name": "Qwen2.5-7B", "hidden_size": 3584, "intermediate_size": 18944,
              "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 128, "torch_dtype": "bfloat16"}
 FLUSH_BYTES = 256 << 20
 ROUNDS = 5
+BREAKDOWN_HOLD_MS_PER_REP = 0.5  # a repetition of the op-by-op forward queues ~10 launches and 6 events
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,6 +134,20 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
             return [qkv, o, lin["down"](F.silu(gate) * up)]
         return forward
 
+    def steps(lin: dict[str, Any]) -> list[tuple[str, Callable[[], None]]]:
+        """The same forward as `layer`, op by op (the breakdown times each in its place)."""
+        out: dict[str, Any] = {}
+
+        def silu_mul() -> None:
+            gate, up = out["gate_up"].chunk(2, dim=-1)
+            out["h"] = F.silu(gate) * up
+
+        return [("qkv", lambda: out.__setitem__("qkv", lin["qkv"](x))),
+                ("o", lambda: out.__setitem__("o", lin["o"](attn))),
+                ("gate_up", lambda: out.__setitem__("gate_up", lin["gate_up"](x))),
+                ("silu_mul", silu_mul),
+                ("down", lambda: out.__setitem__("down", lin["down"](out["h"])))]
+
     tolerance = TOLERANCE[str(dtype).removeprefix("torch.")]
     gemms = []
     for name, (n, k) in shape.weights().items():
@@ -145,8 +160,10 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
     errors = [relative_error(mine, theirs) for mine, theirs in zip(tirtune_layer(), torch_layer(), strict=True)]
     t_ref, t_ours = _interleaved([torch_layer, tirtune_layer], flush, reps)
     graph_ms, graph_error = _graph(tirtune_layer, torch_layer, flush, reps)
+    by_op = _breakdown([steps(ref), steps(ours)], flush, reps)
+    breakdown = [{"op": name, "torch_ms": by_op[0][name], "tirtune_ms": by_op[1][name]} for name in by_op[0]]
     return {"tokens": m, "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
-            "tirtune_graph_ms": graph_ms, "graph_rel_error": graph_error,
+            "tirtune_graph_ms": graph_ms, "graph_rel_error": graph_error, "breakdown": breakdown,
             "max_rel_error": max(errors), "tolerance": tolerance,
             "within_tolerance": max(errors) <= tolerance and all(g["rel_error"] <= tolerance for g in gemms),
             "gemms": gemms}
@@ -172,6 +189,37 @@ def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], lis
         return t, error
     except Exception as e:  # reported, not fatal: the eager figures stand on their own
         return None, f"{type(e).__name__}: {e}"
+
+
+def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: Any,
+               reps: int) -> list[dict[str, float]]:
+    """Each layer's ops timed in their place: per repetition the L2 flushed once, then the whole
+    forward with an event between consecutive ops (no flush between them, as a model runs);
+    layers interleaved in rounds, the GPU held while a block is queued (timed_events' hold);
+    median ms per op."""
+    import torch
+
+    times: list[dict[str, list[float]]] = [{name: [] for name, _ in ops} for ops in layers]
+    for _ in range(ROUNDS):
+        for ops, into in zip(layers, times, strict=True):
+            for _, run in ops:  # warm: allocations made and kernels loaded outside the timed block
+                run()
+            torch.cuda.synchronize()
+            torch.cuda._sleep(int(reps * BREAKDOWN_HOLD_MS_PER_REP * 1e-3 * SLEEP_CLOCK_HZ))
+            marks = []
+            for _ in range(reps):
+                flush.zero_()
+                events = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
+                events[0].record()
+                for (_, run), end in zip(ops, events[1:], strict=True):
+                    run()
+                    end.record()
+                marks.append(events)
+            torch.cuda.synchronize()
+            for events in marks:
+                for (name, _), start, end in zip(ops, events, events[1:], strict=True):
+                    into[name].append(start.elapsed_time(end))
+    return [{name: statistics.median(t) for name, t in into.items()} for into in times]
 
 
 def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int) -> list[float]:
@@ -211,6 +259,14 @@ def to_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| {c['tokens']} | {g['name']} | {g['problem']} {g['dtype']} | {g['torch_ms']:.4f} | "
                          f"{g['tirtune_ms']:.4f} | {g['speedup']:.3f}x | {g['kernel']} | {ratio} | "
                          f"{g['rel_error']:.1e} |")
+    if any("breakdown" in c for c in r["cases"]):
+        lines += ["", "Each op in its place in the layer (one flush per forward, an event between ops; sums to about "
+                  "the layer's time):", "", "| tokens | op | torch ms | tirtune ms | difference ms |",
+                  "| ---: | --- | ---: | ---: | ---: |"]
+        for c in r["cases"]:
+            for b in c.get("breakdown", []):
+                lines.append(f"| {c['tokens']} | {b['op']} | {b['torch_ms']:.4f} | {b['tirtune_ms']:.4f} | "
+                             f"{b['tirtune_ms'] - b['torch_ms']:+.4f} |")
     failed = [c for c in r["cases"] if isinstance(c.get("graph_rel_error"), str)]
     lines += [f"- CUDA graph capture failed at {c['tokens']} tokens: {c['graph_rel_error']}" for c in failed]
     return "\n".join(lines) + "\n"

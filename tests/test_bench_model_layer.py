@@ -31,3 +31,7 @@ def test_the_report_renders() -> None:
     assert "| 16 | 0.2000 | 0.1800 | 1.110x | - | 2.0e-03 |" in md
     assert "torch.mm (nobody tuned it)" in md and "128x64x64 s8 c1 ws swap | 1.240" in md
     assert "CUDA graph capture failed at 16 tokens: RuntimeError" in md
+    assert "Each op in its place" not in md  # no breakdown measured: no table
+
+    case["breakdown"] = [{"op": "silu_mul", "torch_ms": 0.8, "tirtune_ms": 1.1}]
+    assert "| 16 | silu_mul | 0.8000 | 1.1000 | +0.3000 |" in to_markdown(result)
