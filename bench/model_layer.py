@@ -217,7 +217,7 @@ def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: An
                 marks.append(events)
             torch.cuda.synchronize()
             for events in marks:
-                for (name, _), start, end in zip(ops, events, events[1:], strict=True):
+                for (name, _), start, end in zip(ops, events[:-1], events[1:], strict=True):
                     into[name].append(start.elapsed_time(end))
     return [{name: statistics.median(t) for name, t in into.items()} for into in times]
 
