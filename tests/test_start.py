@@ -78,3 +78,17 @@ def test_a_bf16_job_starts_from_the_same_shape_tuned_in_fp16_first(db_factory: F
     starts = start_configs(db_factory, HOPPER, Problem(16, 4096, 4096, "bfloat16"), gpu_name="NVIDIA H200",
                            source=Source.GPU)
     assert starts[:2] == (fp16_same, bf16_near)
+
+
+def test_a_best_the_space_no_longer_searches_is_not_transferred(db_factory: Factory) -> None:
+    """A trimmed config measured best on a ragged problem (trim was searched in stop 23) is not a
+    start of the next ragged problem: the space no longer draws trim, and Optuna could not take it."""
+    ragged = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
+    trimmed = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
+                     trim=True)
+    measured(db_factory, Problem(3000, 5000, 2000), trimmed, 1.2)
+    measured(db_factory, Problem(3000, 5000, 2000), ragged, 1.1)
+    problem = Problem(3000, 5008, 2000)
+    starts = start_configs(db_factory, HOPPER, problem, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert trimmed not in starts and starts[0] == ragged
+    assert not HOPPER.space.holds(trimmed) and HOPPER.space.is_valid(trimmed, Problem(3000, 5000, 2000))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -91,10 +91,7 @@ class Branch:
         def fit(c: Config) -> Config:
             if c in self.wave_fit:
                 return wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
-            made = fitted(c, problem, widths)
-            if made.trim and not self.space.is_valid(made, problem):  # nothing ragged to trim here
-                return replace(made, trim=False)
-            return made
+            return fitted(c, problem, widths)
 
         return tuple(dict.fromkeys(fit(c) for c in configs))
 

@@ -10,7 +10,6 @@ wgmma's N, a narrow N) is fitted by `shapes.fitted`, so one list serves M = 1 an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from types import MappingProxyType
 
 from tirtune.core import Config
@@ -85,9 +84,9 @@ FEW_TILES: tuple[Config, ...] = (
 # chunked TMA boxes whose last is narrower. Measured (stop 23, kit-ragged-tail.md): 128x152 0.956x
 # against 128x192's 0.961x, so filling the rounds buys nothing, and the three-consumer fitted tile
 # (192x152, 192x160) 0.87-0.89x, no longer a start. What ragged tiles waste is MMAs past the
-# problem's edges (a dead m64 block, the last column's padding, the last k-tile's): each of the two
-# best tiles comes again with those MMAs trimmed (trim; a problem with nothing to trim in that
-# tile keeps only the untrimmed one). Not yet measured.
+# problem's edges (a dead m64 block, the last column's padding, the last k-tile's); trimming them
+# (the trim knob) was measured slower in every pair (stop 24, kit-trim.md: 128x192 0.967x ->
+# 0.881x at 3000x5000x2000), so no start is trimmed.
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
 WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
@@ -99,10 +98,8 @@ _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, pers
 
 RAGGED: tuple[Config, ...] = (
     _RAGGED_256,
-    replace(_RAGGED_256, trim=True),
     WAVE_FITTED_TWO,
     _RAGGED_192,
-    replace(_RAGGED_192, trim=True),
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
     HOPPER_START[0],

@@ -40,12 +40,14 @@ def transferred(
     s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
 ) -> list[Config]:
     """The best configs of the nearest problems tuned before (nearest first; none for the
-    problem itself, whose own measurements the job reuses anyway)."""
+    problem itself, whose own measurements the job reuses anyway), only those the branch's space
+    still holds (a knob value it no longer searches, such as trim=True, is not proposed again)."""
     tuned = [p for dtype in DTYPES for p in repo.tuned_problems(s, dtype, gpu_name=gpu_name, source=source)]
     configs: list[Config] = []
     for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
         ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)
-        own = [r.trial.config for r in ranking if r.trial.template_version.startswith(branch.version_prefix)]
+        own = [r.trial.config for r in ranking
+               if r.trial.template_version.startswith(branch.version_prefix) and branch.space.holds(r.trial.config)]
         configs += own[:PER_PROBLEM]
     return configs
 
