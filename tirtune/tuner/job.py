@@ -166,31 +166,39 @@ class _Run:
         # Batches asked and handed to the builder, oldest first: up to `ahead` of them while the
         # GPUs measure another, so asking (seconds: TPE's samples mostly break a rule and are
         # repaired), building and measuring overlap; each batch is told when its results arrive.
-        pending: deque[tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]]] = deque()
+        # A batch's measurement is queued on the GPUs when it is asked, to start as soon as its
+        # builds are done and the batch before it is measured: the GPUs do not wait for this
+        # thread to record and tell the batch before (on two GPUs that wait, with the asking, left
+        # each GPU idle half the time: bench/loop_overhead.py).
+        pending: deque[tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]], Future[list[RunResult]]]]
+        pending = deque()
+
+        def measured_when_built(built: Future[list[BuildResult]]) -> list[RunResult]:
+            runnable = [b for b in built.result() if b.ok]
+            return self.o.runner.run(runnable) if runnable else []
 
         def refill(measuring: int) -> None:
             while len(pending) < self.o.ahead and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
-                in_flight = measuring + sum(len(c) for c, _ in pending)
+                in_flight = measuring + sum(len(c) for c, _, _ in pending)
                 if self.remaining() - in_flight <= 0:
                     return
                 batch = self._next_batch(pool, in_flight=in_flight)
                 if batch is None:
                     return
-                pending.append(batch)
+                candidates, built = batch
+                pending.append((candidates, built, gpu.submit(measured_when_built, built)))
 
         try:
             refill(0)
             while pending:
-                candidates, future = pending.popleft()
-                builds = future.result()
-                runnable = [b for b in builds if b.ok]
-                runs = gpu.submit(self.o.runner.run, runnable) if runnable else None
+                candidates, built, runs = pending.popleft()
+                builds = built.result()
                 refill(len(candidates))
                 self._measure(candidates, builds, runs)
                 if not pending:  # what was asked is measured; ask again while budget is left
                     refill(0)
         finally:
-            gpu.shutdown(wait=True)
+            gpu.shutdown(wait=True, cancel_futures=True)
             pool.shutdown(wait=True, cancel_futures=True)
             self.proposer.abandon()
         self._remeasure_top()
@@ -341,9 +349,9 @@ class _Run:
         self._after(proposal, record)
 
     def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult],
-                 runs: Future[list[RunResult]] | None) -> None:
-        """Record the batch: `runs` is the GPU run of its OK builds (None when none built)."""
-        measured = iter(runs.result()) if runs is not None else iter(())
+                 runs: Future[list[RunResult]]) -> None:
+        """Record the batch: `runs` is the GPU run of its OK builds (empty when none built)."""
+        measured = iter(runs.result())
         for (proposal, candidate), build in zip(batch, builds, strict=True):
             # A failed build is stored with the stack too, so a new toolchain marks it stale.
             result = (

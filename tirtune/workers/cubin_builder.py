@@ -1,8 +1,9 @@
 """CubinBuilder: device code only, several kernels per nvcc call, persistent lowering processes.
 
 The issue-16 build path, the default (`TIRTUNE_BUILD_PATH=cubin`; TirxBuilder's `.so` path with
-`so`; on the H200 both give bitwise the same outputs, bench/results/build-paths.md): a `LoweringPool` lowers the misses (TVM imported once per
-process, a hung lowering killed), `device_build.compile_batch` compiles them `batch` per
+`so`; on the H200 both give bitwise the same outputs, bench/results/build-paths.md): a
+`LoweringPool` lowers the misses (TVM imported once per process, a hung lowering killed),
+`device_build.compile_batch` compiles them `batch` per
 `nvcc -cubin` (failed or hung batches split), and each build lands in the same kind of
 content-addressed cache entry as the `.so` path's, under its own key suffix:
 
