@@ -14,12 +14,15 @@ export), torch.mm where nobody tuned it (each GEMM's `kernel` says which). Tune 
     tirtune tune-model bench/models/qwen2.5-7b.json --tokens 8192,16   # or tirtune tune MxNxK, per GEMM
 
 Timing: CUDA events, the L2 flushed (256 MiB) before every repetition, torch and tirtune
-interleaved in rounds, medians; each GEMM alone and then the whole layer, eagerly and (tirtune) as
-a replayed CUDA graph, which shows the call path allocates and synchronizes nothing it must not.
+interleaved in rounds (the first of a round rotating), medians; each GEMM alone and then the whole
+layer, eagerly and (tirtune) as a replayed CUDA graph, which shows the call path allocates and
+synchronizes nothing it must not.
 Outputs are compared with the relative Frobenius error (`max_rel_error`: the largest over the
 layer's outputs, judged against tirtune.workers.verify's tolerance). Writes OUT.json and OUT.md:
 {"date", "gpu", "driver", "torch", "tvm_ffi", "template_version", "model", "dtype", "cases":
  [{"tokens", "torch_ms", "tirtune_ms", "tirtune_graph_ms", "speedup", "max_rel_error", "within_tolerance",
+   "breakdown": [{"op", "torch_ms", "tirtune_ms"}] (each op in its place in the layer),
+   "breakdown_state": {"torch"|"tirtune": {"sm_clock_mhz", "power_w"}} (sampled while its blocks ran),
    "gemms": [{"name", "problem", "dtype", "torch_ms", "tirtune_ms", "speedup", "rel_error", "kernel",
               "tuned_ratio"}]}]}.
 """
@@ -160,10 +163,12 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
     errors = [relative_error(mine, theirs) for mine, theirs in zip(tirtune_layer(), torch_layer(), strict=True)]
     t_ref, t_ours = _interleaved([torch_layer, tirtune_layer], flush, reps)
     graph_ms, graph_error = _graph(tirtune_layer, torch_layer, flush, reps)
-    by_op = _breakdown([steps(ref), steps(ours)], flush, reps)
+    by_op, state = _breakdown([steps(ref), steps(ours)], flush, reps)
     breakdown = [{"op": name, "torch_ms": by_op[0][name], "tirtune_ms": by_op[1][name]} for name in by_op[0]]
+    breakdown_state = {"torch": state[0], "tirtune": state[1]}
     return {"tokens": m, "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
             "tirtune_graph_ms": graph_ms, "graph_rel_error": graph_error, "breakdown": breakdown,
+            "breakdown_state": breakdown_state,
             "max_rel_error": max(errors), "tolerance": tolerance,
             "within_tolerance": max(errors) <= tolerance and all(g["rel_error"] <= tolerance for g in gemms),
             "gemms": gemms}
@@ -192,16 +197,21 @@ def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], lis
 
 
 def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: Any,
-               reps: int) -> list[dict[str, float]]:
+               reps: int) -> tuple[list[dict[str, float]], list[dict[str, float | None]]]:
     """Each layer's ops timed in their place: per repetition the L2 flushed once, then the whole
     forward with an event between consecutive ops (no flush between them, as a model runs);
-    layers interleaved in rounds, the GPU held while a block is queued (timed_events' hold);
-    median ms per op."""
+    layers interleaved in rounds, the first of a round rotating (no layer always follows the
+    other), the GPU held while a block is queued (timed_events' hold). Returns each layer's
+    median ms per op, and its median SM clock and board power sampled while its blocks ran."""
     import torch
 
+    nvml = Nvml(torch)
     times: list[dict[str, list[float]]] = [{name: [] for name, _ in ops} for ops in layers]
-    for _ in range(ROUNDS):
-        for ops, into in zip(layers, times, strict=True):
+    samples: list[list[tuple[float | None, float | None]]] = [[] for _ in layers]
+    for r in range(ROUNDS):
+        for j in range(len(layers)):
+            i = (j + r) % len(layers)
+            ops, into = layers[i], times[i]
             for _, run in ops:  # warm: allocations made and kernels loaded outside the timed block
                 run()
             torch.cuda.synchronize()
@@ -215,22 +225,31 @@ def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: An
                     run()
                     end.record()
                 marks.append(events)
+            samples[i].append(nvml.clock_and_power())  # the block is running: queued, not yet done
             torch.cuda.synchronize()
             for events in marks:
                 for (name, _), start, end in zip(ops, events[:-1], events[1:], strict=True):
                     into[name].append(start.elapsed_time(end))
-    return [{name: statistics.median(t) for name, t in into.items()} for into in times]
+    state = [{"sm_clock_mhz": _median_of([c for c, _ in s]), "power_w": _median_of([w for _, w in s])}
+             for s in samples]
+    return [{name: statistics.median(t) for name, t in into.items()} for into in times], state
+
+
+def _median_of(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int) -> list[float]:
-    """Median ms of each launch, the launches timed in turn for ROUNDS rounds (the measuring
-    child's event timing, L2 flushed before every launch)."""
+    """Median ms of each launch, the launches timed in turn for ROUNDS rounds, the first of a
+    round rotating (the measuring child's event timing, L2 flushed before every launch)."""
     import torch
 
     times: list[list[float]] = [[] for _ in launches]
-    for _ in range(ROUNDS):
-        for i, launch in enumerate(launches):
-            times[i] += timed_events(torch, launch, flush, reps)
+    for r in range(ROUNDS):
+        for j in range(len(launches)):
+            i = (j + r) % len(launches)
+            times[i] += timed_events(torch, launches[i], flush, reps)
     return [statistics.median(t) for t in times]
 
 
@@ -267,9 +286,20 @@ def to_markdown(r: dict[str, Any]) -> str:
             for b in c.get("breakdown", []):
                 lines.append(f"| {c['tokens']} | {b['op']} | {b['torch_ms']:.4f} | {b['tirtune_ms']:.4f} | "
                              f"{b['tirtune_ms'] - b['torch_ms']:+.4f} |")
+        for c in r["cases"]:
+            st = c.get("breakdown_state")
+            if st:
+                lines.append(f"- {c['tokens']} tokens, while the blocks ran (median SM clock, board power): torch "
+                             f"{_state(st['torch'])}, tirtune {_state(st['tirtune'])}")
     failed = [c for c in r["cases"] if isinstance(c.get("graph_rel_error"), str)]
     lines += [f"- CUDA graph capture failed at {c['tokens']} tokens: {c['graph_rel_error']}" for c in failed]
     return "\n".join(lines) + "\n"
+
+
+def _state(s: dict[str, float | None]) -> str:
+    clock = "-" if s.get("sm_clock_mhz") is None else f"{s['sm_clock_mhz']:.0f} MHz"
+    power = "-" if s.get("power_w") is None else f"{s['power_w']:.0f} W"
+    return f"{clock}, {power}"
 
 
 if __name__ == "__main__":

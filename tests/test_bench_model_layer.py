@@ -35,3 +35,20 @@ def test_the_report_renders() -> None:
 
     case["breakdown"] = [{"op": "silu_mul", "torch_ms": 0.8, "tirtune_ms": 1.1}]
     assert "| 16 | silu_mul | 0.8000 | 1.1000 | +0.3000 |" in to_markdown(result)
+    case["breakdown_state"] = {"torch": {"sm_clock_mhz": 1980.0, "power_w": 610.0},
+                               "tirtune": {"sm_clock_mhz": None, "power_w": 650.4}}
+    assert "16 tokens, while the blocks ran (median SM clock, board power): torch 1980 MHz, 610 W, tirtune -, 650 W" \
+        in to_markdown(result)
+
+
+def test_the_layers_take_turns_at_going_first(monkeypatch: object) -> None:
+    """torch's and tirtune's launches alternate which goes first in a round (the measuring child
+    does the same): the second of a pair never always follows the first's heat and L2 state."""
+    import bench.model_layer as ml
+
+    order: list[str] = []
+    monkeypatch.setattr(ml, "timed_events", lambda torch, launch, flush, reps: [order.append(launch()) or 1.0])  # type: ignore[attr-defined]
+    monkeypatch.setitem(__import__("sys").modules, "torch", object())  # type: ignore[attr-defined]
+    ml._interleaved([lambda: "torch", lambda: "tirtune"], flush=None, reps=1)
+    firsts = order[::2]
+    assert len(order) == 2 * ml.ROUNDS and set(firsts) == {"torch", "tirtune"}
