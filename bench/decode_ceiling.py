@@ -23,6 +23,11 @@ held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
   (`tirtune.workers.verify`; a kernel it refuses is left out, said on stderr), so our kernel and cuBLAS are seen
   under both protocols side by side.
 
+With `--profile` each fp16 case is launched once, no flush and no timing, inside an NVTX range
+named after it, for a profiler run over the process (`bash bench/gpu_session.sh decode-profile KIT`:
+Nsight Compute, which flushes the caches itself before every kernel): where a decode kernel's
+microseconds go (DRAM bytes and throughput, L2 traffic, SM activity, grid) beside cuBLAS's.
+
 If `read` after the zeroing flush is near the decode kernel's 2.3 TB/s and the clean flush lifts
 it well above, the dirty L2 (the protocol) is the ceiling, and cuBLAS meets the same one. Writes
 OUT.json and OUT.md: {"date", "gpu", "driver", "cuda", "torch", "weights_bytes", "rows":
@@ -140,6 +145,26 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def profile(torch: Any, dtype: Any, kit: Path | None = None) -> list[str]:
+    """Each case launched once (after one warm-up launch outside any range), in an NVTX range of
+    its name; the names in launch order. The flush kinds do not apply: the profiler flushes."""
+    device = torch.device("cuda")
+    kernels = kit_kernels(kit, str(dtype).removeprefix("torch.")) if kit else []
+    table = cases(torch, dtype, device, kernels)
+    done = []
+    for name, (launch, flush, _m, _b) in table.items():
+        if flush != "zero":  # the clean-flush twin of a case launches the same kernel
+            continue
+        launch()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(name)
+        launch()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        done.append(name)
+    return done
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decode_ceiling", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,8 +173,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/results/decode-ceiling"))
     ap.add_argument("--kit", type=Path, default=None,
                     help="a bench/prebuild.py folder: its kernels for these weights are timed too")
+    ap.add_argument("--profile", action="store_true",
+                    help="launch each fp16 case once in an NVTX range named after it, for a profiler; no timing")
     args = ap.parse_args(argv)
     import torch
+
+    if args.profile:
+        for name in profile(torch, torch.float16, args.kit):
+            print(name)
+        return 0
 
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True, check=False).stdout.strip().splitlines()

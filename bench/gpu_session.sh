@@ -26,6 +26,7 @@
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
 #   bash bench/gpu_session.sh decode-ceiling [KIT]   # the decode weights' stream under the flush, and a kit's
 #                                               # decode kernels (prebuild decode-best): $OUT/decode-ceiling.*
+#   bash bench/gpu_session.sh decode-profile [KIT]   # ncu over one launch of each decode case: $OUT/decode-profile.csv
 #   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
@@ -239,6 +240,18 @@ case "$1" in
   decode-ceiling)
     # The decode GEMM's weights streamed under the suite's flush, dirty and clean (bench/decode_ceiling.py).
     python3 -m bench.decode_ceiling --out "$OUT/decode-ceiling" ${2:+--kit "$2"} 2>&1 | tail -n 24 ;;
+  decode-profile)
+    # Nsight Compute over one launch of each decode case (a kit's kernels beside cuBLAS, the read and
+    # the copy; fp16), caches flushed by ncu before each: $OUT/decode-profile.csv, one row per kernel
+    # with its NVTX range, time, DRAM and L2 bytes, throughputs and grid.
+    ncu --nvtx --csv --page raw --cache-control all --clock-control none \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
+sm__cycles_active.avg,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+      python3 -m bench.decode_ceiling --profile ${2:+--kit "$2"} > "$OUT/decode-profile.csv" 2> "$OUT/decode-profile.log"
+    rc=$?
+    tail -n 5 "$OUT/decode-profile.log"; grep -c . "$OUT/decode-profile.csv"
+    exit $rc ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
     # run every kernel once under a watchdog (the kit step's smoke run).
