@@ -145,17 +145,22 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def profile(torch: Any, dtype: Any, kit: Path | None = None) -> list[str]:
+def profile(torch: Any, dtype: Any, kit: Path | None = None, zero_first: bool = False) -> list[str]:
     """Each case launched once (after one warm-up launch outside any range), in an NVTX range of
-    its name; the names in launch order. The flush kinds do not apply: the profiler flushes."""
+    its name; the names in launch order. `zero_first`: the suite's zeroing flush right before each
+    profiled launch (for a profiler that leaves the caches alone: the DRAM write-back of the
+    flush's dirty lines during the kernel shows); else the profiler's own cache control applies."""
     device = torch.device("cuda")
     kernels = kit_kernels(kit, str(dtype).removeprefix("torch.")) if kit else []
     table = cases(torch, dtype, device, kernels)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device) if zero_first else None
     done = []
-    for name, (launch, flush, _m, _b) in table.items():
-        if flush != "zero":  # the clean-flush twin of a case launches the same kernel
+    for name, (launch, kind, _m, _b) in table.items():
+        if kind != "zero":  # the clean-flush twin of a case launches the same kernel
             continue
         launch()
+        if flush is not None:
+            flush.zero_()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_push(name)
         launch()
@@ -175,11 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="a bench/prebuild.py folder: its kernels for these weights are timed too")
     ap.add_argument("--profile", action="store_true",
                     help="launch each fp16 case once in an NVTX range named after it, for a profiler; no timing")
+    ap.add_argument("--profile-after-zeroing", action="store_true",
+                    help="with --profile: the suite's zeroing flush right before each profiled launch")
     args = ap.parse_args(argv)
     import torch
 
     if args.profile:
-        for name in profile(torch, torch.float16, args.kit):
+        for name in profile(torch, torch.float16, args.kit, zero_first=args.profile_after_zeroing):
             print(name)
         return 0
 

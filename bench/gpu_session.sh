@@ -250,6 +250,12 @@ dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_pea
 sm__cycles_active.avg,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
       python3 -m bench.decode_ceiling --profile ${2:+--kit "$2"} > "$OUT/decode-profile.csv" 2> "$OUT/decode-profile.log"
     rc=$?
+    # The same after the suite's zeroing flush, caches left alone (one pass: time and DRAM bytes), so
+    # the write-back of the flush's dirty lines under each kernel is counted.
+    ncu --nvtx --csv --page raw --cache-control none --clock-control none \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      python3 -m bench.decode_ceiling --profile --profile-after-zeroing ${2:+--kit "$2"} \
+      > "$OUT/decode-profile-dirty.csv" 2>> "$OUT/decode-profile.log" || rc=$?
     tail -n 5 "$OUT/decode-profile.log"; grep -c . "$OUT/decode-profile.csv"
     exit $rc ;;
   sweep)
