@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["alive", "descendants", "terminate"]
+__all__ = ["alive", "descendants", "multiprocessing_helpers", "terminate"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,25 @@ def descendants(root: int) -> Processes:
                 found[pid] = stat[19]
                 frontier.append(pid)
     return found
+
+
+def multiprocessing_helpers(processes: Processes) -> Processes:
+    """Those of `processes` that this process's multiprocessing owns: its live children (the
+    measuring child, the lowering pool's processes, which their owners end) and its resource
+    tracker. Not Ray's, so not for `stop_ray` to kill: a resource tracker killed under a live
+    interpreter made it abort at exit (SIGABRT after `tirtune serve`'s clean shutdown, once the
+    cubin build path had spawned its lowering processes in the service)."""
+    import multiprocessing
+
+    own = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+    return {pid: start for pid, start in processes.items() if pid in own or _is_resource_tracker(pid)}
+
+
+def _is_resource_tracker(pid: int) -> bool:
+    try:
+        return b"multiprocessing.resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def alive(processes: Processes) -> Processes:

@@ -15,7 +15,7 @@ from tirtune.space.errors import SpaceError
 from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
-from tirtune.tuner.processes import descendants, terminate
+from tirtune.tuner.processes import descendants, multiprocessing_helpers, terminate
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
@@ -101,6 +101,8 @@ def stop_ray(grace_s: float = 3.0) -> None:
         import ray
 
         started = descendants(os.getpid())
+        for pid in multiprocessing_helpers(started):  # ours, not Ray's: their owners end them
+            del started[pid]
         ray.shutdown()
         _release.set()
         _keeper.join(grace_s)
