@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import tempfile
 import threading
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         r["loop"] = args.label
     earlier = json.loads(args.add_to.read_text())["rows"] if args.add_to else []
     report = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.processor() or
-              platform.machine(), "cpus": len(__import__("os").sched_getaffinity(0)), "rows": earlier + rows}
+              platform.machine(), "cpus": len(os.sched_getaffinity(0)), "rows": earlier + rows}
     md = to_markdown(report)
     print(md)  # noqa: T201
     if args.out is not None:

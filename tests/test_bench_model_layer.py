@@ -3,6 +3,11 @@ the issue asks for (the GPU run itself is the benchmark's)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
+import pytest
+
 from bench.model_layer import QWEN25_7B, to_markdown
 from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
 
@@ -41,14 +46,19 @@ def test_the_report_renders() -> None:
         in to_markdown(result)
 
 
-def test_the_layers_take_turns_at_going_first(monkeypatch: object) -> None:
+def test_the_layers_take_turns_at_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch's and tirtune's launches alternate which goes first in a round (the measuring child
     does the same): the second of a pair never always follows the first's heat and L2 state."""
     import bench.model_layer as ml
 
     order: list[str] = []
-    monkeypatch.setattr(ml, "timed_events", lambda torch, launch, flush, reps: [order.append(launch()) or 1.0])  # type: ignore[attr-defined]
-    monkeypatch.setitem(__import__("sys").modules, "torch", object())  # type: ignore[attr-defined]
+
+    def timed(_torch: object, launch: Callable[[], str], _flush: object, _reps: int) -> list[float]:
+        order.append(launch())
+        return [1.0]
+
+    monkeypatch.setattr(ml, "timed_events", timed)
+    monkeypatch.setitem(sys.modules, "torch", object())  # _interleaved imports torch only to hand it on
     ml._interleaved([lambda: "torch", lambda: "tirtune"], flush=None, reps=1)
     firsts = order[::2]
     assert len(order) == 2 * ml.ROUNDS and set(firsts) == {"torch", "tirtune"}

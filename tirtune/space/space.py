@@ -178,9 +178,16 @@ class SearchSpace:
         chosen: dict[str, Any] = {}
         partial = _Partial()
         nodes = [0]
+        # Per depth: (value, 1 if it changes `config`'s knob) in walk order; the partial config is
+        # written in place (the walk's inner loop is most of a repair's time: each proposal of a
+        # job's ask, bench/loop_overhead.py).
+        steps = [[(v, int(v != getattr(config, name))) for v in values] for name, values in zip(names, order,
+                                                                                                  strict=True)]
+        defaults = [_DEFAULTS[name] for name in names]
+        pc, put, depth = partial.config, object.__setattr__, len(names)
 
         def walk(i: int, changed: int) -> None:
-            if i == len(names):
+            if i == depth:
                 found = Config(**chosen)
                 if found in excluded:
                     return
@@ -189,20 +196,26 @@ class SearchSpace:
                     ties.clear()
                 ties.append(found)
                 return
-            for value in order[i]:
+            name, rules = names[i], at[i]
+            for value, change in steps[i]:
                 if nodes[0] >= max_nodes and ties:
                     return
-                cost = changed + (value != getattr(config, names[i]))
+                cost = changed + change
                 # Enough ties at the best distance to draw from: only a nearer config counts now.
                 if cost > best[0] or (cost == best[0] and len(ties) >= _TIES):
                     continue
                 nodes[0] += 1
-                chosen[names[i]] = partial.set(names[i], value)
-                if at[i] and any(rule(partial.config, problem) for rule in at[i]):
-                    continue
-                walk(i + 1, cost)
-            chosen.pop(names[i], None)
-            partial.reset(names[i])
+                put(pc, name, value)
+                chosen[name] = value
+                broken = False
+                for rule in rules:
+                    if rule(pc, problem):
+                        broken = True
+                        break
+                if not broken:
+                    walk(i + 1, cost)
+            chosen.pop(name, None)
+            put(pc, name, defaults[i])
 
         walk(0, 0)
         if not ties:
