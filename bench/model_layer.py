@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import SLEEP_CLOCK_HZ, Nvml, timed_events
+from tirtune.workers.measure import Nvml, timed_events
 from tirtune.workers.verify import TOLERANCE, relative_error
 
 QWEN25_7B = {"model_type": "qwen2", "name": "Qwen2.5-7B", "hidden_size": 3584, "intermediate_size": 18944,
@@ -199,10 +199,10 @@ def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], lis
 def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: Any,
                reps: int) -> tuple[list[dict[str, float]], list[dict[str, float | None]]]:
     """Each layer's ops timed in their place: per repetition the L2 flushed once, then the whole
-    forward with an event between consecutive ops (no flush between them, as a model runs);
-    layers interleaved in rounds, the first of a round rotating (no layer always follows the
-    other), the GPU held while a block is queued (timed_events' hold). Returns each layer's
-    median ms per op, and its median SM clock and board power sampled while its blocks ran."""
+    forward with an event between consecutive ops (no flush between them, as a model runs), by
+    timed_events (its hold and its check that the queueing fit in it); layers interleaved in
+    rounds, the first of a round rotating (no layer always follows the other). Returns each
+    layer's median ms per op, and its median SM clock and board power sampled while its blocks ran."""
     import torch
 
     nvml = Nvml(torch)
@@ -211,25 +211,22 @@ def _breakdown(layers: Sequence[list[tuple[str, Callable[[], None]]]], flush: An
     for r in range(ROUNDS):
         for j in range(len(layers)):
             i = (j + r) % len(layers)
-            ops, into = layers[i], times[i]
-            for _, run in ops:  # warm: allocations made and kernels loaded outside the timed block
-                run()
-            torch.cuda.synchronize()
-            torch.cuda._sleep(int(reps * BREAKDOWN_HOLD_MS_PER_REP * 1e-3 * SLEEP_CLOCK_HZ))
-            marks = []
-            for _ in range(reps):
-                flush.zero_()
+            ops, marks, seen = layers[i], [], []
+
+            def forward(ops: list[tuple[str, Callable[[], None]]] = ops, marks: list[Any] = marks) -> None:
                 events = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
                 events[0].record()
                 for (_, run), end in zip(ops, events[1:], strict=True):
                     run()
                     end.record()
                 marks.append(events)
-            samples[i].append(nvml.clock_and_power())  # the block is running: queued, not yet done
-            torch.cuda.synchronize()
-            for events in marks:
+
+            timed_events(torch, forward, flush, reps, hold_ms_per_rep=BREAKDOWN_HOLD_MS_PER_REP,
+                         while_running=lambda seen=seen: seen.append(nvml.clock_and_power()))
+            samples[i].append(seen[-1])
+            for events in marks[-reps:]:  # the last block's (a warm-up and a redone block come first)
                 for (name, _), start, end in zip(ops, events[:-1], events[1:], strict=True):
-                    into[name].append(start.elapsed_time(end))
+                    times[i][name].append(start.elapsed_time(end))
     state = [{"sm_clock_mhz": _median_of([c for c, _ in s]), "power_w": _median_of([w for _, w in s])}
              for s in samples]
     return [{name: statistics.median(t) for name, t in into.items()} for into in times], state

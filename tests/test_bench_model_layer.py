@@ -62,3 +62,21 @@ def test_the_layers_take_turns_at_going_first(monkeypatch: pytest.MonkeyPatch) -
     ml._interleaved([lambda: "torch", lambda: "tirtune"], flush=None, reps=1)
     firsts = order[::2]
     assert len(order) == 2 * ml.ROUNDS and set(firsts) == {"torch", "tirtune"}
+
+
+def test_the_breakdown_times_each_op_of_the_last_block_between_its_own_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through timed_events (a recording stand-in for torch, every event pair 0.5 ms apart): each
+    op of each layer gets one figure per repetition of the block that counted (not the warm-up's),
+    and each layer one clock sample a round (None without NVML)."""
+    from test_timed_events import _Flush, _Torch
+
+    import bench.model_layer as ml
+
+    torch = _Torch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    ran: list[str] = []
+    layer = [("qkv", lambda: ran.append("qkv")), ("down", lambda: ran.append("down"))]
+    medians, state = ml._breakdown([layer, layer], _Flush(torch.log), reps=3)
+    assert medians == [{"qkv": 0.5, "down": 0.5}] * 2
+    assert state == [{"sm_clock_mhz": None, "power_w": None}] * 2
+    assert len(ran) == 2 * ml.ROUNDS * 2 * (1 + 3)  # each layer, each round: a warm-up and 3 timed

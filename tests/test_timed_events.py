@@ -74,3 +74,14 @@ def test_a_block_whose_queueing_outlasted_its_hold_is_timed_again_with_twice_the
     sleeps = [x[1] for x in torch.log if isinstance(x, tuple)]
     assert len(sleeps) == 2 and sleeps[1] == 2 * sleeps[0]  # 1 ms held, 4 ms queued: again at 2 ms
     assert times == [0.5, 0.5]
+
+
+def test_a_larger_hold_per_launch_and_a_sample_taken_while_the_block_runs() -> None:
+    """A launch that queues many kernels asks a longer first hold; `while_running` runs once the
+    block is queued, before the wait for it (the GPU is running it then)."""
+    torch = _Torch()
+    measure.timed_events(torch, lambda: torch.log.append("launch"), _Flush(torch.log), 20, hold_ms_per_rep=0.5,
+                         while_running=lambda: torch.log.append("sample"))
+    log = torch.log
+    assert log[2] == ("sleep", int(20 * 0.5 * 1e-3 * measure.SLEEP_CLOCK_HZ))
+    assert log[-2:] == ["sample", "sync"] and log.count("sample") == 1

@@ -167,22 +167,21 @@ class SearchSpace:
             return rng.choice(ties)
         at = self._rules_by_depth(names)
         excluded = set(exclude)
-        order = []
+        # Per depth, the walk's order: (value, 1 if it changes `config`'s knob), `config`'s own
+        # value first, the others shuffled. The partial config is written in place: the walk's
+        # inner loop is most of a repair's time (each refused proposal of a job's ask,
+        # bench/loop_overhead.py).
+        steps = []
         for name in names:
             own = getattr(config, name)
             others = [v for v in self.knobs[name] if v != own]
             rng.shuffle(others)
-            order.append(([own] if own in self.knobs[name] else []) + others)
+            steps.append(([(own, 0)] if own in self.knobs[name] else []) + [(v, 1) for v in others])
         best = [len(names) + 1]
         ties: list[Config] = []
         chosen: dict[str, Any] = {}
         partial = _Partial()
         nodes = [0]
-        # Per depth: (value, 1 if it changes `config`'s knob) in walk order; the partial config is
-        # written in place (the walk's inner loop is most of a repair's time: each proposal of a
-        # job's ask, bench/loop_overhead.py).
-        steps = [[(v, int(v != getattr(config, name))) for v in values] for name, values in zip(names, order,
-                                                                                                  strict=True)]
         defaults = [_DEFAULTS[name] for name in names]
         pc, put, depth = partial.config, object.__setattr__, len(names)
 

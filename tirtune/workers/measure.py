@@ -306,16 +306,20 @@ HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
 SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
 
 
-def timed_events(torch: Any, launch: Any, flush: Any, reps: int) -> list[float]:
+def timed_events(torch: Any, launch: Any, flush: Any, reps: int, *, hold_ms_per_rep: float = HOLD_MS_PER_REP,
+                 while_running: Any = None) -> list[float]:
     """One warm-up of `launch`, then `reps` launches, each after zeroing `flush` (a buffer larger
     than the L2) and timed by its own pair of CUDA events: milliseconds per launch. The launches
     are queued behind a sleeping kernel that holds the GPU longer than the queueing takes (the
     CPU time is checked, and the block redone with twice the hold if it ran over), so the GPU
     never waits on the CPU between a start event and its kernel: the times are the kernel's own
-    however loaded the host is (nvbench's blocking kernel, with a sleep instead of a flag)."""
+    however loaded the host is (nvbench's blocking kernel, with a sleep instead of a flag).
+    `hold_ms_per_rep`: the first hold's share per launch (a launch that queues many kernels needs
+    more); `while_running`: called once a block is queued, while the GPU runs it (a sample of its
+    clocks; again if the block is redone)."""
     launch()
     torch.cuda.synchronize()
-    hold_ms = max(HOLD_MIN_MS, reps * HOLD_MS_PER_REP)
+    hold_ms = max(HOLD_MIN_MS, reps * hold_ms_per_rep)
     for _ in range(HOLD_ATTEMPTS):
         torch.cuda._sleep(int(hold_ms * 1e-3 * SLEEP_CLOCK_HZ))
         began = time.perf_counter()
@@ -328,6 +332,8 @@ def timed_events(torch: Any, launch: Any, flush: Any, reps: int) -> list[float]:
             end.record()
             pairs.append((start, end))
         queued_ms = (time.perf_counter() - began) * 1e3
+        if while_running is not None:
+            while_running()
         torch.cuda.synchronize()
         if queued_ms < hold_ms:
             break

@@ -70,7 +70,9 @@ class ChildSupervisor:
         self.run_timeout_s = run_timeout_s
         self.start_timeout_s = start_timeout_s
         self.keep_spare = spare
-        self.prepare = prepare if prepare is not None or target is not serve else _prepare_measuring
+        if prepare is None and target is serve:
+            prepare = _prepare_measuring
+        self.prepare = prepare
         self._proc: Any = None
         self._conn: Any = None
         self._spare: tuple[Any, Any] | None = None  # (process, parent end of its pipe)
