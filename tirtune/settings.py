@@ -71,6 +71,13 @@ class Settings(BaseSettings):
         description="Measuring processes the top trials of a job are re-measured in, one after another "
         "(each a fresh child with fresh inputs): the spread of the best's ratio covers rounds and processes.",
     )
+    local_share: float = Field(
+        default=0.75,
+        ge=0,
+        le=1,
+        description="Share of each batch (after the starting points) a job proposes one knob away from its best "
+        "configs so far (a local search); the rest is TPE's. 0: TPE alone.",
+    )
     api_token: str | None = Field(default=None, description="If set, POST /tune needs 'Authorization: Bearer <token>'.")
     best_cache_check_s: float = Field(
         default=1.0,

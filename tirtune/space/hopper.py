@@ -55,6 +55,9 @@ holds the knobs it lacks at their defaults):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from tirtune.core import Config
 from tirtune.space.errors import SpaceError
 from tirtune.space.rules import (
     CONFIG_RULES,
@@ -141,6 +144,17 @@ HOPPER_V4 = SearchSpace(
     config_rules=V4_CONFIG_RULES,
 )
 
+def same_kernel(config: Config) -> Config:
+    """`config` with the knobs the template ignores at its values put back at their defaults:
+    cluster_dim without a cluster (no cluster to lay along M or N) and split_k_reduce without a
+    split (nothing to reduce). Checked by lowering both (tests/test_space_neighbours.py)."""
+    if config.cluster == 1 and config.cluster_dim != "m":
+        config = replace(config, cluster_dim="m")
+    if config.split_k == 1 and config.split_k_reduce != "dsmem":
+        config = replace(config, split_k_reduce="dsmem")
+    return config
+
+
 # hopper-gemm/5 (issue 14: small, skinny, ragged and decode GEMMs): swap_ab (D^T = B A^T, the
 # problem's M on wgmma's N), narrow tiles (blk_n 8-48 and 96: small problems fill the 132 SMs and
 # a swapped small M fits wgmma's N), 8-stage rings, split-K clusters reducing through distributed
@@ -177,6 +191,7 @@ HOPPER = SearchSpace(
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
+    normal_form=same_kernel,
 )
 
 # hopper-gemm/2: persistent CTAs, grouped rasterization, the whole-tile TMA-store epilogue.

@@ -27,6 +27,11 @@ class SearchSpace:
     # A finite sub-space (see `restricted`): the only configs each problem may take, or None for
     # the whole grid. Kept beside its rule so searches can list the points instead of the grid.
     points: Mapping[Problem, frozenset[Config]] | None = None
+    # The config whose kernel `config` generates, with the knobs the template ignores at these
+    # values put back at their defaults (hopper-gemm/5: cluster_dim without a cluster, the split-K
+    # reduction without a split): two configs with the same normal form build the same kernel
+    # (tests/test_space_neighbours.py lowers both). None: every knob always counts.
+    normal_form: Callable[[Config], Config] | None = None
 
     def restricted(
         self, points: Mapping[Problem, Collection[Config]], rule: str, reason: str,
@@ -220,6 +225,43 @@ class SearchSpace:
         if not ties:
             return None
         return rng.choice(ties)
+
+    def neighbours(
+        self, config: Config, problem: Problem, *, exclude: Collection[Config] = (),
+        rng: random.Random | None = None,
+    ) -> list[Config]:
+        """The valid configs one knob away from `config`, not in `exclude`, nearest first: a knob
+        moved to the next value of its range before a value further along it (stages 4 -> 3 or 5
+        before 4 -> 8), ties in `rng`'s order. A restricted space (a replay's recorded sample)
+        rarely holds a config one knob away, so there every valid point comes back, fewest knobs
+        changed first. Configs that build the same kernel (`normal_form`) count once, and not at
+        all when one of them is `config` or excluded. What a local search around a good config
+        measures next."""
+        rng = rng or random.Random(0)
+        same = self.normal_form or (lambda c: c)
+        excluded = {same(c) for c in exclude}
+        excluded.add(same(config))
+        finite = self.finite_configs(problem)
+        if finite is not None:
+            names = list(self.knobs)
+            ranked = [(sum(getattr(c, n) != getattr(config, n) for n in names), rng.random(), c)
+                      for c in finite if same(c) not in excluded]
+            return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
+        if self.problem_violations(problem):
+            return []
+        ranked = []
+        for name, values in self.knobs.items():
+            own = getattr(config, name)
+            at = values.index(own) if own in values else None
+            for i, value in enumerate(values):
+                if value == own:
+                    continue
+                moved = replace(config, **{name: value})
+                if same(moved) in excluded or not self.holds(moved) or not self.is_valid(moved, problem):
+                    continue
+                excluded.add(same(moved))  # one of the configs that build the same kernel
+                ranked.append((abs(i - at) if at is not None else 1, rng.random(), moved))
+        return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
 
     def _rules_by_depth(self, names: list[str]) -> list[list[ConfigRule]]:
         """Each config rule at the depth of the last knob it reads (`rules.reads`); a rule

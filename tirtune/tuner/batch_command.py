@@ -103,7 +103,8 @@ def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named
         bar.update(task, completed=p.trials_done, best=ratio)
 
     loop = JobLoop(sessions, url, workers.space, workers.builder, workers.runner, batch_size=workers.batch_size,
-                   on_progress=update, remeasure_processes=settings.remeasure_processes)
+                   on_progress=update, remeasure_processes=settings.remeasure_processes,
+                   local_share=settings.local_share)
     try:
         result = loop.run(job_id)
     except BaseException as exc:

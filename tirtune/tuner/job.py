@@ -30,7 +30,7 @@ from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
-from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.tuner.start import start_configs
 from tirtune.workers.builder import Builder
@@ -82,11 +82,14 @@ class JobLoop:
         remeasure_rounds: int = 5,
         remeasure_processes: int = 2,
         ahead: int = 2,
+        local_share: float = LOCAL_SHARE,
     ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
         rounds in each of `remeasure_processes` measuring processes, before the job's best is named.
         `ahead` batches are asked and built ahead of the one the GPUs measure (1: the next one
-        only, asked while the GPUs measure; 2: asking and building also overlap each other)."""
+        only, asked while the GPUs measure; 2: asking and building also overlap each other).
+        `local_share` of each batch after the starting points is proposed one knob away from the
+        best configs so far (`OptunaProposer`)."""
         self.sessions = sessions
         self.storage_url = storage_url
         self.space = space
@@ -99,6 +102,7 @@ class JobLoop:
         self.remeasure_rounds = remeasure_rounds
         self.remeasure_processes = max(1, remeasure_processes)
         self.ahead = max(1, ahead)
+        self.local_share = local_share
         self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
@@ -106,7 +110,8 @@ class JobLoop:
         start_with = start_configs(self.sessions, branch(job.arch), job.problem, gpu_name=job.gpu_name,
                                    source=self.source)
         return OptunaProposer(
-            self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem
+            self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem,
+            local_share=self.local_share,
         )
 
     def run(self, job_id: int) -> JobSummary:

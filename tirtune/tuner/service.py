@@ -67,7 +67,7 @@ class JobService:
                     self._workers = make_workers(self.settings)
             loop = JobLoop(self.sessions, url_of(self.sessions), self._workers.space, self._workers.builder,
                            self._workers.runner, batch_size=self._workers.batch_size,
-                           remeasure_processes=self.settings.remeasure_processes)
+                           remeasure_processes=self.settings.remeasure_processes, local_share=self.settings.local_share)
             summary = loop.run(job_id)
             state, message = summary.state, summary.message
         except Exception as exc:  # the job fails, the service lives on

@@ -1,0 +1,149 @@
+"""The local search: a job's batches spend most of their slots one knob away from its best configs.
+
+Real Optuna storage (SQLite), the real hopper-gemm/5 space and rules; the measurements are ours
+(ratios told by the test). The claim that configs with one normal form build one kernel is checked
+by lowering them through TVM (no nvcc).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+
+from tirtune.core import Config, Problem
+from tirtune.space import HOPPER
+from tirtune.space.branches import branch
+from tirtune.space.hopper import same_kernel
+from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
+from tirtune.tuner.proposer import Feedback
+
+RAGGED = Problem(3000, 5000, 2000, "float16")
+DECODE = Problem(16, 4096, 4096, "float16")
+STARTS = tuple(branch("sm_90a").start_configs(RAGGED))
+
+
+def changed(a: Config, b: Config) -> list[str]:
+    return [f.name for f in fields(Config) if getattr(a, f.name) != getattr(b, f.name)]
+
+
+@pytest.mark.parametrize("problem", [RAGGED, DECODE])
+def test_neighbours_are_valid_one_knob_away_nearest_values_first_and_build_distinct_kernels(problem: Problem) -> None:
+    centre = branch("sm_90a").start_configs(problem)[0]
+    near = HOPPER.neighbours(centre, problem, rng=random.Random(1))
+    assert len(near) >= 15
+    assert all(HOPPER.holds(c) and HOPPER.is_valid(c, problem) for c in near)
+    assert all(len(changed(c, centre)) == 1 for c in near)
+    assert len({same_kernel(c) for c in near}) == len(near), "two neighbours that build one kernel"
+    assert same_kernel(centre) not in {same_kernel(c) for c in near}
+    # Nearest values first: a knob moved to its range's next value before one further along it.
+    steps = []
+    for c in near:
+        (name,) = changed(c, centre)
+        values = list(HOPPER.knobs[name])
+        steps.append(abs(values.index(getattr(c, name)) - values.index(getattr(centre, name))))
+    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1
+    # Excluded configs, and any config building the same kernel as one, are left out.
+    gone = near[:3]
+    twin = replace(gone[0], cluster_dim="n") if gone[0].cluster == 1 else gone[0]
+    rest = HOPPER.neighbours(centre, problem, exclude=[twin, *gone[1:]], rng=random.Random(1))
+    assert not set(gone) & set(rest) and len(rest) == len(near) - 3
+
+
+def test_the_knobs_the_template_ignores_are_the_ones_normal_form_resets() -> None:
+    """Lowered through TVM: cluster_dim without a cluster and split_k_reduce without a split
+    change no byte of the kernel; with a cluster (a split) they do, so normal_form keeps them."""
+    from tirtune.workers import toolchain
+
+    def source(config: Config, problem: Problem) -> str:
+        return hashlib.sha256(toolchain.lower_to_cuda(config, problem).encode()).hexdigest()
+
+    ragged = STARTS[0]  # 128x256 persistent, no cluster, no split
+    decode = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/none")
+    ignored = [(replace(ragged, cluster_dim="n"), RAGGED), (replace(ragged, split_k_reduce="serial"), RAGGED),
+               (replace(decode, cluster_dim="n"), DECODE)]
+    for config, problem in ignored:
+        assert HOPPER.is_valid(config, problem) and same_kernel(config) != config
+        assert source(config, problem) == source(same_kernel(config), problem), config.label()
+    clustered = replace(ragged, cluster=2)
+    split = replace(decode, split_k_reduce="serial")
+    for config, problem in [(replace(clustered, cluster_dim="n"), RAGGED), (split, DECODE)]:
+        assert HOPPER.is_valid(config, problem) and same_kernel(config) == config
+    assert source(replace(clustered, cluster_dim="n"), RAGGED) != source(clustered, RAGGED)
+    assert source(split, DECODE) != source(decode, DECODE)
+
+
+def proposer(tmp_path: Path, **kwargs: object) -> OptunaProposer:
+    return OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", HOPPER, seed=4, problem=RAGGED, **kwargs)  # type: ignore[arg-type]
+
+
+def test_before_any_reply_the_first_batch_is_the_starts_then_their_neighbours_then_tpe(tmp_path: Path) -> None:
+    p = proposer(tmp_path, start_with=STARTS)
+    batch = p.ask(16)
+    configs = [x.config for x in batch]
+    assert configs[: len(STARTS)] == list(STARTS)
+    local = round(LOCAL_SHARE * (16 - len(STARTS)))
+    assert p.asked_local == local
+    near = configs[len(STARTS): len(STARTS) + local]
+    # Around the first two starting points (the likeliest best), taking turns.
+    assert [len(changed(c, STARTS[i % 2])) for i, c in enumerate(near)] == [1] * local
+    assert len(set(configs)) == len(configs) and all(HOPPER.is_valid(c, RAGGED) for c in configs)
+    attrs = {t.number: t.user_attrs for t in p.study.trials}
+    around = batch[len(STARTS): len(STARTS) + local]
+    assert all(attrs[x.trial].get("neighbour_of") == "a starting point" for x in around)
+
+
+def test_after_replies_the_batch_goes_one_knob_around_the_best_two_told(tmp_path: Path) -> None:
+    p = proposer(tmp_path, start_with=STARTS)
+    first = p.ask(len(STARTS))
+    ratios = {x.trial: 0.5 for x in first}
+    best, second = first[2], first[4]
+    ratios[best.trial], ratios[second.trial] = 0.97, 0.95
+    p.tell([Feedback(t, r, "OK") for t, r in ratios.items()])
+    batch = p.ask(12)
+    assert p.asked_local == 9  # round(0.75 * 12)
+    near = [x.config for x in batch[:9]]
+    centres = [best.config, second.config] * 5
+    assert all(len(changed(c, centre)) == 1 for c, centre in zip(near, centres, strict=False))
+    attrs = {t.number: t.user_attrs for t in p.study.trials}
+    assert [attrs[x.trial]["neighbour_of"] for x in batch[:4]] == [best.trial, second.trial] * 2
+    proposed = [x.config for x in first + batch]
+    assert len(set(proposed)) == len(proposed)
+    # A failed or wrong trial never leads the search.
+    p.tell([Feedback(batch[0].trial, None, "WRONG_RESULT")])
+    assert all(len(changed(x.config, best.config)) == 1 or len(changed(x.config, second.config)) == 1
+               for x in p.ask(4)[:3])
+
+
+def test_without_a_local_share_the_proposer_is_tpe_alone(tmp_path: Path) -> None:
+    p = proposer(tmp_path, start_with=STARTS, local_share=0.0)
+    first = p.ask(len(STARTS))
+    p.tell([Feedback(x.trial, 0.9 + 0.01 * i, "OK") for i, x in enumerate(first)])
+    p.ask(8)
+    assert p.asked_local == 0
+    assert not any("neighbour_of" in t.user_attrs for t in p.study.trials)
+    with pytest.raises(ValueError, match="local_share"):
+        proposer(tmp_path, local_share=1.5)
+
+
+def test_a_resumed_study_searches_around_what_it_had_measured_and_proposes_nothing_twice(tmp_path: Path) -> None:
+    p = proposer(tmp_path, start_with=STARTS)
+    first = p.ask(len(STARTS))
+    p.tell([Feedback(x.trial, 0.99 if i == 3 else 0.6, "OK") for i, x in enumerate(first)])
+    again = proposer(tmp_path, start_with=STARTS)  # a restarted service opens the same study
+    batch = again.ask(8)
+    assert all(len(changed(x.config, first[3].config)) == 1 for x in batch[:6:2])
+    assert not {x.config for x in first} & {x.config for x in batch}
+
+
+def test_a_restricted_space_searches_its_points_fewest_knobs_away_first() -> None:
+    centre = STARTS[0]
+    points = [replace(centre, stages=3), replace(centre, stages=3, raster_group=16),
+              replace(centre, blk_n=192, stages=3, raster_group=16), replace(centre, raster_group=1), centre]
+    space = HOPPER.restricted({RAGGED: points}, "recorded", "not recorded")
+    near = space.neighbours(centre, RAGGED, rng=random.Random(0))
+    assert [len(changed(c, centre)) for c in near] == [1, 1, 2, 3]
+    assert set(near) == set(points) - {centre}
