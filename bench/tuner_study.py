@@ -1,10 +1,15 @@
 """How fast the tuner finds the best recorded config, against random search, with no GPU.
 
 Replays recorded measurements (bench/data/*.jsonl, a sample of the space per problem) and runs,
-per problem and seed, the service's own proposer the way a job does (ask 4, measure, tell 4):
+per problem and seed, the service's own proposer the way a job does: batches of `--batch` asked
+`--ahead` batches ahead of the one being measured, each told when it is measured:
 
-- `tpe`: OptunaProposer from the job's starting points (its branch's `start_configs`), as `POST /tune` runs;
-- `tpe-cold`: the same without starting points (what TPE alone learns);
+- `local`: OptunaProposer from the job's starting points (its branch's `start_configs`) with its
+  local search (`LOCAL_SHARE` of each batch one knob, here the fewest knobs, from the best so far),
+  as `POST /tune` runs;
+- `tpe`: the same with TPE alone (local_share 0, the service before the local search);
+- `local-cold`, `tpe-cold`: the two without starting points (what each learns from the
+  replies alone);
 - `random`: the recorded configs in a seeded random order.
 
 The space each searches is the recorded sample (`ReplayRunner.restrict`), so every trial is a
@@ -12,7 +17,7 @@ real measurement. Reported: the median over seeds of the best same-run ratio fou
 fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
 
     python -m bench.tuner_study bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
-        --out bench/results/tuner-study
+        --batch 16 --ahead 2 --out bench/results/tuner-study
 """
 
 from __future__ import annotations
@@ -31,11 +36,11 @@ from tirtune.space import Config, Problem
 from tirtune.space.branches import branch
 from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
-from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback
 from tirtune.workers.replay_runner import ReplayRunner
 
-BATCH = 4  # a job's ask size on one GPU with the replay's batch
+STRATEGIES = ("local", "tpe", "local-cold", "tpe-cold", "random")
 CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)
 WITHIN = 0.98
 
@@ -52,9 +57,11 @@ def recorded_ratios(replay: ReplayRunner, problem: Problem) -> dict[Config, floa
 
 
 def tpe_trace(
-    space: SearchSpace, problem: Problem, score: dict[Config, float], trials: int, seed: int, warm: bool
+    space: SearchSpace, problem: Problem, score: dict[Config, float], trials: int, seed: int, *,
+    warm: bool, local_share: float, batch: int, ahead: int,
 ) -> list[float]:
-    """The score (same-run ratio) of each trial in the order a job would measure them."""
+    """The score (same-run ratio) of each trial in the order a job would measure them: `ahead`
+    batches asked before the oldest is told (JobLoop's order)."""
     trace: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         proposer = OptunaProposer(
@@ -64,13 +71,21 @@ def tpe_trace(
             seed=seed,
             start_with=branch(space.arch).start_configs(problem) if warm else (),
             problem=problem,
+            local_share=local_share,
         )
-        while len(trace) < trials:
-            proposals = proposer.ask(min(BATCH, trials - len(trace)))
-            if not proposals:
-                break  # every recorded config was tried
+        asked = 0
+        pending: list[list[Any]] = []
+        while True:
+            while len(pending) < ahead and asked < trials:
+                proposals = proposer.ask(min(batch, trials - asked))
+                if not proposals:
+                    break  # every recorded config was tried
+                asked += len(proposals)
+                pending.append(proposals)
+            if not pending:
+                break
             feedback = []
-            for p in proposals:
+            for p in pending.pop(0):
                 ratio = score.get(p.config)
                 trace.append(ratio or 0.0)
                 feedback.append(Feedback(p.trial, ratio, "OK" if ratio else "WRONG_RESULT"))
@@ -108,6 +123,9 @@ def main() -> int:
     ap.add_argument("data", nargs="+", help="recorded .jsonl files (one problem each, or several)")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=16, help="a job's batch (one per CPU on a GPU host: 16)")
+    ap.add_argument("--ahead", type=int, default=2, help="batches asked ahead of the one measured (JobLoop: 2)")
+    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     ap.add_argument("--out", default="bench/results/tuner-study", help="writes OUT.json and OUT.md")
     args = ap.parse_args()
     replay = ReplayRunner(args.data)
@@ -128,13 +146,15 @@ def main() -> int:
             "starts_recorded": sum(c in score for c in branch("sm_90a").start_configs(problem)),
             "strategies": {},
         }
-        for name in ("tpe", "tpe-cold", "random"):
+        for name in args.strategies:
             traces = []
             for seed in range(args.seeds):
                 if name == "random":
                     traces.append(random_trace(space, problem, score, args.trials, seed))
                 else:
-                    traces.append(tpe_trace(space, problem, score, args.trials, seed, warm=name == "tpe"))
+                    traces.append(tpe_trace(space, problem, score, args.trials, seed, warm=not name.endswith("-cold"),
+                                            local_share=LOCAL_SHARE if name.startswith("local") else 0.0,
+                                            batch=args.batch, ahead=args.ahead))
             row["strategies"][name] = summarize(traces, best, args.trials)
             print(f"{time.monotonic() - began:.0f}s {problem} {name}: {row['strategies'][name]}", flush=True)
         rows.append(row)
@@ -145,7 +165,9 @@ def main() -> int:
         "measured_on": replay.stack().to_json(),
         "trials": args.trials,
         "seeds": args.seeds,
-        "batch": BATCH,
+        "batch": args.batch,
+        "ahead": args.ahead,
+        "local_share": LOCAL_SHARE,
         "problems": rows,
     }
     out = Path(args.out)
@@ -165,8 +187,10 @@ def render(report: dict[str, Any]) -> str:
         f"{report['date']}; replayed from {', '.join(report['data'])} (measured on {stack['gpu_name']}, driver "
         f"{stack['driver']}, CUDA {stack['cuda']}, TVM {stack['tvm']}). Per problem and strategy, the median "
         f"over {report['seeds']} seeds of the best same-run ratio found after n trials, as a fraction of the best "
-        f"recorded config; asks of {report['batch']} as a job makes them. `tpe`: the service's proposer from "
-        "the job's starting points; `tpe-cold`: without them; `random`: recorded configs in random order.",
+        f"recorded config; batches of {report['batch']} asked {report.get('ahead', 1)} ahead, as a job asks them. "
+        f"`local`: the service's proposer from the job's starting points, {report.get('local_share', 0)} of each "
+        "batch after them near the best so far; `tpe`: the same with TPE alone; `local-cold`, `tpe-cold`: the two "
+        "without starting points; `random`: recorded configs in random order.",
         "",
         "| problem | dtype | recorded (correct) | best recorded | strategy | "
         + " | ".join(f"n={n}" for n in checkpoints)

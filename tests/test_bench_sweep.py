@@ -105,9 +105,11 @@ def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_be
     space = replay.restrict(HOPPER_V1)
     score = tuner_study.recorded_ratios(replay, problem)
     assert len(score) == len(replay.configs(problem)) == 39
-    tpe = tuner_study.tpe_trace(space, problem, score, 12, seed=0, warm=False)
+    tpe = tuner_study.tpe_trace(space, problem, score, 12, seed=0, warm=False, local_share=0.0, batch=4, ahead=2)
+    local = tuner_study.tpe_trace(space, problem, score, 12, seed=0, warm=True, local_share=0.75, batch=4, ahead=2)
     rnd = tuner_study.random_trace(space, problem, score, 12, seed=0)
-    assert len(tpe) == len(rnd) == 12 and all(v > 0 for v in tpe + rnd)  # every trial was a recorded config
+    # Every trial was a recorded config, none twice.
+    assert len(tpe) == len(local) == len(rnd) == 12 and all(v > 0 for v in tpe + local + rnd)
     best = max(score.values())
     report = tuner_study.summarize([tpe, rnd], best, 12)
     assert report["best_fraction_after"]["1"] <= report["best_fraction_after"]["8"] <= 1.0
