@@ -23,6 +23,8 @@ layer's outputs, judged against tirtune.workers.verify's tolerance). Writes OUT.
  [{"tokens", "torch_ms", "tirtune_ms", "tirtune_graph_ms", "speedup", "max_rel_error", "within_tolerance",
    "breakdown": [{"op", "torch_ms", "tirtune_ms"}] (each op in its place in the layer),
    "breakdown_state": {"torch"|"tirtune": {"sm_clock_mhz", "power_w"}} (sampled while its blocks ran),
+   "one_at_a_time": [{"gemm", "layer_ms", "saving_ms"}] (the torch layer with only that GEMM through
+   tirtune), "one_at_a_time_layers_ms": {"torch_ms", "tirtune_ms"} (the whole layers, same rounds),
    "gemms": [{"name", "problem", "dtype", "torch_ms", "tirtune_ms", "speedup", "rel_error", "kernel",
               "tuned_ratio"}]}]}.
 """
@@ -164,14 +166,28 @@ def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: 
     t_ref, t_ours = _interleaved([torch_layer, tirtune_layer], flush, reps)
     graph_ms, graph_error = _graph(tirtune_layer, torch_layer, flush, reps)
     by_op, state = _breakdown([steps(ref), steps(ours)], flush, reps)
+    one, both = _one_at_a_time(layer, ref, ours, flush, reps)
     breakdown = [{"op": name, "torch_ms": by_op[0][name], "tirtune_ms": by_op[1][name]} for name in by_op[0]]
     breakdown_state = {"torch": state[0], "tirtune": state[1]}
     return {"tokens": m, "torch_ms": t_ref, "tirtune_ms": t_ours, "speedup": t_ref / t_ours,
             "tirtune_graph_ms": graph_ms, "graph_rel_error": graph_error, "breakdown": breakdown,
-            "breakdown_state": breakdown_state,
+            "breakdown_state": breakdown_state, "one_at_a_time": one, "one_at_a_time_layers_ms": both,
             "max_rel_error": max(errors), "tolerance": tolerance,
             "within_tolerance": max(errors) <= tolerance and all(g["rel_error"] <= tolerance for g in gemms),
             "gemms": gemms}
+
+
+def _one_at_a_time(layer: Callable[[dict[str, Any]], Callable[[], Any]], ref: dict[str, Any], ours: dict[str, Any],
+                   flush: Any, reps: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The torch layer with one GEMM at a time through tirtune, interleaved in the same rounds with
+    the all-torch and the all-tirtune layers: what each tuned GEMM saves (or costs) the whole
+    layer in its place, its own time and what it leaves the ops after it (L2 contents, clock).
+    Returns one row per GEMM and the two whole layers' medians from the same rounds."""
+    names = list(ref)
+    mixed = [layer({**ref, name: ours[name]}) for name in names]
+    t = _interleaved([layer(ref), *mixed, layer(ours)], flush, reps)
+    rows = [{"gemm": name, "layer_ms": ms, "saving_ms": t[0] - ms} for name, ms in zip(names, t[1:-1], strict=True)]
+    return rows, {"torch_ms": t[0], "tirtune_ms": t[-1]}
 
 
 def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], list[Any]], flush: Any,
@@ -288,6 +304,16 @@ def to_markdown(r: dict[str, Any]) -> str:
             if st:
                 lines.append(f"- {c['tokens']} tokens, while the blocks ran (median SM clock, board power): torch "
                              f"{_state(st['torch'])}, tirtune {_state(st['tirtune'])}")
+    if any(c.get("one_at_a_time") for c in r["cases"]):
+        lines += ["", "The torch layer with one GEMM at a time through tirtune (the same rounds as both whole "
+                  "layers): what each saves the layer in its place, its own time and its effect on the ops after it:",
+                  "", "| tokens | tirtune GEMM | layer ms | saving ms | torch layer ms | tirtune layer ms |",
+                  "| ---: | --- | ---: | ---: | ---: | ---: |"]
+        for c in r["cases"]:
+            both = c.get("one_at_a_time_layers_ms") or {}
+            for o in c.get("one_at_a_time") or []:
+                lines.append(f"| {c['tokens']} | {o['gemm']} | {o['layer_ms']:.4f} | {o['saving_ms']:+.4f} | "
+                             f"{both.get('torch_ms', float('nan')):.4f} | {both.get('tirtune_ms', float('nan')):.4f} |")
     failed = [c for c in r["cases"] if isinstance(c.get("graph_rel_error"), str)]
     lines += [f"- CUDA graph capture failed at {c['tokens']} tokens: {c['graph_rel_error']}" for c in failed]
     return "\n".join(lines) + "\n"

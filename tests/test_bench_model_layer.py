@@ -37,6 +37,11 @@ def test_the_report_renders() -> None:
     assert "torch.mm (nobody tuned it)" in md and "128x64x64 s8 c1 ws swap | 1.240" in md
     assert "CUDA graph capture failed at 16 tokens: RuntimeError" in md
     assert "Each op in its place" not in md  # no breakdown measured: no table
+    assert "one GEMM at a time" not in md
+    case["one_at_a_time"] = [{"gemm": "down", "layer_ms": 0.19, "saving_ms": 0.01}]
+    case["one_at_a_time_layers_ms"] = {"torch_ms": 0.2, "tirtune_ms": 0.18}
+    assert "| 16 | down | 0.1900 | +0.0100 | 0.2000 | 0.1800 |" in to_markdown(result)
+    del case["one_at_a_time"], case["one_at_a_time_layers_ms"]
 
     case["breakdown"] = [{"op": "silu_mul", "torch_ms": 0.8, "tirtune_ms": 1.1}]
     assert "| 16 | silu_mul | 0.8000 | 1.1000 | +0.3000 |" in to_markdown(result)
@@ -80,3 +85,30 @@ def test_the_breakdown_times_each_op_of_the_last_block_between_its_own_events(mo
     assert medians == [{"qkv": 0.5, "down": 0.5}] * 2
     assert state == [{"sm_clock_mhz": None, "power_w": None}] * 2
     assert len(ran) == 2 * ml.ROUNDS * 2 * (1 + 3)  # each layer, each round: a warm-up and 3 timed
+
+
+def test_one_gemm_at_a_time_swaps_exactly_that_gemm_and_times_all_layers_in_the_same_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each mixed layer is the torch layer with one GEMM's Linear replaced by tirtune's; the
+    all-torch and all-tirtune layers are timed in the same interleaved rounds; a saving is the
+    torch layer's time less the mixed layer's."""
+    import bench.model_layer as ml
+
+    ref = {name: f"torch:{name}" for name in ("qkv", "o", "gate_up", "down")}
+    ours = {name: f"tirtune:{name}" for name in ref}
+    timed: list[list[object]] = []
+
+    def interleaved(launches: list[Callable[[], object]], _flush: object, _reps: int) -> list[float]:
+        timed.append([launch() for launch in launches])
+        return [10.0, 9.5, 10.2, 9.0, 10.0, 8.7]
+
+    monkeypatch.setattr(ml, "_interleaved", interleaved)
+    rows, both = ml._one_at_a_time(lambda lin: lambda: dict(lin), ref, ours, flush=None, reps=1)
+    [layers] = timed
+    assert layers[0] == ref and layers[-1] == ours
+    for name, mixed in zip(ref, layers[1:-1], strict=True):
+        assert [k for k in ref if mixed[k] != ref[k]] == [name] and mixed[name] == ours[name]
+    assert [r["gemm"] for r in rows] == list(ref)
+    assert [r["saving_ms"] for r in rows] == pytest.approx([0.5, -0.2, 1.0, 0.0])
+    assert both == {"torch_ms": 10.0, "tirtune_ms": 8.7}
