@@ -418,3 +418,28 @@ def test_the_gpus_measure_the_next_batch_while_the_last_is_recorded_and_told(
     assert len(trials_of(rows)) == 16 and len(runner.spans) >= 3 and tells
     gaps = [later[0] - earlier[1] for earlier, later in zip(runner.spans, runner.spans[1:], strict=False)]
     assert min(gaps) < 0.05, gaps
+
+
+@pytest.mark.parametrize(("trials", "batch", "sizes"), [(32, 16, [8, 8, 8, 8]), (64, 16, [16] * 4), (10, 16, [4, 4, 2])])
+def test_a_job_asks_at_most_a_quarter_of_its_budget_at_once(db_url: str, trials: int, batch: int,
+                                                              sizes: list[int]) -> None:
+    """With two batches asked ahead, a batch of half the budget would ask a whole job before its
+    first result: batches are at most a quarter of the budget (at least 4), the last what is left."""
+
+    class SizedBuilder(ReplayBuilder):
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def build(self, batch: Sequence[object]) -> list[BuildResult]:
+            self.sizes.append(len(batch))
+            return super().build(batch)
+
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, HOPPER_V1.arch, trials)
+        repo.claim_job(s, job.id)
+    builder = SizedBuilder()
+    summary = JobLoop(sessions, db_url, HOPPER_V1, builder, ReplayRunner([DATA]), batch_size=batch,
+                      remeasure_top=0).run(job.id)
+    sessions.kw["bind"].dispose()
+    assert summary.trials == trials and builder.sizes == sizes

@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 
 PENDING = "PENDING"
 MAX_IDLE_ASKS = 200  # consecutive proposals that add nothing new: the space is exhausted
+# A job asks at most a quarter of its trial budget at once (and at least 4): with two batches
+# asked ahead, a 32-trial job in 16-wide batches asked everything before its first result, and its
+# search (the local search around the best so far) never saw one. In quarters, half of a job's
+# trials are asked knowing some results.
+BUDGET_PARTS = 4
+MIN_BATCH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +287,8 @@ class _Run:
         self, pool: ThreadPoolExecutor, in_flight: int
     ) -> tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]] | None:
         """Ask until a batch of new, valid candidates is ready; record the rest right away."""
-        want = min(self.o.batch_size, self.remaining() - in_flight)
+        want = min(self.o.batch_size, max(MIN_BATCH, -(-self.job.max_trials // BUDGET_PARTS)),
+                   self.remaining() - in_flight)
         batch: list[tuple[Proposal, Candidate]] = []
         while len(batch) < want and self.idle_asks < MAX_IDLE_ASKS:
             proposals = self.proposer.ask(want - len(batch))
