@@ -33,7 +33,7 @@ from tirtune.core import BuildResult, Candidate, Outcome, Problem, Provenance, R
 from tirtune.db import open_database, repo, transaction, url_of
 from tirtune.space.branches import branch
 from tirtune.tuner.job import JobLoop
-from tirtune.tuner.optuna_proposer import OptunaProposer
+from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal
 
 STACK = Stack("stand-in GPU", "0", "13.0", "0.27.0", "9.0")
@@ -115,7 +115,8 @@ def _timed(spent: dict[str, float], what: str) -> Iterator[None]:
         spent[what] += time.perf_counter() - began
 
 
-def study(problem: Problem, gpus: int, gpu_s: float, trials: int, batch: int, ahead: int, work: Path) -> dict[str, Any]:
+def study(problem: Problem, gpus: int, gpu_s: float, trials: int, batch: int, ahead: int, work: Path,
+          local_share: float = LOCAL_SHARE) -> dict[str, Any]:
     url = f"sqlite:///{work / f'loop-{gpus}-{time.monotonic_ns()}.db'}"
     sessions = open_database(url)
     hopper = branch("sm_90a")
@@ -124,7 +125,8 @@ def study(problem: Problem, gpus: int, gpu_s: float, trials: int, batch: int, ah
 
     def proposer(job: Any) -> TimedProposer:
         inner = OptunaProposer(url_of(sessions), job.study_name, hopper.space, seed=job.id,
-                               start_with=hopper.start_configs(job.problem), problem=job.problem)
+                               start_with=hopper.start_configs(job.problem), problem=job.problem,
+                               local_share=local_share)
         return TimedProposer(inner, spent)
 
     with transaction(sessions) as s:
@@ -138,7 +140,8 @@ def study(problem: Problem, gpus: int, gpu_s: float, trials: int, batch: int, ah
     sessions.kw["bind"].dispose()
     return {
         "problem": problem.shape, "gpus": gpus, "gpu_s": gpu_s, "trials": summary.trials, "batch": batch,
-        "ahead": ahead, "wall_s": round(wall, 2), "trials_per_min": round(60 * summary.trials / wall, 1),
+        "ahead": ahead, "local_share": local_share, "wall_s": round(wall, 2),
+        "trials_per_min": round(60 * summary.trials / wall, 1),
         "gpu_bound_trials_per_min": round(60 * gpus / gpu_s, 1),
         "busy": round(runner.busy_s / (wall * gpus), 3),
         "ask_s": round(spent["ask"], 2), "tell_s": round(spent["tell"], 2),
@@ -153,14 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ahead", type=int, default=2)
+    ap.add_argument("--local-share", type=float, default=LOCAL_SHARE,
+                    help="the proposer's local search share (0: TPE alone)")
     ap.add_argument("--label", default="", help="names this run's loop in the table (e.g. a commit)")
     ap.add_argument("--add-to", type=Path, default=None, help="an earlier OUT.json whose rows come first")
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     args = ap.parse_args(argv)
     m, n, k = (int(x) for x in args.problem.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [study(Problem(m, n, k, "float16"), g, args.gpu_s, args.trials, args.batch, args.ahead, Path(tmp))
-                for g in args.gpus]
+        rows = [study(Problem(m, n, k, "float16"), g, args.gpu_s, args.trials, args.batch, args.ahead, Path(tmp),
+                      args.local_share) for g in args.gpus]
     for r in rows:
         r["loop"] = args.label
     earlier = json.loads(args.add_to.read_text())["rows"] if args.add_to else []
