@@ -147,3 +147,17 @@ def test_a_restricted_space_searches_its_points_fewest_knobs_away_first() -> Non
     near = space.neighbours(centre, RAGGED, rng=random.Random(0))
     assert [len(changed(c, centre)) for c in near] == [1, 1, 2, 3]
     assert set(near) == set(points) - {centre}
+
+
+def test_starts_the_rules_refuse_are_repaired_before_any_is_asked(tmp_path: Path) -> None:
+    """Optuna hands out enqueued trials oldest first: a start refused while another waited came
+    back as that other start (unchecked), its repair one slot later. Starts are repaired up front."""
+    a, b = STARTS[0], STARTS[1]
+    points = [replace(a, stages=3), replace(b, stages=3), replace(b, stages=3, raster_group=16),
+              replace(a, stages=3, raster_group=16, l2_promotion="256B")]
+    space = HOPPER.restricted({RAGGED: points}, "recorded", "not recorded")
+    assert not space.is_valid(a, RAGGED) and not space.is_valid(b, RAGGED)
+    p = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", space, seed=0, start_with=[a, b], problem=RAGGED)
+    asked = [x.config for x in p.ask(4)]
+    assert asked[:2] == [replace(a, stages=3), replace(b, stages=3)]  # each start's nearest recorded config
+    assert all(space.is_valid(c, RAGGED) for c in asked) and len(set(asked)) == 4

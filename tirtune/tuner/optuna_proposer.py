@@ -96,7 +96,7 @@ class OptunaProposer:
                 )
         self._open: dict[int, optuna.trial.Trial] = {}
         self._retry_stale_trials()
-        self._starts = [c for c in dict.fromkeys(start_with) if space.holds(c)]
+        self._starts = self._valid_starts(start_with)
         if not self.study.trials:
             for config in self._starts:
                 # Every knob of the space, defaults included (to_json leaves newer knobs out at
@@ -105,6 +105,28 @@ class OptunaProposer:
                 self.study.enqueue_trial(params, skip_if_exists=True)
         else:
             self._recall()
+
+    def _valid_starts(self, start_with: Sequence[Config]) -> list[Config]:
+        """The starting points this space holds, in order, each one the problem's rules refuse
+        replaced by its nearest valid config (a transferred best of a neighbouring problem, a
+        replay's start that was not recorded). Repaired here, not when asked: Optuna hands out
+        enqueued trials oldest first, so a start refused while others wait would be replaced by
+        the next start, not by its repair."""
+        held = [c for c in dict.fromkeys(start_with) if self.space.holds(c)]
+        if self.problem is None:
+            return held
+        starts: list[Config] = []
+        for config in held:
+            if not self.space.is_valid(config, self.problem):
+                repaired = self.space.nearest_valid(config, self.problem, exclude=[*held, *starts], rng=self._rng)
+                log.info("start %s breaks a rule at %s: %s instead", config.label(), self.problem,
+                         repaired.label() if repaired else "none")
+                if repaired is None:
+                    continue
+                config = repaired
+            if config not in starts:
+                starts.append(config)
+        return starts
 
     def _recall(self) -> None:
         """A resumed study: what its trials proposed is not proposed again, and what they measured
