@@ -144,10 +144,11 @@ HOPPER_V4 = SearchSpace(
     config_rules=V4_CONFIG_RULES,
 )
 
+
 def same_kernel(config: Config) -> Config:
     """`config` with the knobs the template ignores at its values put back at their defaults:
     cluster_dim without a cluster (no cluster to lay along M or N) and split_k_reduce without a
-    split (nothing to reduce). Checked by lowering both (tests/test_space_neighbours.py)."""
+    split (nothing to reduce). Checked by lowering both (tests/test_local_search.py)."""
     if config.cluster == 1 and config.cluster_dim != "m":
         config = replace(config, cluster_dim="m")
     if config.split_k == 1 and config.split_k_reduce != "dsmem":

@@ -30,7 +30,7 @@ class SearchSpace:
     # The config whose kernel `config` generates, with the knobs the template ignores at these
     # values put back at their defaults (hopper-gemm/5: cluster_dim without a cluster, the split-K
     # reduction without a split): two configs with the same normal form build the same kernel
-    # (tests/test_space_neighbours.py lowers both). None: every knob always counts.
+    # (tests/test_local_search.py lowers both). None: every knob always counts.
     normal_form: Callable[[Config], Config] | None = None
 
     def restricted(
@@ -166,10 +166,9 @@ class SearchSpace:
             pool = [c for c in (finite if finite is not None else self.valid_configs(problem)) if c not in exclude]
             if not pool:
                 return None
-            far = {c: sum(getattr(c, n) != getattr(config, n) for n in names) for c in pool}
+            far = {c: _knobs_changed(c, config, names) for c in pool}
             nearest = min(far.values())
-            ties = [c for c in pool if far[c] == nearest]
-            return rng.choice(ties)
+            return rng.choice([c for c in pool if far[c] == nearest])
         at = self._rules_by_depth(names)
         excluded = set(exclude)
         # Per depth, the walk's order: (value, 1 if it changes `config`'s knob), `config`'s own
@@ -244,8 +243,7 @@ class SearchSpace:
         finite = self.finite_configs(problem)
         if finite is not None:
             names = list(self.knobs)
-            ranked = [(sum(getattr(c, n) != getattr(config, n) for n in names), rng.random(), c)
-                      for c in finite if same(c) not in excluded]
+            ranked = [(_knobs_changed(c, config, names), rng.random(), c) for c in finite if same(c) not in excluded]
             return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
         if self.problem_violations(problem):
             return []
@@ -284,6 +282,10 @@ class SearchSpace:
 
 
 _TIES = 8  # nearest configs drawn from
+
+
+def _knobs_changed(a: Config, b: Config, names: Sequence[str]) -> int:
+    return sum(getattr(a, n) != getattr(b, n) for n in names)
 _DEFAULTS = {f.name: f.default for f in fields(Config)}
 
 

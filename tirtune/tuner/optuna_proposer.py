@@ -74,7 +74,6 @@ class OptunaProposer:
         self._rng = random.Random(seed)
         self._proposed: set[Config] = set()
         self._scores: dict[Config, float] = {}  # the ratio told for each config measured OK
-        self._configs: dict[int, Config] = {}  # open trials' configs, by trial number
         self._starts: list[Config] = []  # the starting points, in their order (enqueued first)
         self._trial_of: dict[Config, int] = {}  # the trial that measured each scored config
         self._turn = 0
@@ -94,7 +93,7 @@ class OptunaProposer:
                     sampler=sampler,
                     load_if_exists=True,
                 )
-        self._open: dict[int, optuna.trial.Trial] = {}
+        self._open: dict[int, tuple[optuna.trial.Trial, Config]] = {}  # asked, not told yet
         self._retry_stale_trials()
         self._starts = self._valid_starts(start_with)
         if not self.study.trials:
@@ -132,13 +131,11 @@ class OptunaProposer:
         """A resumed study: what its trials proposed is not proposed again, and what they measured
         leads the local search."""
         for trial in self.study.get_trials(deepcopy=False):
-            if not all(name in trial.params for name in self.space.knobs):
+            if trial.state is TrialState.WAITING or not all(name in trial.params for name in self.space.knobs):
                 continue
             try:
                 config = Config(**{name: trial.params[name] for name in self.space.knobs})
-            except (TypeError, ValueError):
-                continue
-            if trial.state is TrialState.WAITING:
+            except (TypeError, ValueError):  # SpaceError is a ValueError
                 continue
             self._proposed.add(config)
             if trial.state is TrialState.COMPLETE and trial.user_attrs.get("outcome") == "OK" and trial.value:
@@ -160,23 +157,23 @@ class OptunaProposer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for i in range(n):
-                if starts <= i < starts + local:
-                    near = self._local()
-                    if near is not None:
-                        self._ask_trial(near, proposals)
-                        continue
-                trial, config = self._sample()
                 refusal = None
-                if self.problem is not None:
-                    violations = self.space.violations(config, self.problem)
+                near = self._local() if starts <= i < starts + local else None
+                if near is not None:
+                    config, centre = near
+                    trial = self._ask_fixed(config)
+                    trial.set_user_attr("neighbour_of", centre if centre is not None else "a starting point")
+                    self.asked_local += 1
+                else:
+                    trial, config = self._sample()
+                    violations = self.space.violations(config, self.problem) if self.problem is not None else []
                     if violations:
                         refusal = Refusal(trial.number, config, "; ".join(map(str, violations)))
                         repaired = self._refuse(trial, config, refusal.message)
                         if repaired is None:
                             break  # every valid config was proposed: the space is exhausted
                         trial, config = repaired
-                self._open[trial.number] = trial
-                self._configs[trial.number] = config
+                self._open[trial.number] = (trial, config)
                 self._proposed.add(config)
                 proposals.append(Proposal(trial.number, config, refusal))
         return proposals
@@ -201,16 +198,15 @@ class OptunaProposer:
                 return near[0], self._trial_of.get(centre)
         return None
 
-    def _ask_trial(self, near: tuple[Config, int | None], proposals: list[Proposal]) -> None:
-        config, centre = near
+    def _ask_fixed(self, config: Config) -> optuna.trial.Trial:
+        """A trial of `config` (a repair, a neighbour): enqueued, then asked. Optuna hands out
+        enqueued trials oldest first, so no other may wait here (starts are asked, and repaired
+        when they break a rule, before anything else: `_valid_starts`)."""
         self.study.enqueue_trial({name: getattr(config, name) for name in self.space.knobs})
         trial, asked = self._sample()
-        trial.set_user_attr("neighbour_of", centre if centre is not None else "a starting point")
-        self.asked_local += 1
-        self._open[trial.number] = trial
-        self._configs[trial.number] = asked
-        self._proposed.add(asked)
-        proposals.append(Proposal(trial.number, asked))
+        if asked != config:
+            raise RuntimeError(f"asked for {config.label()}, Optuna handed out an older enqueued {asked.label()}")
+        return trial
 
     def _sample(self) -> tuple[optuna.trial.Trial, Config]:
         trial = self.study.ask()
@@ -227,10 +223,9 @@ class OptunaProposer:
         target = self._nearest_valid(config)
         if target is None:
             return None
-        self.study.enqueue_trial({name: getattr(target, name) for name in self.space.knobs})
-        fixed, config = self._sample()
+        fixed = self._ask_fixed(target)
         fixed.set_user_attr("repaired_from", trial.number)
-        return fixed, config
+        return fixed, target
 
     def _nearest_valid(self, config: Config) -> Config | None:
         """A valid config not yet proposed that changes the fewest knobs of `config` (ties drawn
@@ -243,9 +238,8 @@ class OptunaProposer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for fb in feedback:
-                trial = self._open.pop(fb.trial)
-                config = self._configs.pop(fb.trial, None)
-                if config is not None and fb.ratio is not None and fb.ratio > self._scores.get(config, 0.0):
+                trial, config = self._open.pop(fb.trial)
+                if fb.ratio is not None and fb.ratio > self._scores.get(config, 0.0):
                     self._scores[config] = fb.ratio
                     self._trial_of[config] = fb.trial
                 trial.set_user_attr("outcome", fb.outcome)
@@ -257,10 +251,9 @@ class OptunaProposer:
 
     def abandon(self) -> None:
         """Fail the trials still open (the job stops early): nothing stays RUNNING."""
-        for trial in self._open.values():
+        for trial, _ in self._open.values():
             self.study.tell(trial, state=TrialState.FAIL)
         self._open.clear()
-        self._configs.clear()
 
 
 # Jobs run at once (TIRTUNE_CONCURRENT_JOBS) open their studies from several threads: Optuna
