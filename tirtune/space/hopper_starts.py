@@ -89,7 +89,16 @@ FEW_TILES: tuple[Config, ...] = (
 # 0.881x at 3000x5000x2000), so no start is trimmed.
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
+# Ping-pong consumers on 64-row tiles, wave-fitted (stop 26): every cooperative 128-row tile of
+# 3000x5000x2000 measured 0.93-0.955x in 64 trials (a tile's 31 k-steps leave its epilogue, which
+# the two cooperative consumers run together, exposed), while ping-pong hides one consumer's
+# epilogue under the other's k-loop (8192x8192x1024's best). 128-row ping-pong tiles hold at most
+# 128 columns (128 fp32 accumulators a thread) and fill 3000x5000's rounds 86.7%; 64-row ones may
+# be wider: 64x200 fills 98.6% (1175 tiles, 9 rounds), 4000^3's 64x160 98.6%. Each byte is reused
+# less (64 rows a B tile), so the L2 may bind instead.
+WAVE_FITTED_PINGPONG = Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
+                              raster_group=8, epilogue="tma_chunked", schedule="pingpong")
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_PINGPONG})
 
 _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", prefetch_tensormap=True)
@@ -105,6 +114,7 @@ RAGGED: tuple[Config, ...] = (
     HOPPER_START[0],
     Config(blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
+    WAVE_FITTED_PINGPONG,
 )
 
 # Narrow output (N <= 64): narrow tiles, K split so the few tiles fill the SMs.
