@@ -13,19 +13,21 @@ first build included), GPU seconds per candidate, each GPU's busy fraction (time
 candidate / the search's span), and the best config with its trial and re-measured ratios. Then
 every problem's winners are re-measured interleaved in one process, so whether the 1- and 2-GPU
 bests agree is judged on figures that compare, against the noise measured on this GPU
-(bench/results/noise.json). --cpus caps the build processes (the 16 cores of one H200 host on
-a 32-core one). --suite-trials N then queues the suite's twenty problems at once on a service
-(bench/suite.py) that sees 2, then 1 ... GPUs and runs --suite-jobs jobs per GPU at a time
-(TIRTUNE_CONCURRENT_JOBS), and records each run's wall time; the suites run first, most GPUs
-first, each keeping its own report and database (suite-2gpu.json, .sqlite) beside scaling.json.
-Writes scaling.json and scaling.md under --out (issue 18's schema) after every study and suite
-run; each study's database (every trial with its config and outcome) is kept under
-OUT/studies/. The whole of issue 18 on nvidia-h200-x2, in the background (16 build processes: one H200
-host's cores, so the 1-GPU cold 4096^3 study is also issue 16's):
+(bench/results/noise.json). --cpus sets the build processes (default: as the service, the CPUs less
+two a GPU, `cubin_builder.build_processes`; 14 is what the service runs on one 16-core H200 host,
+so `--cpus 14` stands for that host on a 32-core one). --suite-trials N then queues the suite's
+twenty problems at once on a service (bench/suite.py) that sees 2, then 1 ... GPUs and runs
+--suite-jobs jobs per GPU at a time (TIRTUNE_CONCURRENT_JOBS), and records each run's wall time;
+the suites run first, most GPUs first, each keeping its own report and database (suite-2gpu.json,
+.sqlite) beside scaling.json. Writes scaling.json and scaling.md under --out (issue 18's schema)
+after every study and suite run; each study's database (every trial with its config and outcome) is
+kept under OUT/studies/. The whole of issue 18 on nvidia-h200-x2, in the background (14 build
+processes: what the service runs on one 16-core H200 host, so the 1-GPU cold 4096^3 study is also
+issue 16's):
 
     bash bench/gpu_session.sh bg scaling "TIRTUNE_BUILD_PATH=cubin python3 -m bench.scaling \
         4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 --caches cold warm \
-        --build-path cubin --cpus 16 --suite-trials 16 --out /root/tirtune/scaling"
+        --build-path cubin --cpus 14 --suite-trials 16 --out /root/tirtune/scaling"
     bash bench/gpu_session.sh collect scaling
 """
 
@@ -47,6 +49,7 @@ from tirtune.db import migrate, repo
 from tirtune.db.session import open_database
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop, Progress
+from tirtune.workers.cubin_builder import build_processes
 from tirtune.workers.gpu_runner import GpuRunner, tvm_version
 from tirtune.workers.tirx_builder import TirxBuilder
 
@@ -313,7 +316,8 @@ def main() -> None:
                     help="per GPU count: a cold study, then (warm) the same over the cache it filled")
     ap.add_argument("--build-path", choices=("so", "cubin"), default=None,
                     help="default: the service's own (TIRTUNE_BUILD_PATH)")
-    ap.add_argument("--cpus", type=int, default=0, help="build processes (default: the CPUs Ray sees)")
+    ap.add_argument("--cpus", type=int, default=0,
+                    help="build processes (default: the CPUs Ray sees less two a GPU, as the service)")
     ap.add_argument("--no-agreement", action="store_true", help="skip re-measuring the winners together")
     ap.add_argument("--suite-trials", type=int, default=0,
                     help="also the 20 suite problems as concurrent jobs (bench/suite.py, this many trials each) "
@@ -346,7 +350,7 @@ def main() -> None:
         args.build_path = get_settings().build_path
     ray.init(include_dashboard=False, log_to_driver=False, **({"num_cpus": args.cpus} if args.cpus else {}))
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    build_cpus = args.cpus or cpus
+    build_cpus = args.cpus or build_processes(cpus, max(args.gpus))  # as the service leaves cores to its runners
     out = Path(args.out)
     if args.measure_only:
         if problem is None:

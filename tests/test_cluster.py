@@ -122,6 +122,14 @@ def test_a_job_keeps_both_gpus_of_the_other_node_busy(cluster: dict[str, str], t
         runner.close()
 
 
+def test_the_gpus_ray_placed_on_this_machine_are_counted_for_the_builders(cluster: dict[str, str]) -> None:
+    """Both nodes run here, so the GPU node's two GPUs share this machine's cores with the builders
+    (runtime.local_gpus: the service's cubin builder leaves them their runners' cores)."""
+    from tirtune.tuner.runtime import local_gpus
+
+    assert local_gpus() == 2
+
+
 def test_a_model_the_cluster_lacks_is_refused_and_its_gpus_released(cluster: dict[str, str]) -> None:
     with pytest.raises(WorkerError, match="no GPU of model 'NVIDIA B200'"):
         GpuRunner(run_timeout_s=30, gpu_model="NVIDIA B200", child_target=replay_child)

@@ -61,6 +61,22 @@ def test_nvcc_calls_fill_the_cores_before_they_batch(kernels: int, processes: in
     assert batch_size(kernels, processes, batch) == size
 
 
+@pytest.mark.parametrize(
+    ("cpus", "gpus", "processes"),
+    [
+        (16, 1, 14),  # one H200 host: two cores left to its runner (build-speed.md, stop 26)
+        (32, 2, 28),
+        (2, 0, 2),  # a machine that only builds keeps every core
+        (2, 1, 1),  # never none
+        (4, 8, 1),
+    ],
+)
+def test_the_builders_leave_each_local_gpu_its_runners_cores(cpus: int, gpus: int, processes: int) -> None:
+    from tirtune.workers.cubin_builder import build_processes
+
+    assert build_processes(cpus, gpus) == processes
+
+
 def test_a_warm_builder_starts_its_lowering_processes_before_the_first_build(tmp_path: Path) -> None:
     """The service makes it while the GPU actors start: its processes import TVM meanwhile; closed
     while still warming, it waits for them and ends them (no child left behind)."""

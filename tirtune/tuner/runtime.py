@@ -55,6 +55,15 @@ def start_ray(settings: Settings) -> int:
     return max(1, int(cast(Any, ray).cluster_resources().get("CPU", 1)))
 
 
+def local_gpus() -> int:
+    """GPUs Ray has on this machine (whose runners share its cores with the builders here)."""
+    import ray
+
+    here = cast(Any, ray).util.get_node_ip_address()
+    return int(sum(node["Resources"].get("GPU", 0) for node in cast(Any, ray).nodes()
+                   if node.get("Alive") and node.get("NodeManagerAddress") == here))
+
+
 def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
     import ray
 
@@ -138,12 +147,16 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
     from tirtune.workers.tirx_builder import TirxBuilder
 
     builder: Any = None
+    processes = cpus
     if settings.build_path == "cubin":
-        from tirtune.workers.cubin_builder import CubinBuilder
+        from tirtune.workers.cubin_builder import CubinBuilder, build_processes
+
+        # This machine's cores, less those its GPUs' runners need while they time kernels.
+        processes = settings.builds_in_flight or build_processes(os.cpu_count() or 1, local_gpus())
 
         def cubin_builder(template: str) -> Any:
             return CubinBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template,
-                                warm=True)
+                                processes=processes, warm=True)
 
         # Its lowering processes import TVM while the GPU actors start (seconds each).
         builder = cubin_builder(branch(DEFAULT_ARCH).template)
@@ -166,7 +179,8 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
-    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(cpus, 4 * runner.num_gpus), space=space)
+    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
+                   space=space)
 
 
 def replay_space(settings: Settings) -> SearchSpace | None:

@@ -37,7 +37,7 @@ from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
 from tirtune.workers.launch_spec import bundle
 from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
 
-__all__ = ["ARTIFACT", "CubinBuilder", "batch_size"]
+__all__ = ["ARTIFACT", "RUNNER_CORES", "CubinBuilder", "batch_size", "build_processes"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ ARTIFACT = CUBIN_ARTIFACT
 class CubinBuilder:
     """Builder (`build(batch) -> [BuildResult]`) over a persistent lowering pool and batched nvcc.
 
-    `processes` lowering processes (default: settings.builds_in_flight or the CPU count) live as
+    `processes` lowering processes (default: settings.builds_in_flight or the CPU count; the
+    service passes `build_processes`, which leaves cores to its GPUs' runners) live as
     long as the builder; `close()` ends them. `batch`: at most this many kernels per nvcc call;
     the nvcc calls of a build run `processes` at a time (`batch_size`), each as soon as its
     kernels are lowered."""
@@ -204,6 +205,20 @@ class CubinBuilder:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+
+# Cores left to each GPU of this machine: its runner actor and measuring child time kernels with
+# CUDA events, and their host side (loading a cubin, launching, checking) slows when every core
+# lowers or runs nvcc. Measured on the 16-core H200 host (bench/results/build-speed.md, stop 26):
+# a cold 64-trial 4096^3 study with 16 build processes 45.3, 55.1, 58.7 s wall (0.49-0.63 GPU s a
+# candidate), with 14 40.4 and 38.0 s (0.44, 0.41).
+RUNNER_CORES = 2
+
+
+def build_processes(cpus: int, local_gpus: int) -> int:
+    """Lowering processes for a machine of `cpus` cores that also measures on `local_gpus` GPUs:
+    the cores less RUNNER_CORES a GPU, at least one."""
+    return max(1, cpus - RUNNER_CORES * max(0, local_gpus))
 
 
 def batch_size(kernels: int, processes: int, batch: int) -> int:
