@@ -1,0 +1,121 @@
+"""Every trial a suite's jobs measured, with where the search took it from.
+
+    python -m bench.suite_trials bench/results/suite.sqlite --out bench/results/suite-trials.csv
+
+Reads a suite's database (bench/suite.py --database: the service's tables and the jobs' Optuna
+studies in one) and writes one CSV row per measurement of each job's own trials: problem, dtype,
+trial, origin, config, outcome, ratio, TFLOP/s and same-run cuBLAS TFLOP/s. The origin is what
+the job's proposer recorded on the Optuna trial: "start" (a starting point, enqueued), "neighbour"
+(one knob from a best so far: user attr neighbour_of), "repaired" (a valid config near a sample a
+rule refused: repaired_from), "tpe" (TPE's own sample). Prints, per job, the best trial's origin
+and how many trials came within 2% of it, then how many jobs' best was not a starting point
+(the local search's test in docs/perf-notes.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import sqlalchemy as sa
+
+from tirtune.core import Config
+from tirtune.db.models import Job, Measurement
+from tirtune.db.session import open_database
+
+NEAR = 0.98  # "within 2% of the best"
+ORIGINS = ("start", "neighbour", "repaired", "tpe")
+
+
+@dataclass(frozen=True)
+class Row:
+    problem: str
+    dtype: str
+    trial: int
+    origin: str
+    config: str
+    outcome: str
+    ratio: float | None
+    tflops: float | None
+    cublas_tflops: float | None
+
+
+def origin(trial: optuna.trial.FrozenTrial) -> str:
+    """Where the proposer took `trial` from (see the module's docstring)."""
+    if "neighbour_of" in trial.user_attrs:
+        return "neighbour"
+    if "repaired_from" in trial.user_attrs:
+        return "repaired"
+    if "fixed_params" in trial.system_attrs:
+        return "start"
+    return "tpe"
+
+
+def trials(url: str) -> list[Row]:
+    """The rows of every job in the database at `url`, jobs in order, each job's trials in order."""
+    sessions = open_database(url)
+    storage = optuna.storages.RDBStorage(url)
+    rows: list[Row] = []
+    with sessions() as s:
+        for job in s.scalars(sa.select(Job).order_by(Job.id)):
+            study = optuna.load_study(study_name=job.study_name, storage=storage)
+            origins = {t.number: origin(t) for t in study.get_trials(deepcopy=False)}
+            measured = s.scalars(sa.select(Measurement).where(Measurement.job_id == job.id, Measurement.trial_number
+                                 .is_not(None)).order_by(Measurement.trial_number, Measurement.id))
+            for m in measured:
+                number = int(m.trial_number or 0)
+                rows.append(Row(f"{job.m}x{job.n}x{job.k}", job.dtype, number, origins.get(number, "?"),
+                                Config.from_json(m.config).label(), m.outcome, m.ratio, m.tflops, m.cublas_tflops))
+    return rows
+
+
+def summary(rows: Sequence[Row]) -> list[str]:
+    """Per job: its best trial (the trial figure), the best's origin, the origins within 2% of it."""
+    lines: list[str] = []
+    jobs = list(dict.fromkeys((r.problem, r.dtype) for r in rows))
+    not_start = 0
+    for problem, dtype in jobs:
+        ok = [r for r in rows if (r.problem, r.dtype) == (problem, dtype) and r.outcome == "OK" and r.ratio]
+        if not ok:
+            lines.append(f"{problem} {dtype}: no verified trial")
+            continue
+        best = max(ok, key=lambda r: r.ratio or 0.0)
+        near = Counter(r.origin for r in ok if (r.ratio or 0.0) >= NEAR * (best.ratio or 0.0))
+        measured = Counter(r.origin for r in rows if (r.problem, r.dtype) == (problem, dtype))
+        not_start += best.origin != "start"
+        lines.append(f"{problem} {dtype}: best {best.ratio:.3f} (trial {best.trial}, {best.origin}: {best.config}); "
+                     f"within 2%: {dict(near)}; measured: {dict(measured)}")
+    lines.append(f"{not_start} of {len(jobs)} jobs' best trial was not a starting point")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("database", help="a suite's SQLite file, or a database URL")
+    ap.add_argument("--out", type=Path, default=None, help="the CSV (default: none, the summary only)")
+    args = ap.parse_args(argv)
+    url = args.database if "://" in args.database else f"sqlite:///{Path(args.database).resolve()}"
+    if "://" not in args.database and not Path(args.database).is_file():
+        print(f"no such database file: {args.database}", file=sys.stderr)
+        return 2
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows = trials(url)
+    if args.out is not None:
+        with args.out.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["problem", "dtype", "trial", "origin", "config", "outcome", "ratio", "tflops", "cublas_tflops"])
+            for r in rows:
+                w.writerow([r.problem, r.dtype, r.trial, r.origin, r.config, r.outcome,
+                            *(f"{v:.4g}" if v is not None else "" for v in (r.ratio, r.tflops, r.cublas_tflops))])
+    print("\n".join(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
