@@ -86,19 +86,14 @@ FEW_TILES: tuple[Config, ...] = (
 # (192x152, 192x160) 0.87-0.89x, no longer a start. What ragged tiles waste is MMAs past the
 # problem's edges (a dead m64 block, the last column's padding, the last k-tile's); trimming them
 # (the trim knob) was measured slower in every pair (stop 24, kit-trim.md: 128x192 0.967x ->
-# 0.881x at 3000x5000x2000), so no start is trimmed.
+# 0.881x at 3000x5000x2000), so no start is trimmed. Ping-pong consumers on 64-row tiles, wave-
+# fitted (64x200 fills 3000x5000's rounds 98.6%, 64x160 4000^3's; 128-row ping-pong tiles hold at
+# most 128 columns), were tried as a start through the service and lost (stop 26,
+# suite-ragged-pingpong64.md: 0.78x and 0.77x at 3000x5000x2000, 0.64x and 0.62x at 4000^3). Not
+# profiled; each B tile serves 64 rows, so a flop moves 1.45x the bytes of 128x152 through L2.
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
-# Ping-pong consumers on 64-row tiles, wave-fitted (stop 26): every cooperative 128-row tile of
-# 3000x5000x2000 measured 0.93-0.955x in 64 trials (a tile's 31 k-steps leave its epilogue, which
-# the two cooperative consumers run together, exposed), while ping-pong hides one consumer's
-# epilogue under the other's k-loop (8192x8192x1024's best). 128-row ping-pong tiles hold at most
-# 128 columns (128 fp32 accumulators a thread) and fill 3000x5000's rounds 86.7%; 64-row ones may
-# be wider: 64x200 fills 98.6% (1175 tiles, 9 rounds), 4000^3's 64x160 98.6%. Each byte is reused
-# less (64 rows a B tile), so the L2 may bind instead.
-WAVE_FITTED_PINGPONG = Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
-                              raster_group=8, epilogue="tma_chunked", schedule="pingpong")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_PINGPONG})
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
 
 _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", prefetch_tensormap=True)
@@ -114,7 +109,6 @@ RAGGED: tuple[Config, ...] = (
     HOPPER_START[0],
     Config(blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
            epilogue="tma_chunked"),
-    WAVE_FITTED_PINGPONG,
 )
 
 # Narrow output (N <= 64): narrow tiles, K split so the few tiles fill the SMs.
