@@ -447,3 +447,71 @@ def test_a_cubin_path_module_is_served_downloaded_cached_and_loaded_as_a_bundle(
     monkeypatch.setattr(launcher, "load_bundle", lambda data: ("bundle", data))
     monkeypatch.setattr(launcher, "TorchStreamKernel", lambda kernel: ("on torch's stream", kernel))
     assert TvmFfiLoader().load(path) == ("on torch's stream", ("bundle", bundle))
+
+
+def test_a_lead_within_the_rounds_spread_is_not_established() -> None:
+    """The Qwen2.5-7B layer's figures (bench/results/tune-model.json, stop 26): down@8192 tuned at
+    1.011x with p10 0.936 and o@8192 at 1.013x with p10 0.996 go to cuBLAS; gate_up@8192 at 1.057x
+    with p10 1.001 keeps its kernel; a ratio at or below 1 never serves; no stored spread: the ratio."""
+    from tirtune.dispatch.dispatcher import lead_established
+
+    def chosen(ratio: float, p10: float | None) -> Chosen:
+        return Chosen(P, "NVIDIA H200", BEST, TEMPLATE_VERSION, "k", ratio, None, p10)
+
+    assert "spread" in (lead_established(chosen(1.011, 0.936)) or "")
+    assert lead_established(chosen(1.013, 0.996)) is not None
+    assert lead_established(chosen(1.057, 1.001)) is None
+    assert "no lead" in (lead_established(chosen(0.98, 1.01)) or "")
+    assert lead_established(chosen(1.05, None)) is None and lead_established(chosen(1.0, None)) is not None
+
+
+def record_spread(factory: Factory, config: Config, ratio_p10: float) -> None:
+    """P measured at 1.2x cuBLAS (0.010 against 0.012 ms) with the rounds' spread given."""
+    c = Candidate(config, P, TEMPLATE_VERSION)
+    result = RunResult(c, Outcome.OK, time_ms=0.01, cublas_ms=0.012, repetitions=50, rel_error=2e-4,
+                       ratio_p10=ratio_p10, ratio_p90=1.3, provenance=Provenance(H200, TEMPLATE_VERSION))
+    with transaction(factory) as s:
+        repo.record_measurement(s, job_id=None, trial_number=None, key=c.measurement_key(H200), candidate=c,
+                                outcome=Outcome.OK, message="", result=result)
+
+
+@pytest.mark.parametrize("p10", [0.95, 1.05])
+def test_cublas_serves_where_the_tuned_lead_is_not_established(db_factory: Factory, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture, p10: float) -> None:
+    record_spread(db_factory, BEST, p10)
+    cache = tmp_path / "cache"
+    cache_entry(cache, BEST)
+    dispatcher, loader, _ = local(db_factory, cache)
+    a, b = inputs()
+    with caplog.at_level(logging.INFO, logger="tirtune.dispatch.dispatcher"):
+        assert torch.equal(dispatcher.gemm(a, b), torch.mm(a, b.T))
+        dispatcher.gemm(a, b)
+    found = dispatcher.resolved()[0]
+    assert found.chosen is not None and found.chosen.ratio_p10 == pytest.approx(p10)
+    if p10 > 1:
+        assert loader.launches == 2 and found.kernel is not None
+        return
+    assert loader.launches == 0 and found.kernel is None and "within its rounds' spread" in found.reason
+    assert sum("runs on torch.mm" in r.getMessage() for r in caplog.records) == 1  # said once
+    anyway, loader, _ = local(db_factory, cache, require_lead=False)  # TIRTUNE_DISPATCH_UNPROVEN
+    anyway.gemm(a, b)
+    assert loader.launches == 1
+
+
+def test_the_spread_travels_through_get_best_and_an_export(db_url: str, db_factory: Factory, tmp_path: Path) -> None:
+    record_spread(db_factory, BEST, 0.97)
+    cache = tmp_path / "cache"
+    cache_entry(cache, BEST)
+    app = create_app(Settings(database_url=db_url, cache_dir=cache), session_factory=db_factory, start_workers=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        chosen = ServiceBest(ClientHttp(client)).best(P, "NVIDIA H200")
+    assert chosen is not None and chosen.ratio_p10 == pytest.approx(0.97)
+    report = export(db_factory, cache, tmp_path / "export")
+    there = ManifestBest(report.manifest).best(P, "NVIDIA H200")
+    assert there is not None and there.ratio_p10 == pytest.approx(0.97)
+
+
+def test_the_setting_serves_unproven_kernels(tmp_path: Path) -> None:
+    base = {"database_url": f"sqlite:///{tmp_path / 'x.db'}", "cache_dir": tmp_path / "c"}
+    assert from_settings(Settings(**base)).require_lead  # type: ignore[arg-type]
+    assert not from_settings(Settings(**base, dispatch_unproven=True)).require_lead  # type: ignore[arg-type]

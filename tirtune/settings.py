@@ -107,6 +107,11 @@ class Settings(BaseSettings):
         description="tirtune.gemm raises when a tuned kernel is refused (digest mismatch, load failure) "
         "instead of logging the reason and running torch.mm.",
     )
+    dispatch_unproven: bool = Field(
+        default=False,
+        description="tirtune.gemm also serves a tuned kernel whose lead over cuBLAS is not established (its "
+        "ratio_p10 at or below 1, or its ratio at or below 1); default: cuBLAS serves those problems.",
+    )
     dispatch_queue_untuned: bool = Field(
         default=False,
         description="With TIRTUNE_URL: tirtune.gemm queues a tuning job (POST /tune) for a problem nobody tuned.",

@@ -30,6 +30,7 @@ class Chosen:
     key: str  # the measurement's identity key: GET /kernels/{key} serves its module
     ratio: float  # its same-run ratio to cuBLAS (re-measured when confirmed)
     cublas_tflops: float | None = None  # the same-run cuBLAS figure beside that ratio, when known
+    ratio_p10: float | None = None  # the tenth percentile of its per-round ratios, when known
 
 
 class BestFinder(Protocol):
@@ -52,7 +53,7 @@ class LocalBest:
         trial = choice.best.trial
         figures = choice.best.figures
         return Chosen(problem, gpu_name, trial.config, trial.template_version, trial.key, figures.ratio,
-                      figures.cublas_tflops)
+                      figures.cublas_tflops, figures.ratio_p10)
 
 
 class ServiceBest:
@@ -73,9 +74,10 @@ class ServiceBest:
             raise DispatchError(f"GET /best for {problem.shape} {problem.dtype} answered {reply.status}: "
                                 f"{reply.body[:300]!r}")
         body = reply.json()
-        cublas = body.get("cublas_tflops")
+        cublas, p10 = body.get("cublas_tflops"), body.get("ratio_p10")
         return Chosen(problem, gpu_name, Config.from_json(body["config"]), body["provenance"]["template_version"],
-                      body["key"], float(body["ratio"]), None if cublas is None else float(cublas))
+                      body["key"], float(body["ratio"]), None if cublas is None else float(cublas),
+                      None if p10 is None else float(p10))
 
     def _queue(self, problem: Problem) -> None:
         reply = self.http.post("/tune", {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype})

@@ -7,6 +7,13 @@ lookup and the launch (no database, no HTTP, no allocation but the output when n
 A problem nobody tuned, a CPU tensor, a dtype the template has no kernel for, or (unless `strict`)
 a refused module runs on torch.mm (cuBLAS), and the reason is logged once per problem and GPU.
 
+A tuned kernel serves only where its lead over cuBLAS is established (`lead_established`): its
+ratio above 1 in nine of ten timed rounds (ratio_p10 > 1), or, with no spread stored, its ratio
+above 1. Elsewhere cuBLAS serves, the reason logged once: a kernel whose measured lead lies within
+its own rounds' spread is as likely to cost time in a model as to save it (the Qwen2.5-7B layer,
+bench/results/model-layer.md, stop 26: down@8192, tuned at 1.011x with p10 0.936, cost the layer
+0.09 ms in place). `require_lead=False` (TIRTUNE_DISPATCH_UNPROVEN) serves every tuned kernel.
+
 `linear(a, b, bias)` adds a bias: the tuned kernels have none in their epilogue, so it costs a
 second pass over D, while cuBLAS adds it inside its GEMM (torch.addmm). The tuned kernel serves a
 biased problem only where its measured lead over cuBLAS pays for that pass (`bias_add_pays`).
@@ -26,7 +33,7 @@ from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader
 
-__all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name"]
+__all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name", "lead_established"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,17 @@ def bias_add_pays(problem: Problem, chosen: Chosen) -> bool:
     return cublas_ms * (1.0 - 1.0 / chosen.ratio) > bias_add_ms(problem)
 
 
+def lead_established(chosen: Chosen) -> str | None:
+    """None when the tuned kernel's lead over cuBLAS is established (ratio_p10 above 1, or with no
+    spread stored the ratio above 1); else why not, in words for the log."""
+    if chosen.ratio <= 1.0:
+        return f"its measured ratio to cuBLAS is {chosen.ratio:.3f}x, no lead"
+    if chosen.ratio_p10 is not None and chosen.ratio_p10 <= 1.0:
+        return (f"its lead over cuBLAS ({chosen.ratio:.3f}x) is within its rounds' spread (p10 "
+                f"{chosen.ratio_p10:.3f}x)")
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What serves one (problem, GPU): `kernel` (a tuned module) or None (torch.mm), and why."""
@@ -81,13 +99,16 @@ class Dispatcher:
     """`gemm(a, b, out)`: D = A @ B.T by the tuned kernel of the problem, or torch.mm.
 
     `device_name` names a tensor's GPU model (None: no tuned kernel for it); `strict` raises on a
-    refused module instead of falling back."""
+    refused module instead of falling back; `require_lead` (default) leaves to cuBLAS a problem
+    whose tuned kernel has no established lead (`lead_established`)."""
 
     def __init__(self, finder: BestFinder, store: ArtifactStore, loader: Loader, *,
-                 device_name: Callable[[Any], str | None] = cuda_device_name, strict: bool = False) -> None:
+                 device_name: Callable[[Any], str | None] = cuda_device_name, strict: bool = False,
+                 require_lead: bool = True) -> None:
         self.finder, self.store, self.loader = finder, store, loader
         self.device_name = device_name
         self.strict = strict
+        self.require_lead = require_lead
         self._table: dict[tuple[Any, ...], Resolved] = {}
         self._lock = threading.Lock()
         self._told: set[tuple[Problem | None, str | None]] = set()
@@ -154,6 +175,10 @@ class Dispatcher:
             chosen = self.finder.best(problem, gpu)
             if chosen is None:
                 return self._fallback(problem, gpu, "nobody tuned it", logging.WARNING)
+            unproven = lead_established(chosen) if self.require_lead else None
+            if unproven is not None:
+                return self._fallback(problem, gpu, f"the tuned {chosen.config.label()}: {unproven}", logging.INFO,
+                                      chosen)
             fetched = self.store.fetch(chosen)
             kernel = self.loader.load(fetched.path)
         except (TirtuneError, OSError, ValueError, KeyError) as e:
@@ -167,11 +192,11 @@ class Dispatcher:
                  f"torch.addmm, its lead does not pay for a ~{bias_add_ms(problem) * 1e3:.0f} us bias add")
         return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin, pays)
 
-    def _fallback(self, problem: Problem, gpu: str, why: str, level: int) -> Resolved:
+    def _fallback(self, problem: Problem, gpu: str, why: str, level: int, chosen: Chosen | None = None) -> Resolved:
         if (problem, gpu) not in self._told:
             self._told.add((problem, gpu))
             log.log(level, "%s %s on %s runs on torch.mm (cuBLAS): %s", problem.shape, problem.dtype, gpu, why)
-        return Resolved(problem, gpu, None, why)
+        return Resolved(problem, gpu, None, why, chosen)
 
 
 def _fits(a: Any, b: Any, out: Any, m: int, n: int) -> bool:

@@ -71,7 +71,8 @@ def _bests(factory: sessionmaker[Session], gpu_name: str | None) -> list[Chosen]
                     if choice is not None:
                         t = choice.best.trial
                         found.append(Chosen(problem, gpu, t.config, t.template_version, t.key,
-                                            choice.best.figures.ratio, choice.best.figures.cublas_tflops))
+                                            choice.best.figures.ratio, choice.best.figures.cublas_tflops,
+                                            choice.best.figures.ratio_p10))
     return found
 
 
@@ -79,7 +80,7 @@ def _entry(chosen: Chosen) -> dict[str, Any]:
     return {"shape": chosen.problem.shape, "dtype": chosen.problem.dtype, "gpu": chosen.gpu_name,
             "template_version": chosen.template_version, "config": chosen.config.to_json(),
             "config_label": chosen.config.label(), "key": chosen.key, "ratio": chosen.ratio,
-            "cublas_tflops": chosen.cublas_tflops}
+            "cublas_tflops": chosen.cublas_tflops, "ratio_p10": chosen.ratio_p10}
 
 
 class ManifestBest:
@@ -96,7 +97,7 @@ class ManifestBest:
         k = self._chosen.get((problem.shape, problem.dtype, gpu_name))
         if k is None:
             return None
-        cublas = k.get("cublas_tflops")  # absent from manifests written before it was kept
+        cublas, p10 = k.get("cublas_tflops"), k.get("ratio_p10")  # absent from older manifests
         return Chosen(problem, gpu_name, Config.from_json(k["config"]), k["template_version"], k["key"],
-                      float(k["ratio"]), None if cublas is None else float(cublas))
+                      float(k["ratio"]), None if cublas is None else float(cublas), None if p10 is None else float(p10))
 
