@@ -27,6 +27,8 @@
 #   bash bench/gpu_session.sh decode-ceiling [KIT]   # the decode weights' stream under the flush, and a kit's
 #                                               # decode kernels (prebuild decode-best): $OUT/decode-ceiling.*
 #   bash bench/gpu_session.sh decode-profile [KIT]   # ncu over one launch of each decode case: $OUT/decode-profile.csv
+#   bash bench/gpu_session.sh gemm-profile KIT|- PROBLEM...   # ncu: cuBLAS's kernel per problem beside a kit's
+#                                               # (prebuild ragged-best): $OUT/gemm-profile.{csv,md}
 #   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
@@ -244,19 +246,43 @@ case "$1" in
     # Nsight Compute over one launch of each decode case (a kit's kernels beside cuBLAS, the read and
     # the copy; fp16), caches flushed by ncu before each: $OUT/decode-profile.csv, one row per kernel
     # with its NVTX range, time, DRAM and L2 bytes, throughputs and grid.
-    ncu --nvtx --csv --page raw --cache-control all --clock-control none \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,\
+    # The raw CSVs (every device attribute per kernel) stay on the host; bench/ncu_csv.py keeps the
+    # ranged kernels and the metrics asked for, in $OUT.
+    METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
-sm__cycles_active.avg,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
-      python3 -m bench.decode_ceiling --profile ${2:+--kit "$2"} > "$OUT/decode-profile.csv" 2> "$OUT/decode-profile.log"
+sm__cycles_active.avg,sm__warps_active.avg.pct_of_peak_sustained_active
+    ncu --nvtx --csv --page raw --cache-control all --clock-control none --metrics "$METRICS" \
+      python3 -m bench.decode_ceiling --profile ${2:+--kit "$2"} > /root/tirtune/decode-profile-raw.csv \
+      2> "$OUT/decode-profile.log"
     rc=$?
+    python3 -m bench.ncu_csv /root/tirtune/decode-profile-raw.csv --out "$OUT/decode-profile" --keep "$METRICS" || rc=$?
     # The same after the suite's zeroing flush, caches left alone (one pass: time and DRAM bytes), so
     # the write-back of the flush's dirty lines under each kernel is counted.
-    ncu --nvtx --csv --page raw --cache-control none --clock-control none \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    DIRTY=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+    ncu --nvtx --csv --page raw --cache-control none --clock-control none --metrics "$DIRTY" \
       python3 -m bench.decode_ceiling --profile --profile-after-zeroing ${2:+--kit "$2"} \
-      > "$OUT/decode-profile-dirty.csv" 2>> "$OUT/decode-profile.log" || rc=$?
-    tail -n 5 "$OUT/decode-profile.log"; grep -c . "$OUT/decode-profile.csv"
+      > /root/tirtune/decode-profile-dirty-raw.csv 2>> "$OUT/decode-profile.log" || rc=$?
+    python3 -m bench.ncu_csv /root/tirtune/decode-profile-dirty-raw.csv --out "$OUT/decode-profile-dirty" \
+      --keep "$DIRTY" || rc=$?
+    tail -n 5 "$OUT/decode-profile.log"; cat "$OUT/decode-profile-dirty.md"
+    exit $rc ;;
+  gemm-profile)
+    # Which kernel cuBLAS picks for each problem (its name carries the tile), its grid, cluster,
+    # time and DRAM bytes, beside a kit's kernels (bench/gemm_profile.py; first argument a kit
+    # folder or "-"): e.g. gemm-profile /root/tirtune/ragged-best 3000x5000x2000 4000x4000x4000.
+    # (the metrics the decode profile ran with; ncu's raw page lists every launch__ figure anyway)
+    METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
+sm__cycles_active.avg
+    KEEP=$METRICS,launch__cluster_dim_x,launch__cluster_dim_y,launch__registers_per_thread,launch__shared_mem_per_block_dynamic
+    KIT=$2; [ "$KIT" = "-" ] && KIT=
+    ncu --nvtx --csv --page raw --cache-control all --clock-control none --metrics "$METRICS" \
+      python3 -m bench.gemm_profile "${@:3}" ${KIT:+--kit "$KIT"} > /root/tirtune/gemm-profile-raw.csv \
+      2> "$OUT/gemm-profile.log"
+    rc=$?
+    python3 -m bench.ncu_csv /root/tirtune/gemm-profile-raw.csv --out "$OUT/gemm-profile" --keep "$KEEP" \
+      --title "cuBLAS's kernels beside ours (bench/gemm_profile.py under Nsight Compute)" || rc=$?
+    tail -n 5 "$OUT/gemm-profile.log"; cut -c1-250 "$OUT/gemm-profile.md"
     exit $rc ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
