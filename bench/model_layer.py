@@ -117,6 +117,9 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
         "shape": {"hidden": shape.hidden, "intermediate": shape.intermediate, "heads": shape.heads,
                   "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "qkv_bias": qkv_bias},
         "timing": f"CUDA events, L2 flushed before each repetition, {ROUNDS} interleaved rounds of {reps}, medians",
+        # Which tuned kernels tirtune.gemm serves (dispatch.dispatcher.lead_established).
+        "dispatch": "every tuned kernel" if not current().require_lead
+        else "tuned kernels with an established lead (re-measured ratio_p10 > 1), else cuBLAS",
         "cases": cases,
     }
 
@@ -275,6 +278,7 @@ def to_markdown(r: dict[str, Any]) -> str:
         f"torch {r['torch']}, tvm_ffi {r['tvm_ffi']}, template {r['template_version']}; {r['dtype']}",
         f"- hidden {s['hidden']}, intermediate {s['intermediate']}, {s['heads']} heads, {s['kv_heads']} KV heads, "
         f"head dim {s['head_dim']}, qkv bias {s['qkv_bias']}; {r['timing']}",
+        *([f"- tirtune.gemm serves: {r['dispatch']}"] if r.get("dispatch") else []),
         "",
         "| tokens | torch ms | tirtune ms | speedup | tirtune (CUDA graph) ms | max rel. error |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
