@@ -47,10 +47,11 @@ class OptunaProposer:
     valid configs one knob away from the best configs told so far (`SearchSpace.neighbours`,
     nearest values first), taking turns between the best two; before anything is told, from the
     first two starting points (the job's likeliest best: transfer, then its shape class's
-    defaults). Measured on the H200 (the suite, 20 problems x 32 trials, `suite-trials.csv`):
-    TPE's own samples never came within 2% of a job's best, every best was a starting point, and
-    most samples were far off; a job's 16-wide batches are asked two ahead, so at 32 trials TPE
-    had no result to learn from. Neighbours are asked as trials of their own (TPE sees them).
+    defaults). Why (the suite on the H200, 20 problems x 32 trials): with TPE alone every job's
+    best was a starting point and TPE's own samples never came within 2% of it (stop 24,
+    `archive/suite-trials-stop24.csv`: 16-wide batches asked two ahead left TPE nothing to learn
+    from at 32 trials); with the local search 14 of 20 jobs' bests were neighbours (stop 26,
+    `suite-trials.csv`). Neighbours are asked as trials of their own (TPE sees them).
     """
 
     def __init__(
@@ -73,9 +74,8 @@ class OptunaProposer:
         self.asked_local = 0
         self._rng = random.Random(seed)
         self._proposed: set[Config] = set()
-        self._scores: dict[Config, float] = {}  # the ratio told for each config measured OK
+        self._best: dict[Config, tuple[float, int]] = {}  # config measured OK -> (its best ratio, that trial)
         self._starts: list[Config] = []  # the starting points, in their order (enqueued first)
-        self._trial_of: dict[Config, int] = {}  # the trial that measured each scored config
         self._turn = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -139,9 +139,7 @@ class OptunaProposer:
                 continue
             self._proposed.add(config)
             if trial.state is TrialState.COMPLETE and trial.user_attrs.get("outcome") == "OK" and trial.value:
-                if trial.value > self._scores.get(config, 0.0):
-                    self._scores[config] = trial.value
-                    self._trial_of[config] = trial.number
+                self._score(config, trial.value, trial.number)
 
     def _retry_stale_trials(self) -> None:
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -183,8 +181,8 @@ class OptunaProposer:
         point not measured yet): around the best two configs told so far, taking turns, else
         around the first two starting points; None when they have no unproposed valid neighbour."""
         assert self.problem is not None
-        if self._scores:
-            ranked = sorted(self._scores, key=lambda c: -self._scores[c])[:LOCAL_CENTRES]
+        if self._best:
+            ranked = sorted(self._best, key=lambda c: -self._best[c][0])[:LOCAL_CENTRES]
         else:
             ranked = self._starts[:LOCAL_CENTRES]
         if not ranked:
@@ -195,8 +193,13 @@ class OptunaProposer:
             near = self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)
             if near:
                 self._turn += 1
-                return near[0], self._trial_of.get(centre)
+                return near[0], self._best[centre][1] if centre in self._best else None  # a start: None
         return None
+
+    def _score(self, config: Config, ratio: float, trial: int) -> None:
+        """Keep `ratio` (measured by `trial`) as `config`'s when it beats what `config` had."""
+        if ratio > self._best.get(config, (0.0, -1))[0]:
+            self._best[config] = (ratio, trial)
 
     def _ask_fixed(self, config: Config) -> optuna.trial.Trial:
         """A trial of `config` (a repair, a neighbour): enqueued, then asked. Optuna hands out
@@ -239,9 +242,8 @@ class OptunaProposer:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for fb in feedback:
                 trial, config = self._open.pop(fb.trial)
-                if fb.ratio is not None and fb.ratio > self._scores.get(config, 0.0):
-                    self._scores[config] = fb.ratio
-                    self._trial_of[config] = fb.trial
+                if fb.ratio is not None:
+                    self._score(config, fb.ratio, fb.trial)
                 trial.set_user_attr("outcome", fb.outcome)
                 if fb.message:
                     trial.set_user_attr("message", fb.message[:500])
