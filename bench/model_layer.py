@@ -117,7 +117,7 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
         "shape": {"hidden": shape.hidden, "intermediate": shape.intermediate, "heads": shape.heads,
                   "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "qkv_bias": qkv_bias},
         "timing": f"CUDA events, L2 flushed before each repetition, {ROUNDS} interleaved rounds of {reps}, medians",
-        # Which tuned kernels tirtune.gemm serves (dispatch.dispatcher.lead_established).
+        # Which tuned kernels tirtune.gemm serves (dispatch.dispatcher.unproven_lead).
         "dispatch": "every tuned kernel" if not current().require_lead
         else "tuned kernels with an established lead (re-measured ratio_p10 > 1), else cuBLAS",
         "cases": cases,

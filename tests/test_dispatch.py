@@ -453,16 +453,16 @@ def test_a_lead_within_the_rounds_spread_is_not_established() -> None:
     """The Qwen2.5-7B layer's figures (bench/results/tune-model.json, stop 26): down@8192 tuned at
     1.011x with p10 0.936 and o@8192 at 1.013x with p10 0.996 go to cuBLAS; gate_up@8192 at 1.057x
     with p10 1.001 keeps its kernel; a ratio at or below 1 never serves; no stored spread: the ratio."""
-    from tirtune.dispatch.dispatcher import lead_established
+    from tirtune.dispatch.dispatcher import unproven_lead
 
     def chosen(ratio: float, p10: float | None) -> Chosen:
         return Chosen(P, "NVIDIA H200", BEST, TEMPLATE_VERSION, "k", ratio, None, p10)
 
-    assert "spread" in (lead_established(chosen(1.011, 0.936)) or "")
-    assert lead_established(chosen(1.013, 0.996)) is not None
-    assert lead_established(chosen(1.057, 1.001)) is None
-    assert "no lead" in (lead_established(chosen(0.98, 1.01)) or "")
-    assert lead_established(chosen(1.05, None)) is None and lead_established(chosen(1.0, None)) is not None
+    assert "spread" in (unproven_lead(chosen(1.011, 0.936)) or "")
+    assert unproven_lead(chosen(1.013, 0.996)) is not None
+    assert unproven_lead(chosen(1.057, 1.001)) is None
+    assert "no lead" in (unproven_lead(chosen(0.98, 1.01)) or "")
+    assert unproven_lead(chosen(1.05, None)) is None and unproven_lead(chosen(1.0, None)) is not None
 
 
 def record_spread(factory: Factory, config: Config, ratio_p10: float) -> None:

@@ -7,10 +7,10 @@ lookup and the launch (no database, no HTTP, no allocation but the output when n
 A problem nobody tuned, a CPU tensor, a dtype the template has no kernel for, or (unless `strict`)
 a refused module runs on torch.mm (cuBLAS), and the reason is logged once per problem and GPU.
 
-A tuned kernel serves only where its lead over cuBLAS is established (`lead_established`): its
+A tuned kernel serves only where its lead over cuBLAS is established (`unproven_lead` is None): its
 ratio above 1 in nine of ten timed rounds (ratio_p10 > 1), or, with no spread stored, its ratio
 above 1. Elsewhere cuBLAS serves, the reason logged once: a kernel whose measured lead lies within
-its own rounds' spread is as likely to cost time in a model as to save it (the Qwen2.5-7B layer,
+its own rounds' spread may cost a model time rather than save it (the Qwen2.5-7B layer,
 bench/results/model-layer.md, stop 26: down@8192, tuned at 1.011x with p10 0.936, cost the layer
 0.09 ms in place). `require_lead=False` (TIRTUNE_DISPATCH_UNPROVEN) serves every tuned kernel.
 
@@ -33,7 +33,7 @@ from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader
 
-__all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name", "lead_established"]
+__all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name", "unproven_lead"]
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,9 @@ def bias_add_pays(problem: Problem, chosen: Chosen) -> bool:
     return cublas_ms * (1.0 - 1.0 / chosen.ratio) > bias_add_ms(problem)
 
 
-def lead_established(chosen: Chosen) -> str | None:
-    """None when the tuned kernel's lead over cuBLAS is established (ratio_p10 above 1, or with no
-    spread stored the ratio above 1); else why not, in words for the log."""
+def unproven_lead(chosen: Chosen) -> str | None:
+    """Why the tuned kernel's lead over cuBLAS is not established, in words for the log; None when
+    it is (ratio_p10 above 1, or with no spread stored the ratio above 1)."""
     if chosen.ratio <= 1.0:
         return f"its measured ratio to cuBLAS is {chosen.ratio:.3f}x, no lead"
     if chosen.ratio_p10 is not None and chosen.ratio_p10 <= 1.0:
@@ -100,7 +100,7 @@ class Dispatcher:
 
     `device_name` names a tensor's GPU model (None: no tuned kernel for it); `strict` raises on a
     refused module instead of falling back; `require_lead` (default) leaves to cuBLAS a problem
-    whose tuned kernel has no established lead (`lead_established`)."""
+    whose tuned kernel has no established lead (`unproven_lead`)."""
 
     def __init__(self, finder: BestFinder, store: ArtifactStore, loader: Loader, *,
                  device_name: Callable[[Any], str | None] = cuda_device_name, strict: bool = False,
@@ -175,7 +175,7 @@ class Dispatcher:
             chosen = self.finder.best(problem, gpu)
             if chosen is None:
                 return self._fallback(problem, gpu, "nobody tuned it", logging.WARNING)
-            unproven = lead_established(chosen) if self.require_lead else None
+            unproven = unproven_lead(chosen) if self.require_lead else None
             if unproven is not None:
                 return self._fallback(problem, gpu, f"the tuned {chosen.config.label()}: {unproven}", logging.INFO,
                                       chosen)
