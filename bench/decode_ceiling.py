@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.gemm_profile import kit_kernels as built_for
+from tirtune.core import Problem
 from tirtune.workers.measure import timed_events
 from tirtune.workers.verify import verify
 
@@ -67,13 +69,7 @@ class ReadFlush:
 def kit_kernels(folder: Path, dtype: str) -> list[tuple[str, int, Path]]:
     """(label, M, module) of the kernels of a prebuilt kit (manifest.json) for these weights:
     N = K = 4096, M 1 or 16, in `dtype`."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    found = []
-    for entry in manifest["entries"]:
-        p = entry["problem"]
-        if p["n"] == N and p["k"] == K and p["m"] in (1, 16) and p["dtype"] == dtype:
-            found.append((entry["label"], p["m"], folder / entry["so"]))
-    return found
+    return [(label, p.m, module) for label, p, module in built_for(folder, {Problem(m, N, K, dtype) for m in (1, 16)})]
 
 
 def cases(torch: Any, dtype: Any, device: Any,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,16 @@ def parse(spec: str) -> Problem:
     return Problem.parse(shape, dtype or "float16")
 
 
-def kit_kernels(folder: Path, problem: Problem) -> list[tuple[str, Path]]:
-    """(label, module) of a prebuilt kit's kernels (manifest.json) built for `problem`."""
+def kit_kernels(folder: Path, problems: Collection[Problem]) -> list[tuple[str, Problem, Path]]:
+    """(label, problem, module) of a prebuilt kit's kernels (manifest.json) built for one of
+    `problems`, in the manifest's order."""
     manifest = json.loads((folder / "manifest.json").read_text())
     found = []
     for entry in manifest["entries"]:
         p = entry["problem"]
-        if (p["m"], p["n"], p["k"], p["dtype"]) == (problem.m, problem.n, problem.k, problem.dtype):
-            found.append((entry["label"], folder / entry["so"]))
+        problem = Problem(p["m"], p["n"], p["k"], p["dtype"])
+        if problem in problems:
+            found.append((entry["label"], problem, folder / entry["so"]))
     return found
 
 
@@ -52,7 +54,7 @@ def launches(torch: Any, problem: Problem, kit: Path | None) -> list[tuple[str, 
         return found
     from tirtune.workers.launcher import load_artifact
 
-    for label, module in kit_kernels(kit, problem):
+    for label, _, module in kit_kernels(kit, [problem]):
         fn = load_artifact(str(module))
         verdict = verify(lambda d, fn=fn: fn(a, b, d), a, b, problem.dtype)
         if not verdict.ok:

@@ -58,7 +58,8 @@ def test_gemm_profile_reads_problems_and_a_kits_kernels(tmp_path: Path) -> None:
                {"label": "b", "so": "b.so", "problem": {"m": 3000, "n": 5000, "k": 2000, "dtype": "bfloat16"}},
                {"label": "c", "so": "c.so", "problem": {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16"}}]
     (tmp_path / "manifest.json").write_text(json.dumps({"entries": entries}))
-    assert gemm_profile.kit_kernels(tmp_path, Problem(3000, 5000, 2000)) == [("a", tmp_path / "a.so")]
+    assert gemm_profile.kit_kernels(tmp_path, [Problem(3000, 5000, 2000)]) == [
+        ("a", Problem(3000, 5000, 2000), tmp_path / "a.so")]
     assert gemm_profile.main(["3000x5000"]) == 2
 
 
