@@ -286,6 +286,8 @@ _TIES = 8  # nearest configs drawn from
 
 def _knobs_changed(a: Config, b: Config, names: Sequence[str]) -> int:
     return sum(getattr(a, n) != getattr(b, n) for n in names)
+
+
 _DEFAULTS = {f.name: f.default for f in fields(Config)}
 
 

@@ -82,7 +82,8 @@ def run_tune(
             workers.runner,
             batch_size=workers.batch_size,
             on_progress=update,
-            remeasure_processes=settings.remeasure_processes, local_share=settings.local_share,
+            remeasure_processes=settings.remeasure_processes,
+            local_share=settings.local_share,
         )
         try:
             result = loop.run(job.id)
