@@ -273,7 +273,7 @@ sm__cycles_active.avg,sm__warps_active.avg.pct_of_peak_sustained_active
     # (the metrics the decode profile ran with; ncu's raw page lists every launch__ figure anyway)
     METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
-sm__cycles_active.avg
+sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
     KEEP=$METRICS,launch__cluster_dim_x,launch__cluster_dim_y,launch__registers_per_thread,launch__shared_mem_per_block_dynamic
     KIT=$2; [ "$KIT" = "-" ] && KIT=
     ncu --nvtx --csv --page raw --cache-control all --clock-control none --metrics "$METRICS" \

@@ -30,7 +30,7 @@ from typing import Any
 
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
-from tirtune.space.rules import RAGGED_BLK_N, swap_ab_pingpong_unclustered
+from tirtune.space.rules import RAGGED_BLK_N, swap_ab_pingpong_unclustered, v4_accumulator_limit
 from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("prebuild")
@@ -231,8 +231,10 @@ _LATER_RULE_NAMES = frozenset(rule.__name__ for rule in LATER_RULES)
 
 
 def _valid_as_drawn(space: SearchSpace, config: Config, problem: Problem) -> bool:
-    """`space.is_valid` as it answered when the sets were drawn (without LATER_RULES)."""
-    return all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
+    """`space.is_valid` as it answered when the sets were drawn (without LATER_RULES, and with the
+    128-accumulator limit every set was drawn under: /5 takes up to 192 since stop 27)."""
+    return v4_accumulator_limit(config, problem) is None and all(
+        v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
 
 
 def _fuzz(
@@ -573,6 +575,32 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
             epilogue="tma_chunked", reg_split="240/24"), Problem(4000, 4000, 4000, "float16")),
     (Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
             epilogue="tma_chunked", l2_hint="first/none"), Problem(4096, 4096, 4096, "float16")),
+    # Probes (stop 27): the two 3000x5000x2000 tiles at the problem padded to whole tiles and
+    # k-tiles (3072x5016x2048: 24x33 tiles of 128x152, 32 k-tiles; 3072x5120x2048 for 128x192),
+    # so a profile separates what the ragged edges cost from what the shape (K = 2000: 32 k-tiles
+    # a tile, six tiles an SM) costs; and 128x256 at 3000x5000x2000, the square problems' tile.
+    (_RAGGED_152, Problem(3072, 5016, 2048, "float16")),
+    (replace(_RAGGED_152, blk_n=192, reg_split="232/40"), Problem(3072, 5120, 2048, "float16")),
+    (Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+            epilogue="tma_chunked"), Problem(3000, 5000, 2000, "float16")),
+]
+
+# Stop 27: cuBLAS's tile at 3000x5000x2000 in our axes (256x152, two consumers of 128 rows, 152
+# accumulators a thread), beside this template's best there (128x152), at the problem and padded
+# to whole tiles; its width fitted to 4000^3 (256x168) beside that problem's best (128x256); and
+# 256x192 (3000x5000: 3 rounds of 12 x 27 tiles).
+_WIDE = Config(blk_m=256, blk_n=152, blk_k=64, stages=3, consumers=2, persistent=True, raster_group=8,
+               epilogue="tma_chunked")
+SET_RAGGED_WIDE: list[tuple[Config, Problem]] = [
+    (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
+    (_WIDE, Problem(3000, 5000, 2000, "float16")),
+    (replace(_WIDE, reg_split="240/24"), Problem(3000, 5000, 2000, "float16")),
+    (_WIDE, Problem(3000, 5000, 2000, "bfloat16")),
+    (replace(_RAGGED_152, reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
+    (_WIDE, Problem(3072, 5016, 2048, "float16")),
+    (replace(_WIDE, blk_n=192), Problem(3000, 5000, 2000, "float16")),
+    (replace(_WIDE, blk_n=168), Problem(4000, 4000, 4000, "float16")),
+    (SET_RAGGED_BEST[3][0], Problem(4000, 4000, 4000, "float16")),
 ]
 
 
@@ -684,6 +712,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "trim": lambda: SET_TRIM_PERF + SET_TRIM_CHECK,
     "decode-best": lambda: SET_DECODE_BEST,
     "ragged-best": lambda: SET_RAGGED_BEST,
+    "ragged-wide": lambda: SET_RAGGED_WIDE,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

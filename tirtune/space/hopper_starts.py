@@ -15,7 +15,7 @@ from types import MappingProxyType
 from tirtune.core import Config
 from tirtune.space.shapes import ShapeClass
 
-__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
+__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED", "WAVE_FITTED_WIDE"]
 
 # The 4096^3 points (bench/results/best-vs-cublas.md, L2 flushed, median of 3 processes): ping-pong
 # consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
@@ -91,9 +91,16 @@ FEW_TILES: tuple[Config, ...] = (
 # most 128 columns), were tried as a start through the service and lost (stop 26,
 # suite-ragged-pingpong64.md: 0.78x and 0.77x at 3000x5000x2000, 0.64x and 0.62x at 4000^3). Not
 # profiled; each B tile serves 64 rows, so a flop moves 1.45x the bytes of 128x152 through L2.
+# cuBLAS's own kernel at 3000x5000x2000 (stop 27, Nsight Compute: gemm-profile.md) is a cooperative
+# 256x152 tile in our axes (nvjet_sm90_hsh_152x256_64x4_1x2_h_bz_coopA: two consumers of 128 rows,
+# 152 accumulators a thread), 3 rounds of 12 x 33 tiles; 128x152 loses 3.7% between the problem
+# padded to whole tiles and the ragged one where cuBLAS loses 0.7% (kit timing, same processes).
+# WAVE_FITTED_WIDE is that tile, its width fitted per problem like WAVE_FITTED_TWO's.
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
+WAVE_FITTED_WIDE = Config(blk_m=256, blk_n=128, blk_k=64, stages=3, consumers=2, persistent=True,
+                          raster_group=8, epilogue="tma_chunked")
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_WIDE})
 
 _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", prefetch_tensormap=True)
@@ -102,6 +109,7 @@ _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, pers
 
 RAGGED: tuple[Config, ...] = (
     _RAGGED_256,
+    WAVE_FITTED_WIDE,
     WAVE_FITTED_TWO,
     _RAGGED_192,
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,

@@ -71,6 +71,7 @@ __all__ = [
     "trim_supported",
     "trim_work",
     "v3_values",
+    "v4_accumulator_limit",
     "v4_values",
     "warpgroups",
     "wgmma_fits_launch_registers",
@@ -121,8 +122,13 @@ SMEM_LIMIT_BYTES = 232_448
 # Barriers, the 1024 B alignment of the 128B-swizzled tiles, and slack.
 SMEM_OVERHEAD_BYTES = 2_048
 # fp32 accumulator registers a consumer thread may hold: the rest of the 255-register cap (240
-# after setmaxnreg) is addressing, descriptors and loop state.
-MAX_ACCUMULATOR_REGS = 128
+# after setmaxnreg) is addressing, descriptors and loop state (registers_fit asks ~40 of them).
+# 128 until stop 27: cuBLAS's own kernel at 3000x5000x2000 on the H200 is a cooperative 256x152
+# tile (nvjet_sm90_hsh_152x256_64x4_1x2, bench/results/gemm-profile.md), 152 accumulators a
+# consumer thread; 256x152 and 256x192 with the chunked TMA store compile without a spill
+# (ptxas -v, nvcc 13.0, sm_90a; tests/test_template_build.py).
+MAX_ACCUMULATOR_REGS = 192
+V4_MAX_ACCUMULATOR_REGS = 128  # hopper-gemm/1-4's limit (their spaces replay recorded data)
 SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
 EPILOGUES = ("register", "tma", "tma_chunked")
 TMA_EPILOGUES = ("tma", "tma_chunked")
@@ -481,6 +487,15 @@ def consumers_split_m(config: Config, problem: Problem) -> str | None:
 
 
 @reads("blk_m", "blk_n", "consumers", "schedule")
+def v4_accumulator_limit(config: Config, problem: Problem) -> str | None:
+    """hopper-gemm/1-4 held at most 128 fp32 accumulators a consumer thread; /5 takes up to 192."""
+    regs = consumer_rows(config) * config.blk_n // 128
+    if regs > V4_MAX_ACCUMULATOR_REGS:
+        return f"hopper-gemm/1-4 hold at most {V4_MAX_ACCUMULATOR_REGS} accumulators a consumer thread; got {regs}"
+    return None
+
+
+@reads("blk_m", "blk_n", "consumers", "schedule")
 def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
     rows = consumer_rows(config)
     regs = rows * config.blk_n // 128
@@ -787,7 +802,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
 # space's own: the knobs /5 added are refused by the space, as knobs it does not have).
-V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values)
+V4_CONFIG_RULES: tuple[ConfigRule, ...] = (*CONFIG_RULES, v4_values, v4_accumulator_limit)
 
 # hopper-gemm/3 (its space replays the recorded datasets): the same rules, limited to its values.
 V3_CONFIG_RULES: tuple[ConfigRule, ...] = (*V4_CONFIG_RULES, v3_values)
@@ -799,5 +814,6 @@ V2_CONFIG_RULES: tuple[ConfigRule, ...] = (
     persistent_needs_producer,
     *CONFIG_RULES[6:],
     v4_values,
+    v4_accumulator_limit,
     v3_values,
 )
