@@ -450,7 +450,7 @@ def test_a_cubin_path_module_is_served_downloaded_cached_and_loaded_as_a_bundle(
 
 
 def test_a_lead_within_the_rounds_spread_is_not_established() -> None:
-    """The Qwen2.5-7B layer's figures (bench/results/tune-model.json, stop 26): down@8192 tuned at
+    """The Qwen2.5-7B layer's figures (bench/results/archive/tune-model-stop26.json): down@8192 tuned at
     1.011x with p10 0.936 and o@8192 at 1.013x with p10 0.996 go to cuBLAS; gate_up@8192 at 1.057x
     with p10 1.001 keeps its kernel; a ratio at or below 1 never serves; no stored spread: the ratio."""
     from tirtune.dispatch.dispatcher import unproven_lead

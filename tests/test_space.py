@@ -252,6 +252,18 @@ def test_rules_of_the_schedule_and_register_knobs() -> None:
     assert rules.rebalances_registers(Config(128, 128, 64, 4, 2, True))
 
 
+def test_a_consumer_thread_holds_up_to_192_accumulators_since_stop_27() -> None:
+    """cuBLAS's tile at 3000x5000x2000 (256x152 cooperative: 152 accumulators a consumer thread) is
+    in hopper-gemm/5's space; 200 is past the limit; hopper-gemm/1-4 keep 128 (their recordings)."""
+    ragged = Problem(3000, 5000, 2000)
+    cublas_tile = Config(256, 152, 64, 3, 2, True, **P8, epilogue="tma_chunked")
+    assert _rules(cublas_tile, ragged) == []
+    assert _rules(replace(cublas_tile, blk_n=200), ragged) == ["accumulator_fits_registers"]
+    wide = Config(128, 192, 64, 4, 1, True)  # one consumer of 128 rows: 192 accumulators
+    assert _rules(wide) == []
+    assert [v.rule for v in HOPPER_V4.violations(wide, SQUARE)] == ["v4_accumulator_limit"]
+
+
 def test_three_consumer_warpgroups_where_their_registers_fit() -> None:
     # 4 warpgroups with the producer get 128 registers a thread: 64 accumulators fit, 96 do not.
     assert _rules(Config(192, 128, 64, 4, 3, True, **P8, epilogue="tma_chunked")) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tirtune.space import Config, Problem, SpaceError
+from tirtune.space import Config, Problem, SpaceError, rules
 from tirtune.space.templates import build, plan
 from tirtune.workers import toolchain
 
@@ -136,6 +136,12 @@ CASES = {
     # 24 wide (16 + 8 columns: an x4 and an x2 stmatrix) and 40 wide through the epilogue warpgroup.
     "ragged-n152-chunked-box24": (
         _c(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
+        Problem(3000, 5000, 2000, "float16"),
+    ),
+    # cuBLAS's tile at 3000x5000x2000 (stop 27): two consumers of 128 rows, 152 accumulators a
+    # thread, chunked stores with a 24-wide last box; no spill.
+    "ragged-m256-n152-chunked": (
+        _c(256, 152, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
         Problem(3000, 5000, 2000, "float16"),
     ),
     "ragged-n168-chunked-box40-ewg-bf16": (
@@ -449,7 +455,8 @@ def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(na
     source = toolchain.lower_to_cuda(config, problem)
     assert "CUtensorMap D_tensormap_1" in source
     encodes = re.findall(r"cuTensorMapEncodeTiled\(.*?\);", source)
-    assert len(encodes) == 4  # A, B, the full boxes, the last box
+    # A, B, then the full boxes' map and the last box's, a pair for each m64 block a consumer owns.
+    assert len(encodes) == 2 + 2 * (rules.consumer_rows(config) // 64)
     boxes = re.findall(r"auto (tensormap_arg(?:_\d+)?_5) = (\d+);\n\s*auto tensormap_arg(?:_\d+)?_6 = (\d+);", source)
     assert (str(tail), "64") in [(w, h) for _, w, h in boxes], boxes
     assert ("m8n8.x2" in source) == (tail % 16 == 8)

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from tirtune.core import Config
 from tirtune.space.shapes import ShapeClass
 
-__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED", "WAVE_FITTED_WIDE"]
+__all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
 
 # The 4096^3 points (bench/results/best-vs-cublas.md, L2 flushed, median of 3 processes): ping-pong
 # consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
@@ -93,14 +93,15 @@ FEW_TILES: tuple[Config, ...] = (
 # profiled; each B tile serves 64 rows, so a flop moves 1.45x the bytes of 128x152 through L2.
 # cuBLAS's own kernel at 3000x5000x2000 (stop 27, Nsight Compute: gemm-profile.md) is a cooperative
 # 256x152 tile in our axes (nvjet_sm90_hsh_152x256_64x4_1x2_h_bz_coopA: two consumers of 128 rows,
-# 152 accumulators a thread), 3 rounds of 12 x 33 tiles; 128x152 loses 3.7% between the problem
-# padded to whole tiles and the ragged one where cuBLAS loses 0.7% (kit timing, same processes).
-# WAVE_FITTED_WIDE is that tile, its width fitted per problem like WAVE_FITTED_TWO's.
+# 152 accumulators a thread, 2-CTA clusters). The space takes it since (up to 192 accumulators a
+# thread), but it was a start for one suite run only: 0.945x / 0.935x through the service against
+# 128x152's 0.951x / 0.938x (suite-stop27-wide.md), 0.947x against 0.948x in the same processes
+# (kit-ragged-wide.md); 256x192 0.819x, 256x168 at 4000^3 0.959x against 128x256's 0.969x. What
+# 128x152 loses there is K's (3072x5016x2000: 0.976x, M and N ragged alone 0.998-1.003x, padded
+# 1.001x); the template's 2-CTA clusters lose more than they save (kit-ragged-cluster.md).
 WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
                          raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED_WIDE = Config(blk_m=256, blk_n=128, blk_k=64, stages=3, consumers=2, persistent=True,
-                          raster_group=8, epilogue="tma_chunked")
-WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO, WAVE_FITTED_WIDE})
+WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
 
 _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", prefetch_tensormap=True)
@@ -109,7 +110,6 @@ _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, pers
 
 RAGGED: tuple[Config, ...] = (
     _RAGGED_256,
-    WAVE_FITTED_WIDE,
     WAVE_FITTED_TWO,
     _RAGGED_192,
     Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
