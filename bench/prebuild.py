@@ -627,6 +627,15 @@ SET_RAGGED_CLUSTER: list[tuple[Config, Problem]] = [
       for cluster, axis in ((1, "m"), (2, "m"), (2, "n"))],
 ]
 
+# Stop 27: what of K = 2000 costs 128x152 2.5% (M and N whole tiles): rows 4000 bytes apart (3 of
+# 4 rows start off a 128-byte line: a box row spans two lines) or the last k-tile's partial box
+# (16 of 64 columns, filled by TMA past K)? 1984: 31 whole k-tiles, every row aligned; 2016: half
+# the rows off a line; 2000: three quarters; 2040: seven eighths, all three ending in a partial
+# k-tile. Misaligned rows predict a cost growing with the share; the partial box the same cost.
+SET_RAGGED_K: list[tuple[Config, Problem]] = [
+    (_RAGGED_152, Problem(3072, 5016, k, "float16")) for k in (1984, 2000, 2016, 2040, 2048)
+]
+
 
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
@@ -738,6 +747,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
+    "ragged-k": lambda: SET_RAGGED_K,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
