@@ -25,6 +25,7 @@ __all__ = [
     "ProblemRule",
     "Violation",
     "accumulator_fits_registers",
+    "accumulators",
     "blk_k_matches_swizzle",
     "blk_k_boxes_supported",
     "cluster_divides_grid",
@@ -223,6 +224,11 @@ def consumer_rows(config: Config) -> int:
     return config.blk_m // max(config.consumers, 1)
 
 
+def accumulators(config: Config) -> int:
+    """fp32 accumulators one consumer thread holds: its rows x blk_n over the warpgroup's 128 threads."""
+    return consumer_rows(config) * config.blk_n // 128
+
+
 def staging_bytes(config: Config) -> int:
     """Shared memory of the TMA-store epilogue (2-byte elements): "tma" stages each consumer's
     whole output rows (the tile, or two tiles with ping-pong consumers); "tma_chunked" two 64x64
@@ -355,8 +361,7 @@ def needs_rebalance(warp_specialized: bool, consumers: int, warpgroups: int, acc
 
 def rebalances_registers(config: Config) -> bool:
     """setmaxnreg runs in this config's kernel (see `needs_rebalance`)."""
-    accumulators = consumer_rows(config) * config.blk_n // 128
-    return needs_rebalance(config.warp_specialized, config.consumers, warpgroups(config), accumulators)
+    return needs_rebalance(config.warp_specialized, config.consumers, warpgroups(config), accumulators(config))
 
 
 def _split(config: Config) -> tuple[int, int] | None:
@@ -489,7 +494,7 @@ def consumers_split_m(config: Config, problem: Problem) -> str | None:
 @reads("blk_m", "blk_n", "consumers", "schedule")
 def v4_accumulator_limit(config: Config, problem: Problem) -> str | None:
     """hopper-gemm/1-4 held at most 128 fp32 accumulators a consumer thread; /5 takes up to 192."""
-    regs = consumer_rows(config) * config.blk_n // 128
+    regs = accumulators(config)
     if regs > V4_MAX_ACCUMULATOR_REGS:
         return f"hopper-gemm/1-4 hold at most {V4_MAX_ACCUMULATOR_REGS} accumulators a consumer thread; got {regs}"
     return None
@@ -497,8 +502,7 @@ def v4_accumulator_limit(config: Config, problem: Problem) -> str | None:
 
 @reads("blk_m", "blk_n", "consumers", "schedule")
 def accumulator_fits_registers(config: Config, problem: Problem) -> str | None:
-    rows = consumer_rows(config)
-    regs = rows * config.blk_n // 128
+    regs = accumulators(config)
     if regs > MAX_ACCUMULATOR_REGS:
         return f"a consumer thread would hold {regs} fp32 accumulators; at most {MAX_ACCUMULATOR_REGS} fit in registers"
     return None
@@ -517,13 +521,13 @@ def register_budget(config: Config) -> int:
 def registers_fit(config: Config, problem: Problem) -> str | None:
     """The accumulators plus ~40 registers of addresses and loop state must fit a consumer thread's
     budget: this is what limits 3 consumer warpgroups (4 with the producer: 128 registers each)."""
-    accumulators = consumer_rows(config) * config.blk_n // 128
+    held = accumulators(config)
     budget = register_budget(config)
-    if accumulators > MAX_ACCUMULATOR_REGS:
+    if held > MAX_ACCUMULATOR_REGS:
         return None  # accumulator_fits_registers refuses it
-    if accumulators + REGISTER_OVERHEAD > budget:
+    if held + REGISTER_OVERHEAD > budget:
         return (
-            f"a consumer thread holds {accumulators} accumulators + ~{REGISTER_OVERHEAD} other registers, more "
+            f"a consumer thread holds {held} accumulators + ~{REGISTER_OVERHEAD} other registers, more "
             f"than the {budget} it gets with {config.consumers} consumer warpgroups"
             + (" and a producer" if config.warp_specialized else "")
             + (" and an epilogue warpgroup" if config.epilogue_warpgroup else "")
