@@ -206,7 +206,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim",)
+DRAWN_NEVER = ("trim", "peel_k")
 
 
 def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
@@ -636,6 +636,48 @@ SET_RAGGED_K: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3072, 5016, k, "float16")) for k in (1984, 2000, 2016, 2040, 2048)
 ]
 
+# Stop 28: the last k-tile peeled (peel_k): K = 2000 in 64-deep k-tiles pads its last tile from 16
+# columns to 64, so 3 of 128 k16 steps are zeros (2.3% of the MMAs; 4000: 2 of 252, 0.8%). Each
+# timed tile unpeeled then peeled in the same processes; then the peeled path's edges for
+# correctness: one k-tile in all (K = 8, 40: the loop runs no iteration), a 128-deep k-tile with 1
+# and 7 of 8 steps live, ping-pong, a cluster, the thread-less prefetching consumer, swap-AB.
+_PEEL_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=16,
+                   epilogue="tma_chunked", prefetch_tensormap=True)
+SET_PEEL_PERF: list[tuple[Config, Problem]] = [
+    (config, problem)
+    for base, problem in (
+        (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
+        (replace(_RAGGED_152, reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
+        (_WIDE, Problem(3000, 5000, 2000, "float16")),
+        (_RAGGED_152, Problem(3072, 5016, 2000, "float16")),
+        (_PEEL_256, Problem(4000, 4000, 4000, "float16")),
+        (replace(_PEEL_256, raster_group=8, cluster=2), Problem(4000, 4000, 4000, "bfloat16")),
+    )
+    for config in (base, replace(base, peel_k=True))
+] + [
+    # With the padding gone, what else 128x152 might take at 3000x5000x2000: a fifth stage,
+    # ping-pong consumers (a whole 128x152 tile each, 152 accumulators a thread: /5's limit is
+    # 192), the epilogue warpgroup.
+    (replace(_RAGGED_152, peel_k=True, **knobs), Problem(3000, 5000, 2000, "float16"))
+    for knobs in ({"stages": 5}, {"schedule": "pingpong", "reg_split": "232/40"},
+                  {"schedule": "pingpong", "stages": 5}, {"epilogue_warpgroup": True, "reg_split": "232/40"})
+]
+SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
+    (replace(_RAGGED_152, peel_k=True), Problem(1000, 1000, 8, "float16")),
+    (replace(_RAGGED_152, peel_k=True), Problem(333, 1000, 40, "bfloat16")),
+    (Config(blk_m=128, blk_n=128, blk_k=128, stages=3, consumers=2, persistent=True, raster_group=8,
+            epilogue="tma_chunked", peel_k=True), Problem(1000, 1000, 1040, "float16")),
+    (Config(blk_m=128, blk_n=128, blk_k=128, stages=3, consumers=2, peel_k=True), Problem(700, 900, 1000, "bfloat16")),
+    (Config(blk_m=128, blk_n=128, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=16,
+            epilogue="tma_chunked", schedule="pingpong", peel_k=True), Problem(2000, 2000, 2000, "float16")),
+    (Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=False, peel_k=True),
+     Problem(1000, 512, 1000, "float16")),
+    (Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none", peel_k=True),
+     Problem(16, 4096, 4000, "bfloat16")),
+    (Config(blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8,
+            epilogue="tma_chunked", peel_k=True), Problem(1000, 1000, 1000, "float16")),
+]
+
 
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
@@ -748,6 +790,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
     "ragged-k": lambda: SET_RAGGED_K,
+    "peel": lambda: SET_PEEL_PERF + SET_PEEL_CHECK,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,
@@ -774,6 +817,7 @@ def _slug(config: Config, problem: Problem) -> str:
             f"_p{config.l2_promotion}" if config.l2_promotion != "128B" else "",
             "_pftm" if config.prefetch_tensormap else "",
             "_trim" if config.trim else "",
+            "_peelk" if config.peel_k else "",
         ]
     )
     return (

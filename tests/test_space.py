@@ -135,6 +135,7 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "l2_promotion": "128B",
         "prefetch_tensormap": False,
         "trim": False,
+        "peel_k": False,
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -160,7 +161,8 @@ def test_spaces_by_template_version() -> None:
     assert all(HOPPER_V4.is_valid(c, p) and HOPPER.is_valid(c, p) for c in v3)
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
     assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
-        "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim"
+        "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim",
+        "peel_k",
     }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):
@@ -524,6 +526,33 @@ def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() ->
     assert "split_k=1" in HOPPER.violations(replace(swapped, split_k=2), Problem(13, 4095, 1000))[0].reason
     assert tile.label().endswith(" trim") and replace(tile, trim=False).digest() != tile.digest()
     assert "trim" not in json.loads(replace(tile, trim=False).canonical())  # old configs keep their digests
+
+
+def test_peel_k_skips_the_last_k_tiles_padding_and_nothing_else() -> None:
+    """rules.k_tail_steps: K = 2000 in 64-deep k-tiles leaves 16 live columns in the last, 1 k16
+    step of 4; 4000 leaves 2; 1000 in 128-deep tiles 7 of 8; a K whose last k-tile is whole, or
+    whose last step count is the tile's (K = 2040: 56 columns, 4 steps), has nothing to peel and
+    peel_k is refused there, beside trim and split-K."""
+    tile = Config(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", peel_k=True)
+    assert rules.k_tail_steps(tile, Problem(3000, 5000, 2000)) == 1
+    assert rules.k_tail_steps(tile, Problem(4000, 4000, 4000)) == 2
+    assert rules.k_tail_steps(replace(tile, blk_k=128), Problem(700, 900, 1000)) == 7
+    assert rules.k_tail_steps(tile, Problem(1000, 1000, 8)) == 1  # one k-tile in all
+    for k in (2048, 2040, 1984):
+        assert rules.k_tail_steps(tile, Problem(3000, 5000, k)) == 0
+        assert _rules(tile, Problem(3000, 5000, k)) == ["peel_k_supported"]
+    assert _rules(tile, Problem(3000, 5000, 2000)) == [] and _rules(tile, Problem(4000, 4000, 4000)) == []
+    assert _rules(replace(tile, trim=True), Problem(3000, 5000, 2000)) == ["peel_k_supported"]
+    split = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, peel_k=True)
+    assert "peel_k_supported" in _rules(split, Problem(16, 4096, 4000))
+    assert _rules(replace(split, split_k=1), Problem(16, 4096, 4000)) == []
+    # trim's K cut is the same count.
+    assert rules.trim_work(replace(tile, peel_k=False, trim=True), Problem(3000, 5000, 2000))[1] == 1
+    assert tile.label().endswith(" peelk") and replace(tile, peel_k=False).digest() != tile.digest()
+    assert "peel_k" not in json.loads(replace(tile, peel_k=False).canonical())  # old configs keep their digests
+    # The older spaces hold it at its default.
+    assert not HOPPER_V4.is_valid(tile, Problem(3000, 5000, 2000))
+    assert HOPPER.is_valid(tile, Problem(3000, 5000, 2000))
 
 
 def test_rules_of_split_k() -> None:

@@ -160,6 +160,12 @@ CASES = {
         _c(64, 64, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True, trim=True),
         Problem(100, 4095, 200, "float16"),
     ),
+    # peel_k (stop 28): the last k-tile (16 of 64 columns live) after the loop, one k16 step.
+    "peel-k2000-n152-chunked": (
+        _c(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="240/24",
+           peel_k=True),
+        Problem(3000, 5000, 2000, "float16"),
+    ),
 }
 # Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
 TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
@@ -167,6 +173,21 @@ TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunk
 SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
 SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
 TRIM_CASES = sorted(n for n, (c, _) in CASES.items() if c.trim)
+# peel_k, lowered only: two m64 blocks a consumer and 128-deep k-tiles with 7 of 8 steps live,
+# one k-tile in all (the loop runs none), ping-pong, the prefetching consumer without a producer,
+# a cluster, swap-AB.
+PEEL_LOWERED = {
+    "two-blocks-k128": (_c(128, 128, 128, 3, 1, True, peel_k=True), Problem(700, 900, 1000, "bfloat16")),
+    "one-k-tile": (_c(128, 152, 64, 4, 2, True, persistent=True, epilogue="tma_chunked", peel_k=True),
+                   Problem(1000, 1000, 8, "float16")),
+    "pingpong": (_c(128, 128, 64, 6, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked",
+                    schedule="pingpong", peel_k=True), Problem(2000, 2000, 2000, "float16")),
+    "mono": (_c(128, 128, 64, 4, 2, False, peel_k=True), Problem(1000, 512, 1000, "float16")),
+    "cluster": (_c(128, 256, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", cluster=2,
+                   prefetch_tensormap=True, peel_k=True), Problem(4000, 4000, 4000, "bfloat16")),
+    "swap": (_c(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none", peel_k=True),
+             Problem(16, 4096, 4000, "bfloat16")),
+}
 
 
 @dataclass(frozen=True)
@@ -471,6 +492,29 @@ def test_sass_of_the_narrow_last_box(built: dict[str, Built], name: str) -> None
     assert _count(sass, "STG") == 0
 
 
+@pytest.mark.parametrize("name", sorted(PEEL_LOWERED))
+def test_a_peeled_kernel_issues_only_the_last_k_tiles_live_steps(name: str) -> None:
+    """peel_k: the consumers' loop keeps its full k-tile of wgmmas and the peeled last k-tile adds
+    its live k16 steps, PEEL_K of BK/16 for every run of the loop's wgmma calls; unpeeled, the
+    same config's kernel has no such tail (and with one k-tile in all, no loop)."""
+    from dataclasses import replace
+
+    config, problem = PEEL_LOWERED[name]
+    p = plan(config, problem)
+    assert p.peel_k == rules.k_tail_steps(config, problem) > 0 and plan(replace(config, peel_k=False), problem).peel_k == 0
+
+    def calls(source: str) -> int:
+        return len(re.findall(rf"m64n{config.blk_n}k16\w*\(acc", source))
+
+    peeled, plain = calls(toolchain.lower_to_cuda(config, problem)), calls(
+        toolchain.lower_to_cuda(replace(config, peel_k=False), problem))
+    steps = config.blk_k // 16
+    assert plain > 0 and plain % steps == 0, plain
+    # With one k-tile in all the loop runs no iteration and is gone: only the peeled steps stay.
+    loop = plain if p.cta_k_tiles > 1 else 0
+    assert peeled - loop == plain // steps * p.peel_k, (peeled, plain, p.peel_k)
+
+
 @pytest.mark.parametrize("name", TRIM_CASES)
 def test_a_trimmed_kernel_issues_no_mma_past_the_problem(name: str) -> None:
     """trim: the last column's narrower wgmma beside the full one, the m64 blocks and k16 steps
@@ -502,3 +546,14 @@ def test_sass_of_the_trimmed_mmas(built: dict[str, Built], name: str) -> None:
     shapes = set(re.findall(r"HGMMA\.64x(\d+)x16\.F32", b.sass))
     assert shapes == {str(b.config.blk_n), str(p.trim_n)}, shapes
     assert _count(b.sass, "STL") == 0 and _count(b.sass, "LDL") == 0
+
+
+@pytest.mark.nvcc
+def test_sass_of_the_peeled_k_tile(built: dict[str, Built]) -> None:
+    """The loop's body keeps its four HGMMAs a k-tile (the last with gsb0), and one more follows
+    the loop, alone in its group: 16 live columns of the last k-tile, one k16 step."""
+    sass = built["peel-k2000-n152-chunked"].sass
+    hgmma = re.findall(r"HGMMA\.64x152x16\.F32[^;]*", sass)
+    groups = " ".join("E" if "gsb0" in h else "." for h in hgmma).split("E")
+    runs = [g.count(".") + 1 for g in groups[:-1]]
+    assert runs[-1] == 1 and all(r == 4 for r in runs[:-1]) and len(runs) >= 2, runs

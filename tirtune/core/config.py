@@ -52,6 +52,7 @@ class Config:
     l2_promotion: str = "128B"
     prefetch_tensormap: bool = False
     trim: bool = False
+    peel_k: bool = False
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -126,6 +127,8 @@ class Config:
             text += " pftm"
         if self.trim:
             text += " trim"
+        if self.peel_k:
+            text += " peelk"
         return text
 
 
@@ -153,4 +156,5 @@ V2_KNOBS: dict[str, Any] = {
     "l2_promotion": "128B",
     "prefetch_tensormap": False,
     "trim": False,
+    "peel_k": False,
 }

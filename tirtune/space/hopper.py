@@ -51,6 +51,10 @@ holds the knobs it lacks at their defaults):
   the problem: an m64 block whose rows all lie past M issues no wgmma, the last tile column
   multiplies with a narrower wgmma (its valid columns rounded up to 8), the last k-tile stops
   after its last k16 step that starts before K. The loads, barriers and stores are unchanged.
+- peel_k (hopper-gemm/5, stop 28): only trim's last cut, without its branches: the consumers'
+  k loop runs one k-tile short and the last k-tile follows as straight-line code issuing only
+  its k16 steps that start before K (K = 2000 in 64-deep k-tiles: 1 of 4), so the K tail's
+  zero padding costs no MMA and the loop's body is the unpeeled one.
 """
 
 from __future__ import annotations
@@ -163,7 +167,7 @@ def same_kernel(config: Config) -> Config:
 # before (tests/test_template_fold.py). Added later under the same version (every earlier /5 kernel
 # byte-identical): four swizzle atoms a stage (blk_k 256), the TMA loads' L2 eviction priorities
 # (l2_hint), the tensor maps' L2 promotion and the descriptor prefetch, the ragged widths
-# (blk_n 136..248) and the trimmed edge-tile MMAs (trim).
+# (blk_n 136..248), the trimmed edge-tile MMAs (trim) and the peeled last k-tile (peel_k).
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
@@ -189,6 +193,9 @@ HOPPER = SearchSpace(
         "l2_hint": L2_HINTS,
         "l2_promotion": L2_PROMOTIONS,
         "prefetch_tensormap": (False, True),
+        # The last k-tile's padded k16 steps skipped after the loop (a K that is not a multiple
+        # of blk_k; the rule refuses it elsewhere).
+        "peel_k": (False, True),
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,

@@ -58,11 +58,13 @@ __all__ = [
     "TAIL_BOX_MIN_BLK_N",
     "V4_BLK_N",
     "V4_CONFIG_RULES",
+    "k_tail_steps",
     "kernel_shape",
     "knobs_off_default",
     "knobs_read",
     "reads",
     "one_row_operand_supported",
+    "peel_k_supported",
     "split_k_bytes",
     "split_k_divides_k_tiles",
     "split_k_supported",
@@ -612,11 +614,19 @@ def trim_work(config: Config, problem: Problem) -> tuple[int, int, bool]:
         return 0, 0, False
     cols = n - (-(-n // config.blk_n) - 1) * config.blk_n
     narrow = -(-cols // 8) * 8
+    rows = m - (-(-m // config.blk_m) - 1) * config.blk_m
+    return narrow if narrow < config.blk_n else 0, k_tail_steps(config, problem), rows <= config.blk_m - WGMMA_M
+
+
+def k_tail_steps(config: Config, problem: Problem) -> int:
+    """The k16 steps of the last k-tile that start before K, when that is fewer than a k-tile
+    has (K = 2000 in 64-deep tiles: the last holds 16 live columns, 1 step of 4); 0 when every
+    step of the last k-tile has live columns."""
+    if config.blk_k < WGMMA_K:
+        return 0
     depth = problem.k - (-(-problem.k // config.blk_k) - 1) * config.blk_k
     steps = -(-depth // WGMMA_K)
-    rows = m - (-(-m // config.blk_m) - 1) * config.blk_m
-    return (narrow if narrow < config.blk_n else 0, steps if steps < config.blk_k // WGMMA_K else 0,
-            rows <= config.blk_m - WGMMA_M)
+    return steps if steps < config.blk_k // WGMMA_K else 0
 
 
 @reads("trim", "split_k", "blk_m", "blk_n", "blk_k", "swap_ab")
@@ -632,6 +642,26 @@ def trim_supported(config: Config, problem: Problem) -> str | None:
         return (
             f"trim has nothing to skip on {problem.m}x{problem.n}x{problem.k} in {config.blk_m}x{config.blk_n}x"
             f"{config.blk_k} tiles: every edge tile's MMAs are all inside the problem"
+        )
+    return None
+
+
+@reads("peel_k", "trim", "split_k", "blk_k")
+def peel_k_supported(config: Config, problem: Problem) -> str | None:
+    """peel_k runs the last k-tile after the consumers' k loop with only its k16 steps that start
+    before K (`k_tail_steps`): it needs the whole K in one CTA (split_k=1: the last k-tile is then
+    the CTA's last), a last k-tile with steps to skip (elsewhere it would build the unpeeled
+    kernel under another name), and not trim, which cuts the same steps its own way."""
+    if not config.peel_k:
+        return None
+    if config.trim:
+        return "peel_k and trim both cut the last k-tile's padding: pick one (trim=true already does)"
+    if config.split_k > 1:
+        return f"peel_k needs split_k=1 (got {config.split_k}): it peels the last k-tile of the whole K"
+    if k_tail_steps(config, problem) == 0:
+        return (
+            f"peel_k has nothing to skip at K={problem.k} in {config.blk_k}-deep k-tiles: every k16 step of the "
+            "last k-tile has live columns"
         )
     return None
 
@@ -796,6 +826,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     swap_ab_supported,
     swap_ab_pingpong_unclustered,
     trim_supported,
+    peel_k_supported,
     split_k_supported,
     split_k_divides_k_tiles,
     split_k_workspace_fits,

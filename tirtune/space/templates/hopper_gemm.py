@@ -72,6 +72,10 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   as its valid columns (rounded up to 8; the fragment is a prefix of the full one), the last
   k-tile stops after its last k16 step that starts before K. Uniform branches, per k-tile, each
   around a whole run of wgmmas (`mma_trimmed`); loads, barriers and stores are unchanged.
+* peel_k (hopper-gemm/5, stop 28): the consumers' k loop runs one k-tile short and the last
+  k-tile follows it as straight-line code issuing only its k16 steps that start before K (1 of 4
+  at K = 2000 with blk_k 64): the tail's zero-padded MMAs are skipped with no branch in the loop
+  (what `trim` did per k-tile, measured slower). Loads, barriers and stores are unchanged.
 * swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T: its A operand is the problem's B, its
   B the problem's A, so the problem's N runs along wgmma's 64-row M and its M along wgmma's N
   (8..256 in steps of 8: a decode M of 16 is one m64n16 wgmma instead of a 64-row block three
@@ -108,7 +112,7 @@ publication, the raster mapping and the persistent loops over a cluster's tiles 
 included; the ping-pong consumers walk every other tile themselves), and the thread loader's
 guarded 16-byte copy. This branch's own: the barriers (`empty` released by consumer threads,
 `order` for ping-pong), the boxes a stage loads (`load_tile`: multicast slices in a cluster), the
-non-specialized prefetch, wgmma with register accumulators (`mma_block`, `mainloop`), setmaxnreg,
+non-specialized prefetch, wgmma with register accumulators (`mma_steps`, `k_tile`, `mainloop`), setmaxnreg,
 and the epilogues (fragment stores, stmatrix staging, TMA stores).
 """
 
@@ -127,6 +131,7 @@ from tirtune.space.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
     needs_rebalance,
+    k_tail_steps,
     refuse_if_broken,
     trim_work,
 )
@@ -293,6 +298,9 @@ class KernelPlan(GemmPlan):
     trim_n: int = 0
     trim_k: int = 0
     trim_m: bool = False
+    # peel_k (rules.k_tail_steps): the live k16 steps of the last k-tile, which the consumers run
+    # after their k loop (0: not peeled, every k-tile in the loop).
+    peel_k: int = 0
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -493,6 +501,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         l2_promotion=config.l2_promotion,
         prefetch_tensormap=config.prefetch_tensormap,
         **_trims(config, problem),
+        peel_k=k_tail_steps(config, problem) if config.peel_k else 0,
     )
 
 
@@ -577,6 +586,11 @@ def _trace(p: KernelPlan) -> Any:
     # steps (TRIM_K), the m64 blocks wholly past M skipped (TRIM_M); TRIM: any of them.
     TRIM_N, TRIM_K, TRIM_M = p.trim_n, p.trim_k, p.trim_m
     TRIM = bool(TRIM_N or TRIM_K or TRIM_M)
+    # peel_k: the consumers' k loop runs LOOP_KT k-tiles, the last (PEELED) follows it with its
+    # PEEL_K live k16 steps.
+    PEEL_K = p.peel_k
+    PEELED = PEEL_K > 0
+    LOOP_KT = KT - 1 if PEELED else KT
     wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
     set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
     set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
@@ -830,10 +844,6 @@ def _trace(p: KernelPlan) -> Any:
                             empty.arrive(stage, remote=r)
 
         @T.inline
-        def mma_block(acc, desc_a, desc_b, s, row):
-            mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, False)
-
-        @T.inline
         def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
             # The first `steps` k16 steps of a stage, with the full wgmma or (narrow, trim) the
             # last tile column's TRIM_N wide one, whose fragment is the first TRIM_N/2 registers
@@ -1081,57 +1091,67 @@ def _trace(p: KernelPlan) -> Any:
                     chunked_tail(c, acc1, m0, n0, 1, nt)
 
         @T.inline
+        def k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, steps):
+            # One k-tile of the consumers' loop: wait for its stage (or load it), issue its first
+            # `steps` k16 steps of wgmma, hand the previous stage back.
+            if THREADS:
+                # Every consumer thread copies 16-byte chunks into the swizzled stage, then
+                # the writes are fenced to the async proxy wgmma reads through.
+                T.cuda.cta_sync()  # the previous k-tile's wgmma (all warpgroups) retired
+                thread_load(c, kt, m0, n0)
+                T.ptx.fence.proxy.async_.shared__cta()
+                T.cuda.cta_sync()
+            else:
+                if not WS:
+                    if S == 1:
+                        # No ring to run ahead in: load the tile, then wait for it.
+                        if c == 0:
+                            if warp == 0:
+                                if lane == 0:
+                                    load_tile(j0 + kt, kt, m0, n0)
+                full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+            s = T.meta_var(ring.slot(j0 + kt))
+            T.ptx.wgmma.fence.sync.aligned()
+            if TRIM:
+                mma_trimmed(acc0, desc_a, desc_b, s, c * ROW_BASE, m0, n0, kt)
+                if MB == 2:
+                    mma_trimmed(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, m0, n0, kt)
+            else:
+                mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps, False)
+                if MB == 2:
+                    mma_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, steps, False)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            if S == 1:
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if not THREADS:
+                    release(s)
+            else:
+                # Keep this tile's wgmma group in flight; the previous one has now retired, so
+                # its stage goes back to the loader.
+                T.ptx.wgmma.wait_group.sync.aligned(1)
+                if kt > 0:
+                    release(ring.slot(j0 + kt - 1))
+            if not WS:
+                if S > 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                if kt + S - 1 < KT:
+                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+
+        @T.inline
         def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
             # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
             for i in T.unroll(NACC):
                 acc0[i] = T.float32(0)
                 if MB == 2:
                     acc1[i] = T.float32(0)
-            for kt in range(KT):
-                if THREADS:
-                    # Every consumer thread copies 16-byte chunks into the swizzled stage, then
-                    # the writes are fenced to the async proxy wgmma reads through.
-                    T.cuda.cta_sync()  # the previous k-tile's wgmma (all warpgroups) retired
-                    thread_load(c, kt, m0, n0)
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.cta_sync()
-                else:
-                    if not WS:
-                        if S == 1:
-                            # No ring to run ahead in: load the tile, then wait for it.
-                            if c == 0:
-                                if warp == 0:
-                                    if lane == 0:
-                                        load_tile(j0 + kt, kt, m0, n0)
-                    full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
-                s = T.meta_var(ring.slot(j0 + kt))
-                T.ptx.wgmma.fence.sync.aligned()
-                if TRIM:
-                    mma_trimmed(acc0, desc_a, desc_b, s, c * ROW_BASE, m0, n0, kt)
-                    if MB == 2:
-                        mma_trimmed(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, m0, n0, kt)
-                else:
-                    mma_block(acc0, desc_a, desc_b, s, c * ROW_BASE)
-                    if MB == 2:
-                        mma_block(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
-                T.ptx.wgmma.commit_group.sync.aligned()
-                if S == 1:
-                    T.ptx.wgmma.wait_group.sync.aligned(0)
-                    if not THREADS:
-                        release(s)
-                else:
-                    # Keep this tile's wgmma group in flight; the previous one has now retired, so
-                    # its stage goes back to the loader.
-                    T.ptx.wgmma.wait_group.sync.aligned(1)
-                    if kt > 0:
-                        release(ring.slot(j0 + kt - 1))
-                if not WS:
-                    if S > 1:
-                        if c == 0:
-                            if warp == 0:
-                                if lane == 0:
-                                    if kt + S - 1 < KT:
-                                        load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+            # peel_k: the last k-tile runs after the loop with only its PEEL_K live k16 steps
+            # (straight-line code: no branch in the loop's body).
+            for kt in range(LOOP_KT):
+                k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, BK // WGMMA_K)
+            if PEELED:
+                k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, KT - 1, PEEL_K)
             if PINGPONG:
                 # Every stage of this tile has landed (this thread waited for each): the other
                 # consumer may start waiting on the ring for its next tile.
