@@ -501,7 +501,8 @@ def test_a_peeled_kernel_issues_only_the_last_k_tiles_live_steps(name: str) -> N
 
     config, problem = PEEL_LOWERED[name]
     p = plan(config, problem)
-    assert p.peel_k == rules.k_tail_steps(config, problem) > 0 and plan(replace(config, peel_k=False), problem).peel_k == 0
+    assert p.peel_k == rules.k_tail_steps(config, problem) > 0
+    assert plan(replace(config, peel_k=False), problem).peel_k == 0
 
     def calls(source: str) -> int:
         return len(re.findall(rf"m64n{config.blk_n}k16\w*\(acc", source))

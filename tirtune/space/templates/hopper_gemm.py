@@ -130,8 +130,8 @@ from tirtune.core.problem import Problem
 from tirtune.space.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
-    needs_rebalance,
     k_tail_steps,
+    needs_rebalance,
     refuse_if_broken,
     trim_work,
 )
