@@ -4,6 +4,7 @@ place that lists architectures reads it (so adding one means adding one entry)."
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -167,13 +168,35 @@ def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
     hopper = branch("sm_90a")
     problem = Problem(3000, 5000, 2000, "bfloat16")
     starts = hopper.start_configs(problem)
-    assert [(c.blk_m, c.blk_n) for c in starts if c.epilogue == "tma_chunked"][:4] == [
-        (128, 256), (128, 152), (128, 192), (192, 128)]
+    assert [(c.blk_m, c.blk_n, c.peel_k) for c in starts if c.epilogue == "tma_chunked"][:6] == [
+        (128, 256, True), (128, 152, True), (128, 256, False), (128, 152, False), (128, 192, False),
+        (192, 128, False)]
     assert all(hopper.space.is_valid(c, problem) for c in starts)
-    fitted = [c for c, own in zip(starts, RAGGED, strict=True) if own in WAVE_FITTED]
-    kept = [c for c, own in zip(starts, RAGGED, strict=True) if own not in WAVE_FITTED]
-    assert len(fitted) == len(WAVE_FITTED) and kept == [c for c in RAGGED if c not in WAVE_FITTED]
+
+    def wave(c: Config) -> bool:
+        return replace(c, peel_k=False) in WAVE_FITTED
+
+    fitted = [c for c, own in zip(starts, RAGGED, strict=True) if wave(own)]
+    kept = [c for c, own in zip(starts, RAGGED, strict=True) if not wave(own)]
+    assert len(fitted) == 2 * len(WAVE_FITTED) and kept == [c for c in RAGGED if not wave(c)]
     assert min(wave_fill(c, problem) for c in fitted) > max(wave_fill(c, problem) for c in kept)
+
+
+def test_a_peeled_start_is_kept_only_where_k_has_a_tail_to_skip() -> None:
+    """The ragged class starts from its two best tiles with the last k-tile peeled (peel_k) where
+    K is not whole in k-tiles (3000x5000x2000, 4000^3); where it is (3000x5000x4096) the peel has
+    nothing to skip, so the branch drops it and the unpeeled twin is not asked twice."""
+    hopper = branch("sm_90a")
+    for problem in (Problem(3000, 5000, 2000), Problem(4000, 4000, 4000, "bfloat16")):
+        starts = hopper.start_configs(problem)
+        assert [c.peel_k for c in starts[:3]] == [True, True, False]
+        assert all(hopper.space.is_valid(c, problem) for c in starts)
+        assert {replace(c, peel_k=False) for c in starts[:2]} == set(starts[2:4])
+    whole = Problem(3000, 5000, 4096)
+    starts = hopper.start_configs(whole)
+    assert not any(c.peel_k for c in starts) and len(starts) == len(set(starts)) == len(
+        hopper.start_configs(Problem(3000, 5000, 2000))) - 2
+    assert all(hopper.space.is_valid(c, whole) for c in starts)
 
 
 def test_no_start_is_trimmed_and_the_search_does_not_draw_trim() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -26,6 +26,7 @@ from tirtune.space import blackwell
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.hopper import HOPPER
 from tirtune.space.hopper_starts import HOPPER_START, HOPPER_STARTS, WAVE_FITTED
+from tirtune.space.rules import k_tail_steps
 from tirtune.space.shapes import ShapeClass, fitted, shape_class, wave_fitted
 from tirtune.space.space import SearchSpace
 
@@ -82,14 +83,17 @@ class Branch:
     def start_configs(self, problem: Problem) -> tuple[Config, ...]:
         """Where a job on `problem` starts: the configs of its shape class, their tiles fitted to
         the problem (`shapes.fitted`: swap-AB's wgmma N to a small M, a tile wider than N; those
-        in `wave_fit` get the valid blk_n that best fills the SMs, `shapes.wave_fitted`), each once."""
+        in `wave_fit` get the valid blk_n that best fills the SMs, `shapes.wave_fitted`), a peeled
+        last k-tile (peel_k) kept only where K leaves k16 steps to skip, each once."""
         widths = tuple(self.space.knobs.get("blk_n", ()))
         configs = self.start_with[shape_class(problem)]
         if not widths:
             return tuple(dict.fromkeys(configs))
 
         def fit(c: Config) -> Config:
-            if c in self.wave_fit:
+            if c.peel_k and k_tail_steps(c, problem) == 0:
+                c = replace(c, peel_k=False)  # K whole in k-tiles: the unpeeled twin
+            if c in self.wave_fit or replace(c, peel_k=False) in self.wave_fit:
                 return wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
             return fitted(c, problem, widths)
 
