@@ -678,6 +678,21 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
             epilogue="tma_chunked", peel_k=True), Problem(1000, 1000, 1000, "float16")),
 ]
 
+# Stop 28, after the peel kit: ping-pong consumers on 128x152 won 3000x5000x2000 (1.017x peeled,
+# kit-peel.md; through the service 1.014x / 1.004x). 4000^3 stayed at 0.970-0.978 with 128x256:
+# ping-pong widths there, the round-filling ones (144: 0.939 of the SMs' tile work, 168: 0.939)
+# beside 128, 152, 176, 192, each peeled (4000 leaves 32 columns in the last k-tile: 2 of 4 steps).
+_PINGPONG_152 = Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
+                       epilogue="tma_chunked", schedule="pingpong", reg_split="240/24", peel_k=True)
+SET_RAGGED_PINGPONG: list[tuple[Config, Problem]] = [
+    (replace(_PEEL_256, raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "float16")),
+    (replace(_PEEL_256, raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "bfloat16")),
+    *[(replace(_PINGPONG_152, blk_n=n, stages=st), Problem(4000, 4000, 4000, "float16"))
+      for n, st in ((128, 6), (144, 5), (152, 5), (168, 4), (176, 4), (192, 4))],
+    *[(replace(_PINGPONG_152, blk_n=n, stages=st), Problem(4000, 4000, 4000, "bfloat16"))
+      for n, st in ((144, 5), (168, 4))],
+]
+
 
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
@@ -791,6 +806,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
     "ragged-k": lambda: SET_RAGGED_K,
     "peel": lambda: SET_PEEL_PERF + SET_PEEL_CHECK,
+    "ragged-pingpong": lambda: SET_RAGGED_PINGPONG,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

@@ -115,6 +115,8 @@ _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, pers
 # 4000^3 (kit-peel.md); the unpeeled tiles follow. Where K has no tail the branch's fit drops
 # the peel (Branch.start_configs), so those problems start as before.
 RAGGED: tuple[Config, ...] = (
+    Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked", schedule="pingpong", reg_split="240/24", peel_k=True),
     replace(_RAGGED_256, peel_k=True),
     replace(WAVE_FITTED_TWO, peel_k=True),
     _RAGGED_256,
