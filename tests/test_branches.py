@@ -161,16 +161,19 @@ def test_a_branch_marked_compile_checked_is_served_only_from_its_own_gpus(
 def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
     """The ragged class's WAVE_FITTED configs take the blk_n that best fills the SMs' rounds for
     the problem (3000x5000: 152 wide, 792 tiles in 6 rounds of 132; chunked TMA stores with a
-    24-wide last box), each valid there; the others keep their tiles."""
+    24-wide last box), each valid there; the others keep their tiles. The first start, ping-pong
+    consumers on 128x152, has that width fixed (it was measured at 3000x5000x2000), so it fills
+    those rounds as well as the fitted tiles and no better."""
     from tirtune.space.hopper_starts import RAGGED, WAVE_FITTED
     from tirtune.space.shapes import wave_fill
 
     hopper = branch("sm_90a")
     problem = Problem(3000, 5000, 2000, "bfloat16")
     starts = hopper.start_configs(problem)
-    assert [(c.blk_m, c.blk_n, c.peel_k) for c in starts if c.epilogue == "tma_chunked"][:6] == [
-        (128, 256, True), (128, 152, True), (128, 256, False), (128, 152, False), (128, 192, False),
-        (192, 128, False)]
+    assert [(c.blk_m, c.blk_n, c.schedule, c.peel_k) for c in starts if c.epilogue == "tma_chunked"][:7] == [
+        (128, 152, "pingpong", True), (128, 256, "cooperative", True), (128, 152, "cooperative", True),
+        (128, 256, "cooperative", False), (128, 152, "cooperative", False), (128, 192, "cooperative", False),
+        (192, 128, "cooperative", False)]
     assert all(hopper.space.is_valid(c, problem) for c in starts)
 
     def wave(c: Config) -> bool:
@@ -179,23 +182,28 @@ def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
     fitted = [c for c, own in zip(starts, RAGGED, strict=True) if wave(own)]
     kept = [c for c, own in zip(starts, RAGGED, strict=True) if not wave(own)]
     assert len(fitted) == 2 * len(WAVE_FITTED) and kept == [c for c in RAGGED if not wave(c)]
-    assert min(wave_fill(c, problem) for c in fitted) > max(wave_fill(c, problem) for c in kept)
+    pingpong, *others = kept
+    assert pingpong.schedule == "pingpong" and all(c.schedule != "pingpong" or c.blk_n != 152 for c in others)
+    assert min(wave_fill(c, problem) for c in fitted) == wave_fill(pingpong, problem)
+    assert min(wave_fill(c, problem) for c in fitted) > max(wave_fill(c, problem) for c in others)
 
 
 def test_a_peeled_start_is_kept_only_where_k_has_a_tail_to_skip() -> None:
-    """The ragged class starts from its two best tiles with the last k-tile peeled (peel_k) where
-    K is not whole in k-tiles (3000x5000x2000, 4000^3); where it is (3000x5000x4096) the peel has
-    nothing to skip, so the branch drops it and the unpeeled twin is not asked twice."""
+    """The ragged class starts from its three best tiles with the last k-tile peeled (peel_k)
+    where K is not whole in k-tiles (3000x5000x2000, 4000^3), the two cooperative ones followed by
+    their unpeeled twins; where K is whole (3000x5000x4096) the peel has nothing to skip, so the
+    branch drops it: the cooperative twins are not asked twice, the ping-pong tile starts unpeeled."""
     hopper = branch("sm_90a")
     for problem in (Problem(3000, 5000, 2000), Problem(4000, 4000, 4000, "bfloat16")):
         starts = hopper.start_configs(problem)
-        assert [c.peel_k for c in starts[:3]] == [True, True, False]
+        assert [c.peel_k for c in starts[:4]] == [True, True, True, False]
         assert all(hopper.space.is_valid(c, problem) for c in starts)
-        assert {replace(c, peel_k=False) for c in starts[:2]} == set(starts[2:4])
+        assert {replace(c, peel_k=False) for c in starts[1:3]} == set(starts[3:5])
     whole = Problem(3000, 5000, 4096)
     starts = hopper.start_configs(whole)
     assert not any(c.peel_k for c in starts) and len(starts) == len(set(starts)) == len(
         hopper.start_configs(Problem(3000, 5000, 2000))) - 2
+    assert starts[0] == replace(hopper.start_configs(Problem(3000, 5000, 2000))[0], peel_k=False)
     assert all(hopper.space.is_valid(c, whole) for c in starts)
 
 
