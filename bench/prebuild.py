@@ -679,7 +679,9 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
 ]
 
 # Stop 28, after the peel kit: ping-pong consumers on 128x152 won 3000x5000x2000 (1.017x peeled,
-# kit-peel.md; through the service 1.014x / 1.004x). 4000^3 stayed at 0.970-0.978 with 128x256:
+# through the service 1.014x / 1.004x, by its commit message: the kit's and the run's files were
+# lost with the session; stop 29's kit-ragged-starts.md measured 1.009x / 0.993x, and the service
+# 1.001x / 0.991x, suite-ragged-stop29.md). 4000^3 stayed at 0.970-0.978 with 128x256:
 # ping-pong widths there, the round-filling ones (144: 0.939 of the SMs' tile work, 168: 0.939)
 # beside 128, 152, 176, 192, each peeled (4000 leaves 32 columns in the last k-tile: 2 of 4 steps).
 _PINGPONG_152 = Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
@@ -693,6 +695,22 @@ SET_RAGGED_PINGPONG: list[tuple[Config, Problem]] = [
       for n, st in ((144, 5), (168, 4))],
 ]
 
+
+
+def _ragged_starts() -> list[tuple[Config, Problem]]:
+    """The first five starts a ragged suite job asks (Branch.start_configs, as the service hands
+    them out) on the suite's ragged problems, the head start (ping-pong 128x152, peeled) also
+    unpeeled at 3000x5000x2000 fp16, then the peeled path's correctness edges (SET_PEEL_CHECK).
+    Stop 29: the peel kit of stop 28 (the evidence for that head start) was measured but its files
+    were lost with the session; this kit measures the starts as they now stand."""
+    from tirtune.space.branches import branch
+
+    hopper = branch("sm_90a")
+    problems = [Problem(3000, 5000, 2000, d) for d in ("float16", "bfloat16")] + [
+        Problem(4000, 4000, 4000, d) for d in ("float16", "bfloat16")]
+    chosen = [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
+    head, problem = chosen[0]
+    return [*chosen, (replace(head, peel_k=False), problem), *SET_PEEL_CHECK]
 
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
@@ -807,6 +825,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "ragged-k": lambda: SET_RAGGED_K,
     "peel": lambda: SET_PEEL_PERF + SET_PEEL_CHECK,
     "ragged-pingpong": lambda: SET_RAGGED_PINGPONG,
+    "ragged-starts": _ragged_starts,
     "v3-final": lambda: SET_V3_FINAL,
     "waves": lambda: SET_V3_FINAL + SET_WAVES,
     "round4": lambda: SET_ROUND4,

@@ -186,6 +186,10 @@ def report(scored: list[dict[str, Any]], trials: int, wall_s: float, source: str
         "geomean_bfloat16": geomean([p["ratio"] for p in measured if p["dtype"] == "bfloat16"]),
         "below_0_97": [f"{p['problem']} {p['dtype']}" for p in scored if (p.get("ratio") or 0) < 0.97],
         "unmeasured": [f"{p['problem']} {p['dtype']}" for p in scored if not p.get("ratio")],
+        # Scored before their job ended (the deadline passed): a best of fewer trials, or one whose
+        # re-measurement had not landed, so its figure is the trial's.
+        "unfinished": [f"{p['problem']} {p['dtype']}" for p in scored if p.get("state") not in FINISHED],
+        "not_remeasured": [f"{p['problem']} {p['dtype']}" for p in scored if p.get("ratio") and not p.get("confirmed")],
     }
 
 
@@ -206,14 +210,21 @@ def markdown(r: dict[str, Any]) -> str:
         f"bandwidth), both measured in the same process; {r['wall_s']} s in all",
         f"- geomean **{_f(r['geomean'])}** (fp16 {_f(r['geomean_float16'])}, bf16 {_f(r['geomean_bfloat16'])}); "
         f"below 0.97: {', '.join(r['below_0_97']) or 'none'}",
+        *([f"- scored before their job ended (the deadline passed): {', '.join(r['unfinished'])}"]
+          if r.get("unfinished") else []),
+        *([f"- the trial's figure, not a re-measurement: {', '.join(r['not_remeasured'])}"]
+          if r.get("not_remeasured") else []),
         "",
-        "| problem | dtype | class | config | ratio | p10-p90 | TFLOP/s | cuBLAS TFLOP/s | roofline | bound |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| problem | dtype | class | job | config | ratio | re-measured | p10-p90 | TFLOP/s | cuBLAS TFLOP/s "
+        "| roofline | bound |",
+        "| --- | --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for p in r["problems"]:
         lines.append(
-            f"| {p['problem']} | {p['dtype']} | {p['class']} | {p.get('config_label') or p.get('error') or '-'} | "
-            f"{_f(p.get('ratio'))} | {_f(p.get('ratio_p10'))}-{_f(p.get('ratio_p90'))} | {_f(p.get('tflops'), 1)} | "
+            f"| {p['problem']} | {p['dtype']} | {p['class']} | {p.get('state') or '-'} | "
+            f"{p.get('config_label') or p.get('error') or '-'} | {_f(p.get('ratio'))} | "
+            f"{'yes' if p.get('confirmed') else 'no'} | "
+            f"{_f(p.get('ratio_p10'))}-{_f(p.get('ratio_p90'))} | {_f(p.get('tflops'), 1)} | "
             f"{_f(p.get('cublas_tflops'), 1)} | {_f(p.get('roofline_fraction'), 2)} | "
             f"{p.get('roofline_bound') or '-'} |"
         )

@@ -93,6 +93,23 @@ def test_the_suite_runs_through_post_tune_and_scores_with_get_best(replaying_ser
     assert report["tvm"] == provenance["tvm_version"] and report["torch"] == provenance["torch_version"]
     assert report["tvm"]
     assert "REPLAYED" in out.with_suffix(".md").read_text()
+    assert report["unfinished"] == [] and "scored before their job ended" not in out.with_suffix(".md").read_text()
+
+
+def test_a_problem_scored_before_its_job_ended_is_named_so() -> None:
+    """A deadline-cut run (stop 29's ragged run: three of four jobs still re-measuring at the
+    deadline) must not read as a finished one: the report lists the unfinished jobs and the
+    figures that are a trial's, not a re-measurement's, and the table shows both per problem."""
+    done = {"problem": "4000x4000x4000", "dtype": "float16", "class": "ragged", "state": "DONE", "ratio": 0.977,
+            "confirmed": True, "template_version": "hopper-gemm/5", "provenance": {}}
+    cut = {**done, "problem": "3000x5000x2000", "state": "RUNNING", "ratio": 1.004, "confirmed": False}
+    r = suite.report([done, cut], 32, 170.0)
+    assert r["unfinished"] == ["3000x5000x2000 float16"] and r["not_remeasured"] == ["3000x5000x2000 float16"]
+    text = suite.markdown(r)
+    assert "scored before their job ended (the deadline passed): 3000x5000x2000 float16" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 3000x5000x2000")]
+    assert len(rows) == 1 and "| RUNNING |" in rows[0] and "| no |" in rows[0]
+    assert "| DONE |" in next(line for line in text.splitlines() if line.startswith("| 4000x4000x4000"))
 
 
 def test_suite_trials_names_where_each_measured_trial_came_from(replaying_service: str, tmp_path: Path) -> None:

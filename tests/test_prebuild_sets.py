@@ -109,7 +109,8 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
 
 
 # The kits whose draws are cheap to list (the fuzz and sweep sets draw hundreds: left to their own tests).
-NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey")
+NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey",
+         "ragged-starts")
 
 
 @pytest.mark.parametrize("name", NAMED)
@@ -143,3 +144,22 @@ def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
             base_ = base
         if changed.label() != base_.label():
             assert _prebuild()._slug(changed, problem) != _prebuild()._slug(base_, problem), f.name
+
+
+def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
+    """Kit `ragged-starts` (stop 29) holds, per ragged suite problem, the first five configs the
+    branch hands a job there, in that order, each valid; the ping-pong head also unpeeled; then the
+    peeled path's correctness edges."""
+    from bench.prebuild import SET_PEEL_CHECK
+    from tirtune.space.branches import branch
+
+    pairs = _pairs("ragged-starts")
+    hopper = branch("sm_90a")
+    problems = [Problem(3000, 5000, 2000, "float16"), Problem(3000, 5000, 2000, "bfloat16"),
+                Problem(4000, 4000, 4000, "float16"), Problem(4000, 4000, 4000, "bfloat16")]
+    assert pairs[:20] == [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
+    head = pairs[0][0]
+    assert head.schedule == "pingpong" and head.peel_k and pairs[20] == (
+        Config(**{**head.to_json(), "peel_k": False}), problems[0])
+    assert pairs[21:] == SET_PEEL_CHECK
+    assert all(HOPPER.is_valid(c, p) for c, p in pairs)

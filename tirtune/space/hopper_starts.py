@@ -109,10 +109,15 @@ _RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, pers
 _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked")
 
-# Stop 28: the two best tiles first with the last k-tile peeled (peel_k: a K that is not a
-# multiple of 64 pads its last k-tile with zeros, 3 of 128 k16 steps at K = 2000; the peeled
-# kernel skips them with no branch in its loop). Predicted +1-2% at 3000x5000x2000, +0.5% at
-# 4000^3 (kit-peel.md); the unpeeled tiles follow. Where K has no tail the branch's fit drops
+# Stop 28 put the last k-tile peeled (peel_k: a K that is not a multiple of 64 pads its last
+# k-tile with zeros, 3 of 128 k16 steps at K = 2000; the peeled kernel skips them with no branch in
+# its loop) on the two best tiles, and ping-pong consumers on 128x152 (5 stages, peeled) first;
+# its measurements were lost with its session, so stop 29 measured the starts as they stand
+# (kit-ragged-starts.md, same processes): at 3000x5000x2000 the ping-pong head 1.009x / 0.993x
+# (unpeeled 0.990x fp16), 128x152 peeled 0.965x / 0.950x against 0.954x / 0.940x unpeeled; at
+# 4000^3 128x256 peeled 0.978x / 0.975x (unpeeled 0.965x / 0.967x), the ping-pong head 0.916x /
+# 0.899x. Through the service (suite-ragged-stop29.md, 32 trials): 3000x5000x2000 1.001x / 0.991x,
+# 4000^3 0.977x / 0.979x. The unpeeled tiles follow; where K has no tail the branch's fit drops
 # the peel (Branch.start_configs), so those problems start as before.
 RAGGED: tuple[Config, ...] = (
     Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
