@@ -696,7 +696,6 @@ SET_RAGGED_PINGPONG: list[tuple[Config, Problem]] = [
 ]
 
 
-
 def _ragged_starts() -> list[tuple[Config, Problem]]:
     """The first five starts a ragged suite job asks (Branch.start_configs, as the service hands
     them out) on the suite's ragged problems, the head start (ping-pong 128x152, peeled) also
@@ -711,6 +710,7 @@ def _ragged_starts() -> list[tuple[Config, Problem]]:
     chosen = [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
     head, problem = chosen[0]
     return [*chosen, (replace(head, peel_k=False), problem), *SET_PEEL_CHECK]
+
 
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
