@@ -566,6 +566,21 @@ SET_DECODE_BEST: list[tuple[Config, Problem]] = [
 ]
 
 
+# Stop 30: deeper rings for the decode tiles (stages past 8, the old rule's limit), beside the
+# suite's best (64x16x128 s8, the control) under the suite's protocol: more bytes in flight per SM
+# (s11: 225 KB), the same bytes in finer stages (blk_k 64, s16 and s20), blk_k 256 unsplit, and
+# the deepest split-K ring; bf16 and M = 1 for the deepest.
+_DECODE_PF = replace(_DECODE_BEST, prefetch_tensormap=True)
+SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
+    *((replace(_DECODE_PF, **knobs), Problem(16, 4096, 4096, "float16")) for knobs in (
+        {}, {"stages": 10}, {"stages": 11}, {"blk_k": 64, "stages": 16}, {"blk_k": 64, "stages": 20},
+        {"blk_k": 256, "stages": 5}, {"stages": 11, "split_k": 2})),
+    *((replace(_DECODE_PF, **knobs), Problem(16, 4096, 4096, "bfloat16")) for knobs in (
+        {}, {"stages": 11}, {"blk_k": 64, "stages": 20})),
+    *((replace(_DECODE_PF, blk_n=8, **knobs), Problem(1, 4096, 4096, "float16")) for knobs in (
+        {}, {"stages": 12})),
+]
+
 # The stop-26 suite's bests where it loses (3000x5000x2000, 4000^3) and, as the control where it
 # wins, at 4096^3 (bench/results/suite.md), for `gpu_session.sh gemm-profile`: what differs from
 # the kernel cuBLAS picks there (its tile, grid, cluster, time and DRAM bytes under Nsight Compute).
@@ -819,6 +834,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "ragged-tail": lambda: SET_TAIL_PERF + SET_TAIL_CHECK,
     "trim": lambda: SET_TRIM_PERF + SET_TRIM_CHECK,
     "decode-best": lambda: SET_DECODE_BEST,
+    "decode-deep": lambda: SET_DECODE_DEEP,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

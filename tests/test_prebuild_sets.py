@@ -110,7 +110,17 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
 
 # The kits whose draws are cheap to list (the fuzz and sweep sets draw hundreds: left to their own tests).
 NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey",
-         "ragged-starts")
+         "ragged-starts", "decode-deep")
+
+
+def test_the_deep_decode_kit_is_valid_and_goes_past_the_grid() -> None:
+    """Kit decode-deep: every kernel passes the rules (prebuild refuses the set otherwise), the
+    control is the grid's 8 stages, and the rest go deeper than the grid draws."""
+    pairs = _pairs("decode-deep")
+    assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+    depths = {c.stages for c, _ in pairs}
+    assert 8 in depths and max(depths) == 20 and {p.m for _, p in pairs} == {1, 16}
+    assert any(not HOPPER.holds(c) for c, _ in pairs)
 
 
 @pytest.mark.parametrize("name", NAMED)

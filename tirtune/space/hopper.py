@@ -185,7 +185,10 @@ HOPPER = SearchSpace(
         "blk_n": (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N),
         # 256: four 128-byte atoms a stage (a memory-bound tile's rows arrive 512 B at a time).
         "blk_k": (64, 128, 256),
-        # A deep ring keeps a memory-bound decode tile's loads in flight (8: the rule's limit).
+        # A deep ring keeps a memory-bound decode tile's loads in flight. The template builds up to
+        # MAX_STAGES (20) where shared memory fits, but deeper decode rings measured slower under
+        # the suite's flush (stop 30, bench/results/kit-decode-deep.md: 64x16x128 s8 1.267x, s10
+        # 1.228x, s11 1.191x; 64x16x64 s20 1.064x), so the grid stops at 8.
         "stages": (1, 2, 3, 4, 5, 6, 8),
         "swap_ab": (False, True),
         "split_k": SPLIT_KS,

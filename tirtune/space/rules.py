@@ -20,6 +20,7 @@ __all__ = [
     "V2_CONFIG_RULES",
     "PROBLEM_RULES",
     "SMEM_LIMIT_BYTES",
+    "MAX_STAGES",
     "ConfigRule",
     "K_MULTIPLE",
     "ProblemRule",
@@ -124,6 +125,10 @@ K_MULTIPLE = TMA_ROW_BYTES // 2
 SMEM_LIMIT_BYTES = 232_448
 # Barriers, the 1024 B alignment of the 128B-swizzled tiles, and slack.
 SMEM_OVERHEAD_BYTES = 2_048
+# The deepest ring the template builds (its barriers are arrays of `stages`; smem_fits bounds the
+# bytes): 20 stages of a 64x16x64 decode tile fill 200 KB. Built and correct to 20 (stop 30, kit
+# decode-deep); the search's grid stops at 8, since deeper decode rings measured slower.
+MAX_STAGES = 20
 # fp32 accumulator registers a consumer thread may hold: the rest of the 255-register cap (240
 # after setmaxnreg) is addressing, descriptors and loop state (registers_fit asks ~40 of them).
 # 128 until stop 27: cuBLAS's own kernel at 3000x5000x2000 on the H200 is a cooperative 256x152
@@ -792,8 +797,8 @@ def blk_k_matches_swizzle(config: Config, problem: Problem) -> str | None:
 
 @reads("stages", "warp_specialized")
 def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
-    if not 1 <= config.stages <= 8:
-        return f"stages={config.stages}: the barrier ring supports 1..8 stages"
+    if not 1 <= config.stages <= MAX_STAGES:
+        return f"stages={config.stages}: the barrier ring supports 1..{MAX_STAGES} stages"
     if config.warp_specialized and config.stages < 2:
         return "a warp-specialized pipeline needs at least 2 stages to overlap"
     return None
