@@ -17,6 +17,9 @@ held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
   L2 then holds clean lines: no write-back under the stream);
 - `cublas_after_clean_flush`: torch.mm after that clean flush;
 - `copy`: W copied to another buffer (2 x 33.5 MB), for the bandwidth a copy reaches at this size;
+- `stream P=.. B=.. W=..` (where triton is installed; `bench/stream_read.py`): a plain streaming
+  read of W, P programs each summing one contiguous share with evict_first loads, after either
+  flush: the read ceiling, a GEMM's least work at M = 16, without torch's reduction's overheads;
 - with `--kit FOLDER` (a `bench/prebuild.py` folder, e.g. `--set decode-best`): each of its kernels
   for these weights (N = K = 4096, M 1 or 16, the dtype) after either flush, `tirtune_m16 LABEL`
   and `tirtune_after_clean_flush_m16 LABEL`, checked first by the measuring child's check
@@ -37,6 +40,7 @@ OUT.json and OUT.md: {"date", "gpu", "driver", "cuda", "torch", "weights_bytes",
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -47,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.gemm_profile import kit_kernels as built_for
+from bench.stream_read import VARIANTS as STREAMS
+from bench.stream_read import stream_sum
 from tirtune.core import Problem
 from tirtune.workers.measure import timed_events
 from tirtune.workers.verify import verify
@@ -86,6 +92,11 @@ def cases(torch: Any, dtype: Any, device: Any,
     out["read"] = (lambda: w.sum(dtype=torch.float32), "zero", 0, size)
     out["read_after_clean_flush"] = (lambda: w.sum(dtype=torch.float32), "read", 0, size)
     out["copy"] = (lambda: dst.copy_(w), "zero", 0, 2 * size)
+    if importlib.util.find_spec("triton") is not None:  # the GPU host's; not a test dependency
+        sums = torch.empty(max(v.programs for v in STREAMS), dtype=torch.float32, device=device)
+        for v in STREAMS:
+            out[v.label] = (lambda v=v: stream_sum(w, sums, v), "zero", 0, size)
+            out[f"{v.label} after_clean_flush"] = (lambda v=v: stream_sum(w, sums, v), "read", 0, size)
     if kernels:
         from tirtune.workers.launcher import load_artifact
 

@@ -78,3 +78,45 @@ def test_a_kit_kernel_is_timed_after_both_flushes_and_a_wrong_one_is_left_out(
     launch, flush, m, moved = table["tirtune_after_clean_flush_m16 good"]
     assert (flush, m, moved) == ("read", 16, 64 * 64 * 2)
     launch()
+
+
+def test_every_stream_variant_splits_the_weights_into_whole_steps() -> None:
+    from bench.stream_read import VARIANTS, StreamVariant
+
+    assert len({v.label for v in VARIANTS}) == len(VARIANTS)
+    for v in VARIANTS:
+        assert v.per_program(4096 * 4096) * v.programs == 4096 * 4096
+    with pytest.raises(ValueError, match="do not split"):
+        StreamVariant(3, 4096, 4).per_program(4096 * 4096)
+    with pytest.raises(ValueError, match="do not split"):
+        StreamVariant(4096, 8192, 4).per_program(4096 * 4096)  # 4096 elements a program, 8192 a step
+
+
+def test_the_stream_kernel_sums_each_programs_share() -> None:
+    """Triton's interpreter runs the kernel on the CPU, in a process of its own (triton reads
+    TRITON_INTERPRET when it is imported)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch
+from bench.stream_read import StreamVariant, stream_sum
+for dtype in (torch.float16, torch.bfloat16):
+    w = torch.randn(32, 512, dtype=dtype)
+    out = torch.full((8,), float("nan"))
+    stream_sum(w, out, StreamVariant(8, 1024, 4))
+    torch.testing.assert_close(out, w.float().reshape(8, -1).sum(1), rtol=1e-5, atol=1e-3)
+try:
+    stream_sum(w, torch.empty(4), StreamVariant(8, 1024, 4))
+except ValueError as e:
+    assert "one output float per program" in str(e)
+else:
+    raise AssertionError("a short output was accepted")
+print("ok")
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
