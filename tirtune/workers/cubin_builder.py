@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,7 @@ class CubinBuilder:
         pending: list[int] = []
         try:
             with ThreadPoolExecutor(max(1, self.processes)) as nvcc:
-                calls = []
+                calls: list[Future[None]] = []
 
                 nvcc_s: list[float] = []
 

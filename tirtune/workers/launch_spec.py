@@ -116,8 +116,9 @@ class LaunchSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchSpec:
-        maps = tuple(TensorMapSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()})
-                     for m in data["tensor_maps"])
+        fields: list[dict[str, Any]] = [{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
+                                        for m in data["tensor_maps"]]
+        maps = tuple(TensorMapSpec(**f) for f in fields)
         return cls(
             kernel=data["kernel"], args=tuple(KernelArg(**a) for a in data["args"]), tensor_maps=maps,
             grid=_triple(data["grid"]), block=_triple(data["block"]), cluster=_triple(data["cluster"]),

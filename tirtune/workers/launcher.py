@@ -128,7 +128,9 @@ class CubinKernel:
 
     def __init__(self, cubin: bytes, spec: LaunchSpec, driver: Any = None) -> None:
         if driver is None:
-            from cuda.bindings import driver
+            from cuda.bindings import driver as cuda_driver
+
+            driver = cuda_driver
         self.driver = driver
         self.spec = spec
         self._check(driver.cuInit(0), "cuInit")

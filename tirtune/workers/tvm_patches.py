@@ -113,7 +113,7 @@ class _Parsed:
         todo = [tree]
         while todo:
             node = todo.pop()
-            saved = []
+            saved: list[tuple[str, Any, bool]] = []
             for name in node.__class__._FIELDS:
                 value = getattr(node, name, None)
                 if isinstance(value, list):

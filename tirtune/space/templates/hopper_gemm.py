@@ -859,7 +859,7 @@ def _trace(p: KernelPlan) -> Any:
                     T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
                     DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
                 if narrow:
-                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)  # type: ignore[misc]
                 else:
                     wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
 
