@@ -92,7 +92,7 @@ def cases(torch: Any, dtype: Any, device: Any,
     out["read"] = (lambda: w.sum(dtype=torch.float32), "zero", 0, size)
     out["read_after_clean_flush"] = (lambda: w.sum(dtype=torch.float32), "read", 0, size)
     out["copy"] = (lambda: dst.copy_(w), "zero", 0, 2 * size)
-    if importlib.util.find_spec("triton") is not None:  # the GPU host's; not a test dependency
+    if importlib.util.find_spec("triton") is not None:  # a GPU host's package (and the test extras')
         sums = torch.empty(max(v.programs for v in STREAMS), dtype=torch.float32, device=device)
         for v in STREAMS:
             out[v.label] = (lambda v=v: stream_sum(w, sums, v), "zero", 0, size)

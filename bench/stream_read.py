@@ -50,7 +50,7 @@ _KERNEL: Any = None
 
 
 def _kernel() -> Any:
-    """The Triton kernel, defined on first use (triton is a GPU host's package, not a test dependency)."""
+    """The Triton kernel, defined on first use (where triton is installed: the GPU hosts, the test extras)."""
     global _KERNEL
     if _KERNEL is None:
         import triton

@@ -320,7 +320,6 @@ def test_rules_of_the_thread_loader() -> None:
     assert _rules(Config(128, 128, 64, 1, 2, True)) == ["pipeline_depth_in_range"]
 
 
-
 def test_deep_rings_build_where_shared_memory_fits_but_the_grid_stops_at_8() -> None:
     decode = Problem(16, 4096, 4096)
     tile = Config(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none")
@@ -331,6 +330,7 @@ def test_deep_rings_build_where_shared_memory_fits_but_the_grid_stops_at_8() -> 
     assert _rules(replace(tile, blk_k=64, stages=21), decode) == ["pipeline_depth_in_range"]
     # Measured slower than 8 (kit-decode-deep.md): valid for a kit, never drawn by a search.
     assert HOPPER.holds(tile) and not HOPPER.holds(replace(tile, stages=11))
+
 
 def test_rules_of_the_persistent_and_tma_store_knobs() -> None:
     p = Problem(4096, 4096, 4096)
