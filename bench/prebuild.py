@@ -206,7 +206,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim", "peel_k")
+DRAWN_NEVER = ("trim", "peel_k", "k_rotate")
 
 
 def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
@@ -581,6 +581,40 @@ SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
         {}, {"stages": 12})),
 ]
 
+# Stop 31: k_rotate (each tile's k loop from its own k-tile on) on the decode tiles, beside the
+# suite's best as the control, under the suite's protocol (bench/decode_probe.py --kit): whether
+# 64 CTAs that all read the same column block of their rows at once (addresses differing only in
+# their high bits) lose DRAM throughput to it; shallower rings (fewer dirty L2 lines evicted),
+# the split, M = 1 and the model's wider decode GEMMs beside.
+_DECODE_ROT = replace(_DECODE_BEST, k_rotate=True)
+SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
+    *((config, Problem(16, 4096, 4096, dtype)) for dtype in ("float16", "bfloat16")
+      for config in (_DECODE_BEST, _DECODE_ROT)),
+    *((replace(_DECODE_ROT, **knobs), Problem(16, 4096, 4096, "float16")) for knobs in (
+        {"prefetch_tensormap": True}, {"stages": 6}, {"stages": 4}, {"blk_k": 256, "stages": 5},
+        {"blk_k": 64, "stages": 8}, {"split_k": 2}, {"split_k": 2, "stages": 4})),
+    *((config, Problem(1, 4096, 4096, "float16")) for config in
+      (replace(_DECODE_BEST, blk_n=8), replace(_DECODE_ROT, blk_n=8))),
+    *((config, Problem(16, n, k, "float16")) for n, k in ((14336, 4096), (4096, 14336))
+      for config in (_DECODE_BEST, _DECODE_ROT)),
+]
+
+# Stop 31, second round (after decode-probe-stop31b.md: k_rotate took the swapped 64x16 tile from
+# 15.26 to 14.59 us, 1.216x -> 1.279x): the unswapped narrow tiles, which put the weights on
+# wgmma's N and so give 128 (64x32) or 256 (64x16) CTAs a tile row instead of the swapped tile's
+# 64, with and without the rotation; the swapped control and its rotated twin beside them.
+_NARROW_ROT = Config(blk_m=64, blk_n=32, blk_k=128, stages=8, consumers=1, warp_specialized=True,
+                     l2_hint="none/first", k_rotate=True)
+SET_DECODE_NARROW: list[tuple[Config, Problem]] = [
+    *((config, Problem(16, 4096, 4096, "float16")) for config in (
+        _DECODE_BEST, _DECODE_ROT, replace(_DECODE_ROT, l2_promotion="256B"),
+        _NARROW_ROT, replace(_NARROW_ROT, k_rotate=False), replace(_NARROW_ROT, stages=6),
+        replace(_NARROW_ROT, blk_k=256, stages=4), replace(_NARROW_ROT, blk_n=24),
+        replace(_NARROW_ROT, blk_n=16), replace(_NARROW_ROT, blk_n=16, stages=4))),
+    *((config, Problem(16, 4096, 4096, "bfloat16")) for config in (_DECODE_ROT, _NARROW_ROT)),
+    *((config, Problem(1, 4096, 4096, "float16")) for config in (replace(_DECODE_ROT, blk_n=8), _NARROW_ROT)),
+]
+
 # The stop-26 suite's bests where it loses (3000x5000x2000, 4000^3) and, as the control where it
 # wins, at 4096^3 (bench/results/suite.md), for `gpu_session.sh gemm-profile`: what differs from
 # the kernel cuBLAS picks there (its tile, grid, cluster, time and DRAM bytes under Nsight Compute).
@@ -773,6 +807,37 @@ def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, P
     return chosen
 
 
+def _fuzz_rotate(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points with k_rotate (stop 31) on the sweep's small and ragged problems
+    and the decode shapes, drawn from the whole grid (the later /5 knobs too) with the rotation
+    on: every k loop then starts mid-K and wraps, so K tails (72, 136, 14336 = 112 k-tiles of 128),
+    split-K ranges and persistent CTAs' later tiles start off zero."""
+    import random
+
+    rng = random.Random(seed)
+    problems = [
+        Problem(m, n, k, dtype)
+        for m, n, k, dtype in (
+            (1, 4096, 4096, "float16"), (2, 24, 72, "bfloat16"), (7, 4095, 8, "float16"),
+            (16, 200, 4096, "bfloat16"), (33, 8, 72, "float16"), (64, 4095, 136, "float16"),
+            (100, 24, 4096, "bfloat16"), (512, 200, 72, "float16"), (1, 24, 14336, "float16"),
+            (16, 4096, 4096, "float16"), (16, 4096, 14336, "bfloat16"), (128, 4096, 4096, "float16"),
+        )
+    ]
+    drawn = {**_drawn_knobs(HOPPER, later=True), "k_rotate": (True,)}
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem = problems[turn % len(problems)]
+        for _ in range(5000):
+            config = Config(**{name: rng.choice(list(values)) for name, values in drawn.items()})
+            if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
 # The one wrong result of the suite's run (2026-11-30, job 4 trial 20, 1024^3 fp16: relative
 # error 1.3e-01; the check refused it, nothing served it): a swapped persistent ping-pong kernel in
 # 2-CTA clusters along the kernel's M with the register epilogue. Its kit (v5-wrong) ran on the
@@ -835,6 +900,9 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "trim": lambda: SET_TRIM_PERF + SET_TRIM_CHECK,
     "decode-best": lambda: SET_DECODE_BEST,
     "decode-deep": lambda: SET_DECODE_DEEP,
+    "decode-rotate": lambda: SET_DECODE_ROTATE,
+    "decode-narrow": lambda: SET_DECODE_NARROW,
+    "krot-fuzz": lambda: _fuzz_rotate(48, seed=31),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
@@ -869,6 +937,7 @@ def _slug(config: Config, problem: Problem) -> str:
             "_pftm" if config.prefetch_tensormap else "",
             "_trim" if config.trim else "",
             "_peelk" if config.peel_k else "",
+            "_krot" if config.k_rotate else "",
         ]
     )
     return (

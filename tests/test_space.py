@@ -136,6 +136,7 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "prefetch_tensormap": False,
         "trim": False,
         "peel_k": False,
+        "k_rotate": False,
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -162,7 +163,7 @@ def test_spaces_by_template_version() -> None:
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
     assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
         "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim",
-        "peel_k",
+        "peel_k", "k_rotate",
     }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):
@@ -538,6 +539,30 @@ def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() ->
     assert "split_k=1" in HOPPER.violations(replace(swapped, split_k=2), Problem(13, 4095, 1000))[0].reason
     assert tile.label().endswith(" trim") and replace(tile, trim=False).digest() != tile.digest()
     assert "trim" not in json.loads(replace(tile, trim=False).canonical())  # old configs keep their digests
+
+
+def test_k_rotate_only_where_one_operand_is_streamed_once() -> None:
+    """k_rotate: valid on the decode tile (one tile along the swapped kernel's N) and the small
+    batch's (one along M); refused where tiles share both operands (4096^3), in a cluster (its
+    multicast loads one k-tile into every CTA at once), with peel_k or trim (they treat the last
+    k-tile apart) and for the thread loader (no ring to order)."""
+    decode = Config(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none", k_rotate=True)
+    assert _rules(decode, Problem(16, 4096, 4096)) == [] and _rules(decode, Problem(1, 4096, 14336)) == []
+    batch = Config(128, 64, 128, 4, 2, True, l2_hint="none/first", k_rotate=True)
+    assert _rules(batch, Problem(128, 4096, 4096)) == []
+    assert _rules(batch, Problem(256, 4096, 4096)) == ["k_rotate_supported"]  # two tile rows share B
+    square = Config(128, 256, 64, 4, 2, True, **P8, epilogue="tma_chunked", k_rotate=True)
+    reason = HOPPER.violations(square, SQUARE)[0]
+    assert reason.rule == "k_rotate_supported" and "streamed once" in reason.reason
+    assert "k_rotate_supported" in _rules(replace(decode, cluster=2, persistent=True), Problem(16, 4096, 4096))
+    assert "k_rotate_supported" in _rules(replace(decode, trim=True), Problem(16, 4096, 4000))
+    assert "k_rotate_supported" in _rules(replace(decode, peel_k=True), Problem(16, 4096, 4000))
+    threads = Config(64, 16, 64, 1, 1, False, swap_ab=True, loader="threads", k_rotate=True)
+    assert "k_rotate_supported" in _rules(threads, Problem(16, 4096, 4096))
+    assert _rules(replace(decode, split_k=2), Problem(16, 4096, 4096)) == []
+    assert decode.label().endswith(" krot") and replace(decode, k_rotate=False).digest() != decode.digest()
+    assert "k_rotate" not in json.loads(replace(decode, k_rotate=False).canonical())  # old configs keep digests
+    assert not HOPPER_V4.is_valid(decode, Problem(16, 4096, 4096))
 
 
 def test_peel_k_skips_the_last_k_tiles_padding_and_nothing_else() -> None:

@@ -166,6 +166,16 @@ CASES = {
            peel_k=True),
         Problem(3000, 5000, 2000, "float16"),
     ),
+    # k_rotate (stop 31): the decode tile's k loop from its own k-tile on; with a split (each
+    # CTA's half of K rotated within it) over a K tail the rotation moves into the loop.
+    "krot-decode": (
+        _c(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none", k_rotate=True),
+        Problem(16, 4096, 4096, "float16"),
+    ),
+    "krot-swap-sk2-tail-bf16": (
+        _c(64, 16, 128, 4, 1, True, swap_ab=True, split_k=2, l2_hint="first/none", k_rotate=True),
+        Problem(13, 4095, 1000, "bfloat16"),
+    ),
 }
 # Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
 TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
@@ -514,6 +524,37 @@ def test_a_peeled_kernel_issues_only_the_last_k_tiles_live_steps(name: str) -> N
     # With one k-tile in all the loop runs no iteration and is gone: only the peeled steps stay.
     loop = plain if p.cta_k_tiles > 1 else 0
     assert peeled - loop == plain // steps * p.peel_k, (peeled, plain, p.peel_k)
+
+
+KROT_CASES = sorted(n for n, (c, _) in CASES.items() if c.k_rotate)
+
+
+@pytest.mark.parametrize("name", KROT_CASES)
+def test_a_rotated_kernel_differs_only_in_its_loads_k_coordinate(name: str) -> None:
+    """k_rotate: the lowered kernel takes its k-tile modulo the CTA's k-tiles where the plain one
+    does not, and issues the same wgmmas and TMA loads (only the producer's k index moves)."""
+    from dataclasses import replace
+
+    config, problem = CASES[name]
+    kt = plan(config, problem).cta_k_tiles
+    modulo = f"& {kt - 1})" if kt & (kt - 1) == 0 else f"% {kt})"  # the k-tile count: a power of two here
+
+    def loads(source: str) -> list[str]:  # the TMA loads' call sites (not the helpers' definitions)
+        return [line for line in source.splitlines() if "cp_async_bulk_tensor_g2s" in line and "__device__" not in line]
+
+    rotated = loads(toolchain.lower_to_cuda(config, problem))
+    plain = loads(toolchain.lower_to_cuda(replace(config, k_rotate=False), problem))
+    assert len(rotated) == len(plain) > 0
+    assert all(modulo in line for line in rotated) and not any(modulo in line for line in plain), modulo
+    assert plan(config, problem).k_rotate and not plan(replace(config, k_rotate=False), problem).k_rotate
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", KROT_CASES)
+def test_sass_of_a_rotated_kernel(built: dict[str, Built], name: str) -> None:
+    sass = built[name].sass
+    assert _count(sass, "UTMALDG") >= 2 and _count(sass, "HGMMA") >= 1
+    assert _count(sass, "STL") == 0 and _count(sass, "LDL") == 0
 
 
 @pytest.mark.parametrize("name", TRIM_CASES)

@@ -53,6 +53,7 @@ class Config:
     prefetch_tensormap: bool = False
     trim: bool = False
     peel_k: bool = False
+    k_rotate: bool = False
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -129,6 +130,8 @@ class Config:
             text += " trim"
         if self.peel_k:
             text += " peelk"
+        if self.k_rotate:
+            text += " krot"
         return text
 
 
@@ -157,4 +160,5 @@ V2_KNOBS: dict[str, Any] = {
     "prefetch_tensormap": False,
     "trim": False,
     "peel_k": False,
+    "k_rotate": False,
 }

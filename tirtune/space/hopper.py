@@ -55,6 +55,9 @@ holds the knobs it lacks at their defaults):
   k loop runs one k-tile short and the last k-tile follows as straight-line code issuing only
   its k16 steps that start before K (K = 2000 in 64-deep k-tiles: 1 of 4), so the K tail's
   zero padding costs no MMA and the loop's body is the unpeeled one.
+- k_rotate (hopper-gemm/5, stop 31): each tile loads its k-tiles starting at its own one (its
+  linear index modulo the k-tiles, wrapping), so the CTAs streaming a weight matrix at the same
+  time read different column blocks of their rows; only where one operand is streamed once.
 """
 
 from __future__ import annotations
@@ -199,6 +202,8 @@ HOPPER = SearchSpace(
         # The last k-tile's padded k16 steps skipped after the loop (a K that is not a multiple
         # of blk_k; the rule refuses it elsewhere).
         "peel_k": (False, True),
+        # Each tile's k loop from its own k-tile on (a streamed operand read in staggered columns).
+        "k_rotate": (False, True),
     },
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,

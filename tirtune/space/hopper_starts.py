@@ -38,9 +38,16 @@ HOPPER_START: tuple[Config, ...] = (
 # deep rings of 128-wide k-tiles, and the streamed weights (the kernel's A) loaded evict_first, so
 # the L2's dirty lines stop being written back under them (bench/results/best-vs-cublas-v5b.md:
 # 16x4096x4096 1.266x without a split, 1.21-1.22x with K split over a 2-CTA cluster; 8x4096x4096
-# 1.225x, 1x4096x4096 1.118x; the same tiles without the hint 1.09-1.13x).
+# 1.225x, 1x4096x4096 1.118x; the same tiles without the hint 1.09-1.13x). Stop 31: each tile's
+# k loop from its own k-tile on (k_rotate), so the 64 CTAs stop reading the same column block of
+# their rows at once: 16x4096x4096 15.26 -> 14.59 us (1.216x -> 1.279x), bf16 1.261x -> 1.294x,
+# 1x4096x4096 1.116x -> 1.157x in the same processes (decode-probe-stop31b.md); with 256-byte L2
+# promotion 1.309x against the rotated tile's 1.282x (decode-probe-stop31c.md, within its spread).
+_DECODE_HEAD = Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none")
 DECODE: tuple[Config, ...] = (
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none"),
+    replace(_DECODE_HEAD, k_rotate=True, l2_promotion="256B"),
+    replace(_DECODE_HEAD, k_rotate=True),
+    _DECODE_HEAD,
     Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none",
            l2_promotion="256B", prefetch_tensormap=True),
     Config(blk_m=64, blk_n=16, blk_k=256, stages=5, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),

@@ -59,6 +59,7 @@ __all__ = [
     "TAIL_BOX_MIN_BLK_N",
     "V4_BLK_N",
     "V4_CONFIG_RULES",
+    "k_rotate_supported",
     "k_tail_steps",
     "kernel_shape",
     "knobs_off_default",
@@ -671,6 +672,31 @@ def peel_k_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("k_rotate", "loader", "cluster", "peel_k", "trim", "blk_m", "blk_n", "swap_ab")
+def k_rotate_supported(config: Config, problem: Problem) -> str | None:
+    """k_rotate starts each tile's k loop at its own k-tile (the tile's index modulo the k-tiles):
+    it is a TMA-ring order (loader "tma"), each CTA's own (no cluster: a multicast writes every
+    CTA's stage with the same k-tile at once), with the last k-tile not special (neither peel_k
+    nor trim, which treat the last k-tile apart), and only where one operand is streamed once (one
+    tile along the kernel's M or N): elsewhere the tiles that share an operand tile read it at the
+    same time from L2, and a rotation would spread those reads over the whole K."""
+    if not config.k_rotate:
+        return None
+    if config.loader != "tma":
+        return f"k_rotate orders a TMA ring's loads; loader={config.loader!r} has none"
+    if config.cluster != 1:
+        return f"k_rotate needs cluster=1 (got {config.cluster}): a cluster's multicast loads one k-tile into all its CTAs"
+    if config.peel_k or config.trim:
+        return "k_rotate moves the last k-tile into the loop: not with peel_k or trim, which treat it apart"
+    m, n = kernel_shape(config, problem)
+    if -(-m // config.blk_m) > 1 and -(-n // config.blk_n) > 1:
+        return (
+            f"k_rotate pays only where one operand is streamed once (one tile along M or N); {m}x{n} in "
+            f"{config.blk_m}x{config.blk_n} tiles shares both operands between tiles"
+        )
+    return None
+
+
 @reads("split_k", "split_k_reduce", "persistent", "cluster", "epilogue", "loader")
 def split_k_supported(config: Config, problem: Problem) -> str | None:
     """The split_k CTAs of one output tile (a cluster for the DSMEM reduction) come from the 2-D
@@ -832,6 +858,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     swap_ab_pingpong_unclustered,
     trim_supported,
     peel_k_supported,
+    k_rotate_supported,
     split_k_supported,
     split_k_divides_k_tiles,
     split_k_workspace_fits,

@@ -76,6 +76,11 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   k-tile follows it as straight-line code issuing only its k16 steps that start before K (1 of 4
   at K = 2000 with blk_k 64): the tail's zero-padded MMAs are skipped with no branch in the loop
   (what `trim` did per k-tile, measured slower). Loads, barriers and stores are unchanged.
+* k_rotate (hopper-gemm/5, stop 31): tile t (linear index, M fastest) loads its k-tiles in the
+  order (t + kt) mod k-tiles, so CTAs streaming at the same time read different columns of
+  their rows instead of all of them the same column block (every row's address differing only
+  in its high bits). The consumers multiply stages in ring order as ever: a tile's sum runs in
+  its rotated order, the same on every launch. Only the producer's k index changes.
 * swap_ab (hopper-gemm/5): the kernel computes D^T = B A^T: its A operand is the problem's B, its
   B the problem's A, so the problem's N runs along wgmma's 64-row M and its M along wgmma's N
   (8..256 in steps of 8: a decode M of 16 is one m64n16 wgmma instead of a 64-row block three
@@ -301,6 +306,8 @@ class KernelPlan(GemmPlan):
     # peel_k (rules.k_tail_steps): the live k16 steps of the last k-tile, which the consumers run
     # after their k loop (0: not peeled, every k-tile in the loop).
     peel_k: int = 0
+    # k_rotate (hopper-gemm/5, stop 31): tile t loads its k-tiles from (t mod k-tiles) on, wrapping.
+    k_rotate: bool = False
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -502,6 +509,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         prefetch_tensormap=config.prefetch_tensormap,
         **_trims(config, problem),
         peel_k=k_tail_steps(config, problem) if config.peel_k else 0,
+        k_rotate=config.k_rotate,
     )
 
 
@@ -589,6 +597,8 @@ def _trace(p: KernelPlan) -> Any:
     # peel_k: the consumers' k loop runs LOOP_KT k-tiles, the last (PEELED) follows it with its
     # PEEL_K live k16 steps.
     PEEL_K = p.peel_k
+    # k_rotate: each tile's k-tiles loaded (and multiplied) from its own starting k-tile on.
+    K_ROTATE = p.k_rotate
     PEELED = PEEL_K > 0
     LOOP_KT = KT - 1 if PEELED else KT
     wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
@@ -630,6 +640,11 @@ def _trace(p: KernelPlan) -> Any:
             v = T.cuda.func_call(dsmem_name, ptr, r, source_code=dsmem_source, return_type="float32")
             total = v if total is None else total + v
         return total
+
+    def rotation(m0: Any, n0: Any) -> Any:
+        # k_rotate: the k-tile the tile at (m0, n0) starts with, its linear index modulo KT, so
+        # CTAs that stream at the same time read different columns of their rows.
+        return (m0 // BM + n0 // BN * GM) % KT
 
     def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
         # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
@@ -776,6 +791,14 @@ def _trace(p: KernelPlan) -> Any:
             full.arrive(ring.slot(j), TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
+            if K_ROTATE:
+                # k_rotate: this tile's k-tiles in a rotated order, starting at its rotation.
+                load_split(j, (kt + rotation(m0, n0)) % KT, m0, n0)
+            else:
+                load_split(j, kt, m0, n0)
+
+        @T.inline
+        def load_split(j, kt, m0, n0):
             if SPLIT > 1:
                 # This CTA's k-tiles of the split: rank*KT + kt.
                 load_atoms(j, rank * KT + kt, m0, n0)
