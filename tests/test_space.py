@@ -355,11 +355,14 @@ def test_tma_refuses_misaligned_k_before_compiling() -> None:
     HOPPER.check_problem(Problem(1000, 1000, 4000))  # M, N need no alignment
 
 
-@settings(deadline=None)  # the scan walks up to a few thousand invalid points first (slow on busy cores)
+@settings(deadline=None)
 @given(tma_problems())
 def test_every_tma_addressable_problem_has_valid_configs(problem: Problem) -> None:
+    # The rule-pruned walk a job's repairs use (a scan of the grid in order passed 737,281 invalid
+    # points before the first valid one once k_rotate doubled the innermost knob: 12-18 s a problem).
     assert HOPPER.problem_violations(problem) == []
-    assert any(HOPPER.is_valid(c, problem) for c in HOPPER.configs()), "each addressable problem must be tunable"
+    found = HOPPER.nearest_valid(Config(), problem)
+    assert found is not None and HOPPER.is_valid(found, problem), "each addressable problem must be tunable"
 
 
 @given(configs(), problems())
