@@ -51,6 +51,17 @@ PROBLEMS = (
 )
 
 
+def select(only: Sequence[str] | None) -> tuple[Problem, ...]:
+    """PROBLEMS, or those named in `only` (MxNxK:dtype); a name that is none of them is an error."""
+    if not only:
+        return PROBLEMS
+    named = {f"{p.shape}:{p.dtype}": p for p in PROBLEMS}
+    unknown = [name for name in only if name not in named]
+    if unknown:
+        raise SystemExit(f"decode_probe: no such problem {', '.join(unknown)}; known: {', '.join(named)}")
+    return tuple(p for p in PROBLEMS if f"{p.shape}:{p.dtype}" in only)
+
+
 class Probes:
     """The probe library's kernels (bench/probes/decode_probe.cu's C entry points)."""
 
@@ -76,8 +87,11 @@ class Probes:
         return run
 
 
+Cases = dict[str, Callable[[], Any]]
+
+
 def problem_cases(torch: Any, problem: Problem, probes: Probes | None, kit: Path | None,
-                  log: Callable[[str], None], streams: bool = True) -> tuple[dict[str, Callable[[], Any]], dict[str, float | None]]:
+                  log: Callable[[str], None], streams: bool = True) -> tuple[Cases, dict[str, float | None]]:
     """name -> launch (cuBLAS first), and each checked case's relative error."""
     dtype = getattr(torch, problem.dtype)
     a = torch.randn(problem.m, problem.k, dtype=dtype, device="cuda")
@@ -181,9 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     probes = Probes(args.so) if args.so else None
-    problems = PROBLEMS
-    if args.only:
-        problems = tuple(p for p in PROBLEMS if f"{p.shape}:{p.dtype}" in args.only)
+    problems = select(args.only)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     warm = torch.randn(4096, 4096, dtype=torch.float16, device="cuda")
     for _ in range(200):  # a warm card: a cold one flatters the first timings

@@ -110,7 +110,41 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
 
 # The kits whose draws are cheap to list (the fuzz and sweep sets draw hundreds: left to their own tests).
 NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey",
-         "ragged-starts", "decode-deep")
+         "ragged-starts", "decode-deep", "decode-rotate", "decode-narrow")
+
+
+def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
+    """Kits decode-rotate / decode-narrow (stop 31): every kernel valid; the suite's decode best is
+    the first kernel of each, and every rotated decode tile of decode-rotate has its unrotated twin
+    in the same kit, on the same problem, so a run reads the rotation's effect in one process."""
+    from dataclasses import replace
+
+    from bench.prebuild import _DECODE_BEST
+
+    for name in ("decode-rotate", "decode-narrow"):
+        pairs = _pairs(name)
+        assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+        assert pairs[0] == (_DECODE_BEST, Problem(16, 4096, 4096, "float16"))
+        assert any(c.k_rotate for c, _ in pairs) and any(not c.k_rotate for c, _ in pairs)
+    pairs = _pairs("decode-rotate")
+    twins = [(c, p) for c, p in pairs if c.k_rotate and c.stages == 8 and c.blk_k == 128 and c.split_k == 1
+             and not c.prefetch_tensormap]
+    assert len(twins) == 5 and all((replace(c, k_rotate=False), p) in pairs for c, p in twins)
+
+
+def test_the_rotation_sweep_draws_valid_rotated_configs_over_every_path() -> None:
+    """krot-fuzz: 48 valid configs, each with k_rotate, none of them twice, over both dtypes, the
+    decode shapes and K tails, and through the paths the rotation must leave intact: persistent
+    CTAs (a CTA's later tiles rotate by their own index), split-K (DSMEM and serial: each rank's
+    share rotates within it), ping-pong consumers, the prefetching consumer without a producer."""
+    pairs = _pairs("krot-fuzz")
+    assert len(pairs) == len(set(pairs)) == 48
+    assert all(c.k_rotate and HOPPER.is_valid(c, p) for c, p in pairs)
+    assert {p.dtype for _, p in pairs} == {"float16", "bfloat16"}
+    assert any(p.k % c.blk_k for c, p in pairs) and any(p.m == 1 for _, p in pairs)
+    assert any(c.persistent for c, _ in pairs) and any(c.schedule == "pingpong" for c, _ in pairs)
+    assert {c.split_k_reduce for c, _ in pairs if c.split_k > 1} == {"dsmem", "serial"}
+    assert any(not c.warp_specialized for c, _ in pairs) and any(c.swap_ab for c, _ in pairs)
 
 
 def test_the_deep_decode_kit_is_valid_and_goes_past_the_grid() -> None:

@@ -685,7 +685,8 @@ def k_rotate_supported(config: Config, problem: Problem) -> str | None:
     if config.loader != "tma":
         return f"k_rotate orders a TMA ring's loads; loader={config.loader!r} has none"
     if config.cluster != 1:
-        return f"k_rotate needs cluster=1 (got {config.cluster}): a cluster's multicast loads one k-tile into all its CTAs"
+        return (f"k_rotate needs cluster=1 (got {config.cluster}): a cluster's multicast loads one k-tile into "
+                "all its CTAs")
     if config.peel_k or config.trim:
         return "k_rotate moves the last k-tile into the loop: not with peel_k or trim, which treat it apart"
     m, n = kernel_shape(config, problem)
