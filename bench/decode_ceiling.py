@@ -124,16 +124,36 @@ def measure(torch: Any, dtype: Any, rounds: int, reps: int, kit: Path | None = N
     for _ in range(rounds):
         for name, (launch, flush, _m, _b) in table.items():
             times[name] += timed_events(torch, launch, flushes[flush], reps)
-    rows = []
-    for name, (_launch, _flush, m, moved) in table.items():
-        t = sorted(times[name])
-        med = statistics.median(t)
-        rows.append({
-            "case": name, "m": m, "dtype": str(dtype).removeprefix("torch."),
-            "median_us": round(med * 1e3, 2), "p10_us": round(t[len(t) // 10] * 1e3, 2),
-            "p90_us": round(t[(9 * len(t)) // 10] * 1e3, 2), "gbs": round(moved / (med * 1e-3) / 1e9, 1),
-        })
-    return rows
+    return [{"case": name, "m": m, "dtype": str(dtype).removeprefix("torch."), **time_fields(times[name], moved)}
+            for name, (_launch, _flush, m, moved) in table.items()]
+
+
+def time_fields(times_ms: list[float], moved: int) -> dict[str, float]:
+    """A case's row figures: median and p10 / p90 of its launch times (us), and the bandwidth of
+    `moved` bytes at the median (GB/s)."""
+    t = sorted(times_ms)
+    med = statistics.median(t)
+    return {"median_us": round(med * 1e3, 2), "p10_us": round(t[len(t) // 10] * 1e3, 2),
+            "p90_us": round(t[(9 * len(t)) // 10] * 1e3, 2), "gbs": round(moved / (med * 1e-3) / 1e9, 1)}
+
+
+def stack(torch: Any) -> dict[str, Any]:
+    """The report's provenance: date, GPU and driver (nvidia-smi), CUDA and torch versions."""
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, check=False).stdout.strip().splitlines()
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gpu": smi[0].split(", ")[0] if smi else None, "driver": smi[0].split(", ")[1] if smi else None,
+        "cuda": torch.version.cuda, "torch": torch.__version__,
+    }
+
+
+def write(out: Path, report: dict[str, Any], markdown: str) -> None:
+    """OUT.json and OUT.md, and the table on stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown)
+    print(markdown)
 
 
 def _markdown(report: dict[str, Any]) -> str:
@@ -197,20 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(name)
         return 0
 
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip().splitlines()
+    provenance = stack(torch)
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
         rows += measure(torch, dtype, args.rounds, args.reps, args.kit)
-    report = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "gpu": smi[0].split(", ")[0] if smi else None, "driver": smi[0].split(", ")[1] if smi else None,
-        "cuda": torch.version.cuda, "torch": torch.__version__, "weights_bytes": N * K * 2, "rows": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(_markdown(report))
-    print(_markdown(report))
+    report = {**provenance, "weights_bytes": N * K * 2, "rows": rows}
+    write(args.out, report, _markdown(report))
     return 0
 
 

@@ -5,7 +5,7 @@
     python -m bench.decode_probe --so .build/probes/decode_probe.so --kit .build/decode-best \
          --out $OUT/decode-probe                                               # on the H200
 
-The question it answers (docs/perf-notes.md, "A GEMV-shaped decode path"): at M <= 16 the
+The question it answers (docs/perf-notes.md, stop 31, "GEMV-shaped probes"): at M <= 16 the
 template's TMA/wgmma kernels stream the weights at ~2.3 TB/s under the suite's flush; would a
 kernel that reads whole contiguous rows a warp with register loads, multiplying with mma.sync
 (`bench/probes/decode_probe.cu`), stream faster, and which of its launch shapes? The probes are
@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
+import importlib.util
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.decode_ceiling import stack, time_fields, write
 from bench.gemm_profile import kit_kernels
 from tirtune.core import Problem
 from tirtune.workers.measure import timed_events
@@ -130,10 +129,8 @@ def problem_cases(torch: Any, problem: Problem, probes: Probes | None, kit: Path
 
 
 def measure_problem(torch: Any, problem: Problem, probes: Probes | None, kit: Path | None, rounds: int, reps: int,
-                    flush: Any, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    import importlib.util
-
-    cases, errors = problem_cases(torch, problem, probes, kit, log, importlib.util.find_spec("triton") is not None)
+                    flush: Any, log: Callable[[str], None], streams: bool) -> list[dict[str, Any]]:
+    cases, errors = problem_cases(torch, problem, probes, kit, log, streams)
     times: dict[str, list[float]] = {name: [] for name in cases}
     ratios: dict[str, list[float]] = {name: [] for name in cases}
     names = list(cases)
@@ -149,12 +146,9 @@ def measure_problem(torch: Any, problem: Problem, probes: Probes | None, kit: Pa
     moved = 2 * (problem.m * problem.k + problem.n * problem.k + problem.m * problem.n)
     rows = []
     for name in names:
-        t, q = sorted(times[name]), sorted(ratios[name])
-        med = statistics.median(t)
+        q = sorted(ratios[name])
         rows.append({
-            "problem": problem.shape, "dtype": problem.dtype, "case": name,
-            "median_us": round(med * 1e3, 2), "p10_us": round(t[len(t) // 10] * 1e3, 2),
-            "p90_us": round(t[(9 * len(t)) // 10] * 1e3, 2), "gbs": round(moved / (med * 1e-3) / 1e9, 1),
+            "problem": problem.shape, "dtype": problem.dtype, "case": name, **time_fields(times[name], moved),
             "ratio": round(statistics.median(q), 3), "ratio_p10": round(q[len(q) // 10], 3),
             "ratio_p90": round(q[(9 * len(q)) // 10], 3), "rel_error": errors.get(name),
         })
@@ -205,22 +199,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    streams = importlib.util.find_spec("triton") is not None  # Triton's plain read, where triton is installed
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        rows += measure_problem(torch, problem, probes, args.kit, args.rounds, args.reps, flush, log)
+        rows += measure_problem(torch, problem, probes, args.kit, args.rounds, args.reps, flush, log, streams)
         log(f"done {problem.shape} {problem.dtype}")
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip().splitlines()
-    report = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "gpu": smi[0].split(", ")[0] if smi else None, "driver": smi[0].split(", ")[1] if smi else None,
-        "cuda": torch.version.cuda, "torch": torch.__version__, "rounds": args.rounds, "reps": args.reps,
-        "rows": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
+    report = {**stack(torch), "rounds": args.rounds, "reps": args.reps, "rows": rows}
+    write(args.out, report, markdown(report))
     return 0
 
 

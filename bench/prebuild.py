@@ -761,6 +761,17 @@ def _ragged_starts() -> list[tuple[Config, Problem]]:
     return [*chosen, (replace(head, peel_k=False), problem), *SET_PEEL_CHECK]
 
 
+# The small and ragged problems the /5 sweeps draw over (issue 14's M, N and K), in their order.
+SWEEP_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, dtype)
+    for m, n, k, dtype in (
+        (1, 4096, 4096, "float16"), (2, 24, 72, "bfloat16"), (7, 4095, 8, "float16"),
+        (16, 200, 4096, "bfloat16"), (33, 8, 72, "float16"), (64, 4095, 136, "float16"),
+        (100, 24, 4096, "bfloat16"), (512, 200, 72, "float16"), (1, 24, 14336, "float16"),
+    )
+)
+
+
 def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that use a knob value /5 added (swap_ab, split_k > 1, a tile
     narrower than 64 or 96 wide, 8 stages) on the sweep's small and ragged problems, the problems
@@ -771,15 +782,7 @@ def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, P
     import random
 
     rng = random.Random(seed)
-    problems = [
-        Problem(m, n, k, dtype)
-        for m, n, k, dtype in (
-            (1, 4096, 4096, "float16"), (2, 24, 72, "bfloat16"), (7, 4095, 8, "float16"),
-            (16, 200, 4096, "bfloat16"), (33, 8, 72, "float16"), (64, 4095, 136, "float16"),
-            (100, 24, 4096, "bfloat16"), (512, 200, 72, "float16"), (1, 24, 14336, "float16"),
-            (1000, 1000, 1024, "bfloat16"),
-        )
-    ]
+    problems = [*SWEEP_PROBLEMS, Problem(1000, 1000, 1024, "bfloat16")]
     new_values = {"blk_n": (8, 16, 24, 32, 40, 48, 96), "stages": (8,)}
     chosen: list[tuple[Config, Problem]] = []
     for turn in range(100 * count):
@@ -815,15 +818,8 @@ def _fuzz_rotate(count: int, seed: int) -> list[tuple[Config, Problem]]:
     import random
 
     rng = random.Random(seed)
-    problems = [
-        Problem(m, n, k, dtype)
-        for m, n, k, dtype in (
-            (1, 4096, 4096, "float16"), (2, 24, 72, "bfloat16"), (7, 4095, 8, "float16"),
-            (16, 200, 4096, "bfloat16"), (33, 8, 72, "float16"), (64, 4095, 136, "float16"),
-            (100, 24, 4096, "bfloat16"), (512, 200, 72, "float16"), (1, 24, 14336, "float16"),
-            (16, 4096, 4096, "float16"), (16, 4096, 14336, "bfloat16"), (128, 4096, 4096, "float16"),
-        )
-    ]
+    problems = [*SWEEP_PROBLEMS, Problem(16, 4096, 4096, "float16"), Problem(16, 4096, 14336, "bfloat16"),
+                Problem(128, 4096, 4096, "float16")]
     drawn = {**_drawn_knobs(HOPPER, later=True), "k_rotate": (True,)}
     chosen: list[tuple[Config, Problem]] = []
     for turn in range(100 * count):

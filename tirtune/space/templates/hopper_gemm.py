@@ -641,10 +641,11 @@ def _trace(p: KernelPlan) -> Any:
             total = v if total is None else total + v
         return total
 
-    def rotation(m0: Any, n0: Any) -> Any:
-        # k_rotate: the k-tile the tile at (m0, n0) starts with, its linear index modulo KT, so
-        # CTAs that stream at the same time read different columns of their rows.
-        return (m0 // BM + n0 // BN * GM) % KT
+    def rotated(kt: Any, m0: Any, n0: Any) -> Any:
+        # k_rotate: the tile at (m0, n0) loads its kt-th k-tile from its own start on, its linear
+        # index modulo KT, so CTAs that stream at the same time read different columns of their
+        # rows; without it, kt itself (the kernel traced as before the knob existed).
+        return (kt + (m0 // BM + n0 // BN * GM) % KT) % KT if K_ROTATE else kt
 
     def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
         # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
@@ -791,19 +792,11 @@ def _trace(p: KernelPlan) -> Any:
             full.arrive(ring.slot(j), TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            if K_ROTATE:
-                # k_rotate: this tile's k-tiles in a rotated order, starting at its rotation.
-                load_split(j, (kt + rotation(m0, n0)) % KT, m0, n0)
-            else:
-                load_split(j, kt, m0, n0)
-
-        @T.inline
-        def load_split(j, kt, m0, n0):
             if SPLIT > 1:
                 # This CTA's k-tiles of the split: rank*KT + kt.
-                load_atoms(j, rank * KT + kt, m0, n0)
+                load_atoms(j, rank * KT + rotated(kt, m0, n0), m0, n0)
             else:
-                load_atoms(j, kt, m0, n0)
+                load_atoms(j, rotated(kt, m0, n0), m0, n0)
 
         @T.inline
         def load_atoms(j, kt, m0, n0):
