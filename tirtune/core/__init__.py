@@ -12,6 +12,7 @@ from tirtune.core.errors import SpaceError
 from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
 from tirtune.core.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.core.roofline import Roofline
+from tirtune.core.sample import Sample
 
 __all__ = [
     "DTYPES",
@@ -25,6 +26,7 @@ __all__ = [
     "Provenance",
     "Roofline",
     "RunResult",
+    "Sample",
     "Source",
     "SpaceError",
     "Stack",

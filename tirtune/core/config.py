@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -134,6 +135,53 @@ class Config:
             text += " krot"
         return text
 
+    @classmethod
+    def from_label(cls, label: str) -> Config:
+        """Inverse of `label` (tables and CSVs name configs by their labels): every knob the
+        label shows, the rest at their defaults (a label leaves out exactly the knobs at theirs).
+        SpaceError for text that is not a label."""
+        words = str(label).split()
+        head = _LABEL_HEAD.fullmatch(" ".join(words[:4]))
+        if head is None:
+            raise SpaceError(f"not a config label: {str(label)[:80]!r} (expected e.g. '128x128x64 s4 c2 ws')")
+        blk_m, blk_n, blk_k, stages, consumers, roles = head.groups()
+        knobs: dict[str, Any] = {"blk_m": int(blk_m), "blk_n": int(blk_n), "blk_k": int(blk_k),
+                                 "stages": int(stages), "consumers": int(consumers), "warp_specialized": roles == "ws"}
+        rest = iter(words[4:])
+        for word in rest:
+            if word == "l2":
+                knobs["l2_hint"] = next(rest, "")
+                continue
+            for pattern, parse in _LABEL_WORDS:
+                found = pattern.fullmatch(word)
+                if found is not None:
+                    knobs.update(parse(found))
+                    break
+            else:
+                raise SpaceError(f"unknown word {word[:40]!r} in config label {str(label)[:80]!r}")
+        return cls(**knobs)
+
+
+_LABEL_HEAD = re.compile(r"(\d+)x(\d+)x(\d+) s(\d+) c(\d+) (ws|mono)")
+# The words `label` appends after its head, each to the knobs it sets.
+_LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (re.compile(r"persist"), lambda m: {"persistent": True}),
+    (re.compile(r"g(\d+|col)"), lambda m: {"raster_group": 0 if m[1] == "col" else int(m[1])}),
+    (re.compile(r"tma|tma_chunked"), lambda m: {"epilogue": m[0]}),
+    (re.compile(r"cl(\d+)([mn])"), lambda m: {"cluster": int(m[1]), "cluster_dim": m[2]}),
+    (re.compile(r"pingpong"), lambda m: {"schedule": "pingpong"}),
+    (re.compile(r"r(\d+/\d+)"), lambda m: {"reg_split": m[1]}),
+    (re.compile(r"(\w+)-load"), lambda m: {"loader": m[1]}),
+    (re.compile(r"ewg"), lambda m: {"epilogue_warpgroup": True}),
+    (re.compile(r"sk(\d+)(?:-(\w+))?"),
+     lambda m: {"split_k": int(m[1]), **({"split_k_reduce": m[2]} if m[2] else {})}),
+    (re.compile(r"swap"), lambda m: {"swap_ab": True}),
+    (re.compile(r"p(\d+B)"), lambda m: {"l2_promotion": m[1]}),
+    (re.compile(r"pftm"), lambda m: {"prefetch_tensormap": True}),
+    (re.compile(r"trim"), lambda m: {"trim": True}),
+    (re.compile(r"peelk"), lambda m: {"peel_k": True}),
+    (re.compile(r"krot"), lambda m: {"k_rotate": True}),
+)
 
 _KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
 _KNOB_SET = frozenset(_KNOBS)
