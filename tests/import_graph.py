@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "nn"),  # tirtune/cli.py and `python -m tirtune`: wires the app and the tuner together; torch layers
     # the HTTP service; the job loop, its proposer, the job service, the runtime; tirtune.gemm's dispatcher
     ("api", "tuner", "dispatch"),
-    ("db", "workers"),  # persistence; builders and runners
+    ("db", "workers", "model"),  # persistence; builders and runners; the cost model
     ("space",),  # search spaces, rules, shape classes, the branch registry, the templates
     ("core", "settings"),  # the shared value types; the typed settings
     ("root",),  # tirtune/__init__.py: the root exception and the version

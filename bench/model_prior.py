@@ -1,0 +1,180 @@
+"""Build the cost model's shipped prior: every H200 measurement on file, in one table.
+
+    python -m bench.model_prior                                    # the results on file
+    python -m bench.model_prior --database sqlite:///run.sqlite    # ... and a run's database
+
+The cost model (tirtune/model) learns from the measurements in the service's database and from
+this prior, so a fresh database does not start blind (docs/design.md, "The cost model"). The
+prior holds the correct (OK) trials of the results on file that the service's measuring child
+took against same-run cuBLAS with L2 flushed: the suite runs' trial tables (`*trials*.csv`, a
+config named by its label) and the prebuilt kits timed by bench/best_vs_cublas.py (`records`
+with whole configs), plus, with `--database`, the OK GPU trials of a run's database (a
+generalization run brought back from the GPU host, say). Every row keeps where it came from.
+Rows of configs the current Hopper space does not hold are left out, and said so.
+
+Writes tirtune/model/data/<gpu>.csv.gz (gzip with a fixed mtime, rows sorted: the same inputs give
+the same bytes, which the model's provenance digests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from tirtune.core import Config, Problem, SpaceError
+from tirtune.model.prior import COLUMNS, PRIOR_DIR, prior_path
+from tirtune.space.hopper import HOPPER
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+GPU = "NVIDIA H200"
+KIT_VERSION = "hopper-gemm/5"
+
+
+def _row(
+    problem: Problem,
+    config: Config,
+    ratio: float,
+    tflops: float | None,
+    cublas: float | None,
+    version: str,
+    origin: str,
+) -> dict[str, str]:
+    return {
+        "gpu_name": GPU,
+        "template_version": version,
+        "m": str(problem.m),
+        "n": str(problem.n),
+        "k": str(problem.k),
+        "dtype": problem.dtype,
+        "config": config.canonical(),
+        "ratio": f"{ratio:.5f}",
+        "tflops": "" if tflops is None else f"{tflops:.2f}",
+        "cublas_tflops": "" if cublas is None else f"{cublas:.2f}",
+        "origin": origin,
+    }
+
+
+def trial_tables(results: Path) -> Iterator[dict[str, str]]:
+    """The suite runs' trial tables: problem, dtype, config label, outcome, ratio, TFLOP/s."""
+    for path in sorted(results.rglob("*trials*.csv")):
+        with path.open() as f:
+            for r in csv.DictReader(f):
+                if r.get("outcome") != "OK" or not r.get("ratio"):
+                    continue
+                m, n, k = (int(x) for x in r["problem"].split("x"))
+                yield _row(
+                    Problem(m, n, k, r["dtype"]),
+                    Config.from_label(r["config"]),
+                    float(r["ratio"]),
+                    _number(r.get("tflops")),
+                    _number(r.get("cublas_tflops")),
+                    KIT_VERSION,
+                    str(path.relative_to(ROOT)),
+                )
+
+
+def kit_records(results: Path) -> Iterator[dict[str, str]]:
+    """Prebuilt kits timed against same-run cuBLAS (bench/best_vs_cublas.py's `records`)."""
+    for path in sorted(results.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if not isinstance(data, dict) or data.get("template_version") != KIT_VERSION or "records" not in data:
+            continue
+        if (data.get("environment") or {}).get("gpu_name") != GPU:
+            continue
+        for r in data["records"]:
+            if r.get("outcome") != "OK" or not r.get("ratio") or not isinstance(r.get("config"), dict):
+                continue
+            m, n, k = (int(x) for x in str(r["problem"]).split("x"))
+            yield _row(
+                Problem(m, n, k, r["dtype"]),
+                Config.from_json(r["config"]),
+                float(r["ratio"]),
+                _number(r.get("tflops")),
+                _number(r.get("cublas_tflops")),
+                KIT_VERSION,
+                str(path.relative_to(ROOT)),
+            )
+
+
+def database_rows(url: str) -> Iterator[dict[str, str]]:
+    """The OK GPU trials of a tirtune database (measured on this GPU model)."""
+    engine = sa.create_engine(url)
+    query = sa.text(
+        "SELECT m, n, k, dtype, config, ratio, tflops, cublas_tflops, template_version FROM tirtune_measurements "
+        "WHERE outcome = 'OK' AND source = 'gpu' AND ratio IS NOT NULL AND gpu_name = :gpu ORDER BY id"
+    )
+    with engine.connect() as c:
+        for m, n, k, dtype, config, ratio, tflops, cublas, version in c.execute(query, {"gpu": GPU}):
+            knobs = json.loads(config) if isinstance(config, str) else config
+            yield _row(
+                Problem(m, n, k, dtype), Config.from_json(knobs), ratio, tflops, cublas, version, url.rsplit("/", 1)[-1]
+            )
+    engine.dispose()
+
+
+def _number(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def build(results: Path, databases: Sequence[str] = ()) -> tuple[list[dict[str, str]], int]:
+    """The prior's rows (sorted, each once) and how many rows were left out (not in the space)."""
+    rows: dict[tuple[str, ...], dict[str, str]] = {}
+    left_out = 0
+    sources = [trial_tables(results), kit_records(results), *(database_rows(u) for u in databases)]
+    for source in sources:
+        for row in source:
+            config = Config.from_json(json.loads(row["config"]))
+            problem = Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"])
+            if not HOPPER.holds(config) or not HOPPER.is_valid(config, problem):
+                left_out += 1
+                continue
+            rows[tuple(row[c] for c in COLUMNS)] = row
+    ordered = sorted(
+        rows.values(),
+        key=lambda r: (r["dtype"], int(r["m"]), int(r["n"]), int(r["k"]), r["origin"], r["config"], r["ratio"]),
+    )
+    return ordered, left_out
+
+
+def write(rows: Sequence[dict[str, str]], path: Path) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as z:
+        z.write(text.getvalue().encode())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the results on file are")
+    ap.add_argument("--database", action="append", default=[], help="also a run's database (SQLAlchemy URL)")
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {PRIOR_DIR}/<gpu>.csv.gz")
+    args = ap.parse_args(argv)
+    try:
+        rows, left_out = build(args.results, args.database)
+    except (SpaceError, ValueError, KeyError) as e:
+        print(f"model_prior: {e}", file=sys.stderr)
+        return 2
+    out = args.out or prior_path(GPU)
+    write(rows, out)
+    problems = {(r["m"], r["n"], r["k"], r["dtype"]) for r in rows}
+    print(f"{len(rows)} rows over {len(problems)} problems -> {out} ({left_out} left out: not in the space)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The shipped prior: H200 measurements on file, which the cost model learns from beside the database.
+
+A fresh database holds no measurements, so a model trained on it alone would know nothing; the
+prior (tirtune/model/data/<gpu>.csv.gz, built by bench/model_prior.py from the results on file)
+gives it the measurements of earlier runs on the same GPU model. It is read-only data: what the
+model learned from is the prior's digest plus the database's rows (tirtune.model.keeper).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+
+from tirtune.core import Config, Problem, Sample
+
+__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_path"]
+
+PRIOR_DIR = Path(__file__).resolve().parent / "data"
+COLUMNS = (
+    "gpu_name",
+    "template_version",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "config",
+    "ratio",
+    "tflops",
+    "cublas_tflops",
+    "origin",
+)
+
+
+def prior_path(gpu_name: str) -> Path:
+    """Where the prior of a GPU model lives: "NVIDIA H200" -> data/nvidia-h200.csv.gz."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    return PRIOR_DIR / f"{slug}.csv.gz"
+
+
+class Prior:
+    """The prior of one GPU model: its samples and the digest of its bytes (empty: none shipped)."""
+
+    def __init__(self, samples: tuple[Sample, ...], digest: str) -> None:
+        self.samples = samples
+        self.digest = digest
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+@functools.cache
+def load_prior(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
+    """The shipped samples of `gpu_name` whose template version starts with `version_prefix`."""
+    if not gpu_name:
+        return Prior((), "")
+    path = prior_path(gpu_name)
+    if not path.is_file():
+        return Prior((), "")
+    raw = path.read_bytes()
+    rows = csv.DictReader(io.StringIO(gzip.decompress(raw).decode()))
+    samples = tuple(
+        Sample(
+            Problem(int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"]),
+            Config.from_json(json.loads(r["config"])),
+            float(r["ratio"]),
+            r["origin"],
+        )
+        for r in rows
+        if r["gpu_name"] == gpu_name and r["template_version"].startswith(version_prefix)
+    )
+    return Prior(samples, hashlib.sha256(raw).hexdigest()[:16])
