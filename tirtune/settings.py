@@ -76,7 +76,14 @@ class Settings(BaseSettings):
         ge=0,
         le=1,
         description="Share of each batch (after the starting points) a job proposes one knob away from its best "
-        "configs so far (a local search); the rest is TPE's. 0: TPE alone.",
+        "configs so far (a local search; with the cost model, its best-ranked neighbours and picks); the rest is "
+        "TPE's. 0: TPE alone.",
+    )
+    cost_model: bool = Field(
+        default=True,
+        description="Rank a job's starts and guide its search with the cost model (tirtune.model), trained on the "
+        "shipped prior of the GPU model and this database's measurements; false: the shape class's starts and "
+        "the nearest-first local search alone.",
     )
     api_token: str | None = Field(default=None, description="If set, POST /tune needs 'Authorization: Bearer <token>'.")
     best_cache_check_s: float = Field(

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from tirtune.core import Candidate, Outcome, Problem, Roofline, RunResult, Source, Stack
+from tirtune.core import Candidate, Config, Outcome, Problem, Roofline, RunResult, Sample, Source, Stack
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
@@ -59,6 +59,7 @@ __all__ = [
     "reuse_measurement",
     "set_job_best",
     "set_job_gpu",
+    "training_samples",
     "tuned_gpus",
     "tuned_problems",
     "unfinished_jobs",
@@ -649,3 +650,34 @@ def measurements_version(s: Session) -> tuple[int, int, int]:
     stale = s.scalar(sa.select(sa.func.count()).where(Measurement.stale.is_(True))) or 0
     again = s.scalar(sa.select(sa.func.max(Remeasurement.id))) or 0
     return newest, stale, again
+
+
+def training_samples(
+    s: Session, gpu_name: str, version_prefix: str, *, source: Source = Source.GPU, after_id: int = 0,
+    limit: int = 100_000,
+) -> tuple[list[Sample], int]:
+    """What the cost model learns from (tirtune.model): the correct trials with a same-run ratio
+    measured on `gpu_name` from `source`, of template versions starting with `version_prefix`,
+    newer than `after_id`, in id order (at most `limit`), and the newest id read (`after_id`
+    when none). Stale rows count too: a new driver or TVM rarely reorders configs, and the model
+    weighs figures, it does not serve them. A reused measurement (the same key measured once,
+    recorded again for another job) is one sample."""
+    stmt = (
+        sa.select(Measurement.id, Measurement.m, Measurement.n, Measurement.k, Measurement.dtype, Measurement.config,
+                  Measurement.ratio, Measurement.key)
+        .where(Measurement.id > after_id, Measurement.outcome == Outcome.OK.value, Measurement.ratio > 0,
+               Measurement.gpu_name == gpu_name, Measurement.source == Source(source).value,
+               Measurement.template_version.startswith(version_prefix))
+        .order_by(Measurement.id)
+        .limit(limit)
+    )
+    samples: list[Sample] = []
+    newest = after_id
+    seen: set[str] = set()
+    for row_id, m, n, k, dtype, config, ratio, key in s.execute(stmt):
+        newest = row_id
+        if key in seen:
+            continue
+        seen.add(key)
+        samples.append(Sample(Problem(m, n, k, dtype), Config.from_json(config), float(ratio), f"measurement {row_id}"))
+    return samples, newest

@@ -22,10 +22,12 @@ from rich.table import Table
 from tirtune.core import Problem, Source, SpaceError
 from tirtune.db import repo, transaction
 from tirtune.db.session import open_database
+from tirtune.model.keeper import ModelKeeper
 from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
+from tirtune.tuner.models import model_keeper
 from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
 
 __all__ = ["Named", "parse_shapes", "run_batch"]
@@ -72,6 +74,7 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
     for named in problems:
         workers.space.check_problem(named.problem)
     source = Source(workers.runner.source)
+    models = model_keeper(sessions) if settings.cost_model else None  # one for the batch: each job adds to it
     console.print(f"tuning {len(problems)} problems on {workers.space.arch}, up to {trials} trials each")
     rows = []
     with _bar(console) as bar:
@@ -82,7 +85,7 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
             with transaction(sessions) as s:
                 job = repo.create_job(s, named.problem, workers.space.arch, trials, time_s)
                 repo.claim_job(s, job.id)
-            rows.append(_one(sessions, url, settings, workers, named, job.id, bar, trials))
+            rows.append(_one(sessions, url, settings, workers, named, job.id, bar, trials, models))
             bar.advance(overall)
     with transaction(sessions) as s:
         for row in rows:
@@ -95,7 +98,7 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
 
 
 def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named, job_id: int, bar: Progress,
-         trials: int) -> dict[str, Any]:
+         trials: int, models: ModelKeeper | None) -> dict[str, Any]:
     task = bar.add_task(f"{named.name} {named.problem.shape} {named.problem.dtype}", total=trials, best="-")
 
     def update(p: JobProgress) -> None:
@@ -104,7 +107,7 @@ def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named
 
     loop = JobLoop(sessions, url, workers.space, workers.builder, workers.runner, batch_size=workers.batch_size,
                    on_progress=update, remeasure_processes=settings.remeasure_processes,
-                   local_share=settings.local_share)
+                   local_share=settings.local_share, models=models)
     try:
         result = loop.run(job_id)
     except BaseException as exc:

@@ -14,6 +14,7 @@ docs/measurement.md).
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections import Counter, deque
@@ -27,12 +28,14 @@ from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, Ru
 from tirtune.db import repo, transaction
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
+from tirtune.model.guide import Guide
+from tirtune.model.keeper import ModelKeeper
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
-from tirtune.tuner.start import start_configs
+from tirtune.tuner.start import guided_starts, start_sources
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
@@ -89,13 +92,15 @@ class JobLoop:
         remeasure_processes: int = 2,
         ahead: int = 2,
         local_share: float = LOCAL_SHARE,
+        models: ModelKeeper | None = None,
     ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
         rounds in each of `remeasure_processes` measuring processes, before the job's best is named.
         `ahead` batches are asked and built ahead of the one the GPUs measure (1: the next one
         only, asked while the GPUs measure; 2: asking and building also overlap each other).
         `local_share` of each batch after the starting points is proposed one knob away from the
-        best configs so far (`OptunaProposer`)."""
+        best configs so far (`OptunaProposer`). With `models`, the cost model of the job's GPU
+        (when it has enough measurements to learn from) ranks the starts and guides that search."""
         self.sessions = sessions
         self.storage_url = storage_url
         self.space = space
@@ -109,16 +114,33 @@ class JobLoop:
         self.remeasure_processes = max(1, remeasure_processes)
         self.ahead = max(1, ahead)
         self.local_share = local_share
+        self.models = models
         self.source = Source(runner.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
-        # Transfer from the nearest tuned problems, then the configs of the job's shape class.
-        start_with = start_configs(self.sessions, branch(job.arch), job.problem, gpu_name=job.gpu_name,
-                                   source=self.source)
+        # Transfer from the nearest tuned problems, then the configs of the job's shape class: the
+        # starts themselves, or, with a cost model, seeds of its ranking.
+        arch = branch(job.arch)
+        near, own = start_sources(self.sessions, arch, job.problem, gpu_name=job.gpu_name, source=self.source)
+        guide = self._guide(job, arch.version_prefix, (*near, *own))
+        start_with = guided_starts(guide, near) if guide is not None else (*near, *own)
         return OptunaProposer(
             self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem,
-            local_share=self.local_share,
+            local_share=self.local_share, guide=guide,
         )
+
+    def _guide(self, job: JobRecord, version_prefix: str, seeds: Sequence[Config]) -> Guide | None:
+        """The cost model at this job's problem, or None (no keeper, or too little to learn from)."""
+        if self.models is None:
+            return None
+        model = self.models.model(job.gpu_name, version_prefix, self.source)
+        if model is None:
+            return None
+        guide = Guide(model, self.space, job.problem, seeds=seeds, rng=random.Random(job.id))
+        log.info("job %d: cost model %s (%d samples, %d problems) ranks %d configs; its pick %s predicted %.3fx",
+                 job.id, model.digest, model.samples, model.problems, len(guide.ranked),
+                 guide.ranked[0][0].label() if guide.ranked else "-", guide.ranked[0][1] if guide.ranked else 0.0)
+        return guide
 
     def run(self, job_id: int) -> JobSummary:
         with transaction(self.sessions) as s:

@@ -15,6 +15,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from tirtune.core import Config, Problem
+from tirtune.model.guide import Guide
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.proposer import Feedback, Proposal, Refusal
 
@@ -64,12 +65,14 @@ class OptunaProposer:
         start_with: Sequence[Config] = (),
         problem: Problem | None = None,
         local_share: float = LOCAL_SHARE,
+        guide: Guide | None = None,
     ) -> None:
         if not 0.0 <= local_share <= 1.0:
             raise ValueError(f"local_share must be within [0, 1], not {local_share}")
         self.space = space
         self.problem = problem
         self.local_share = local_share
+        self.guide = guide
         self.refused: Counter[str] = Counter()
         self.asked_local = 0
         self._rng = random.Random(seed)
@@ -140,6 +143,8 @@ class OptunaProposer:
             self._proposed.add(config)
             if trial.state is TrialState.COMPLETE and trial.user_attrs.get("outcome") == "OK" and trial.value:
                 self._score(config, trial.value, trial.number)
+                if self.guide is not None:
+                    self.guide.tell(config, trial.value)
 
     def _retry_stale_trials(self) -> None:
         for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -160,7 +165,11 @@ class OptunaProposer:
                 if near is not None:
                     config, centre = near
                     trial = self._ask_fixed(config)
-                    trial.set_user_attr("neighbour_of", centre if centre is not None else "a starting point")
+                    if centre is _POOL:  # the cost model's pick from its ranked pool, no neighbour
+                        assert self.guide is not None
+                        trial.set_user_attr("model_pick", round(self.guide.predicted(config), 4))
+                    else:
+                        trial.set_user_attr("neighbour_of", centre if centre is not None else "a starting point")
                     self.asked_local += 1
                 else:
                     trial, config = self._sample()
@@ -176,7 +185,7 @@ class OptunaProposer:
                 proposals.append(Proposal(trial.number, config, refusal))
         return proposals
 
-    def _local(self) -> tuple[Config, int | None] | None:
+    def _local(self) -> tuple[Config, int | None | object] | None:
         """The next neighbour to measure, and the trial it is a neighbour of (None: a starting
         point not measured yet): around the best two configs told so far, taking turns, else
         around the first two starting points; None when they have no unproposed valid neighbour."""
@@ -188,6 +197,8 @@ class OptunaProposer:
         if not ranked:
             return None
         exclude = self._proposed | set(self._starts)
+        if self.guide is not None:
+            return self._guided(ranked, exclude)
         for j in range(len(ranked)):
             centre = ranked[(self._turn + j) % len(ranked)]
             near = self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)
@@ -195,6 +206,24 @@ class OptunaProposer:
                 self._turn += 1
                 return near[0], self._best[centre][1] if centre in self._best else None  # a start: None
         return None
+
+    def _guided(self, centres: Sequence[Config], exclude: set[Config]) -> tuple[Config, int | None | object] | None:
+        """The config the cost model, fine-tuned on this job's results, now ranks best among the
+        valid neighbours of the best configs so far and the best of its ranked pool, with the
+        trial it is a neighbour of (None: of a starting point not measured yet; `_POOL`: not a
+        neighbour, a pick from the pool)."""
+        assert self.problem is not None and self.guide is not None
+        same = self.space.normal_form or (lambda c: c)
+        seen = {same(c) for c in exclude}
+        near = {c: centre for centre in centres
+                for c in self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)}
+        pick = self.guide.best_of(near, exclude=seen)
+        if pick is None:
+            return None
+        centre = near.get(pick)
+        if centre is None:
+            return pick, _POOL
+        return pick, (self._best[centre][1] if centre in self._best else None)
 
     def _score(self, config: Config, ratio: float, trial: int) -> None:
         """Keep `ratio` (measured by `trial`) as `config`'s when it beats what `config` had."""
@@ -244,6 +273,8 @@ class OptunaProposer:
                 trial, config = self._open.pop(fb.trial)
                 if fb.ratio is not None:
                     self._score(config, fb.ratio, fb.trial)
+                    if self.guide is not None:
+                        self.guide.tell(config, fb.ratio)
                 trial.set_user_attr("outcome", fb.outcome)
                 if fb.message:
                     trial.set_user_attr("message", fb.message[:500])
@@ -257,6 +288,8 @@ class OptunaProposer:
             self.study.tell(trial, state=TrialState.FAIL)
         self._open.clear()
 
+
+_POOL = object()  # `_local`'s "centre" of a pick from the cost model's ranked pool
 
 # Jobs run at once (TIRTUNE_CONCURRENT_JOBS) open their studies from several threads: Optuna
 # creates its tables and a study without guarding against a neighbour doing the same ("table

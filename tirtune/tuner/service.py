@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.db import repo, transaction, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
+from tirtune.tuner.models import model_keeper
 from tirtune.tuner.runtime import Workers, make_workers, stop_ray
 
 __all__ = ["JobService", "start_job_service"]
@@ -31,6 +32,8 @@ class JobService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._workers_lock = threading.Lock()
+        # One cost-model keeper for the service's jobs: each job's measurements retrain it for the next.
+        self._models = model_keeper(sessions) if settings.cost_model else None
 
     def start(self) -> None:
         with transaction(self.sessions) as s:
@@ -67,7 +70,8 @@ class JobService:
                     self._workers = make_workers(self.settings)
             loop = JobLoop(self.sessions, url_of(self.sessions), self._workers.space, self._workers.builder,
                            self._workers.runner, batch_size=self._workers.batch_size,
-                           remeasure_processes=self.settings.remeasure_processes, local_share=self.settings.local_share)
+                           remeasure_processes=self.settings.remeasure_processes, local_share=self.settings.local_share,
+                           models=self._models)
             summary = loop.run(job_id)
             state, message = summary.state, summary.message
         except Exception as exc:  # the job fails, the service lives on

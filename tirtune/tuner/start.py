@@ -14,6 +14,12 @@ A new problem's first trials should be its likely best. Two sources, in this ord
 A config that does not fit the new problem (split-K over a K it does not divide, say) is still
 offered: the proposer refuses it with its rule and repairs it to the nearest valid config, which
 keeps what made it good.
+
+With a cost model (tirtune.model: trained on every measurement of this GPU model, the shipped
+prior included), both sources are only seeds: the model ranks them with the rest of the valid
+space (`Guide`), and the job starts from its `START_PICKS` best picks, spread over tiles. The best
+config of the nearest tuned problem is measured second whatever the model thinks of it: it is a
+measurement, where the model's ranking of a problem it never saw is a guess.
 """
 
 from __future__ import annotations
@@ -24,16 +30,21 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import DTYPES, Config, Problem, Source
 from tirtune.db import repo, transaction
+from tirtune.model.guide import Guide
 from tirtune.space.branches import Branch
 from tirtune.space.shapes import nearest_problems, shape_class
 
-__all__ = ["OTHER_DTYPE", "PER_PROBLEM", "TRANSFER_PROBLEMS", "start_configs", "transferred"]
+__all__ = ["OTHER_DTYPE", "PER_PROBLEM", "START_PICKS", "TRANSFER_PROBLEMS", "guided_starts", "start_configs",
+           "start_sources", "transferred"]
 
 log = logging.getLogger(__name__)
 
 TRANSFER_PROBLEMS = 3
 PER_PROBLEM = 2
 OTHER_DTYPE = 0.1  # in log_distance units: less than any change of shape (ln 2 = 0.69 for a doubling)
+# A guided job's enqueued starts: its first batch and most of the second, both asked before any
+# result (JobLoop asks two batches ahead, a quarter of a 32-trial budget each).
+START_PICKS = 12
 
 
 def transferred(
@@ -52,14 +63,33 @@ def transferred(
     return configs
 
 
+def start_sources(
+    sessions: sessionmaker[Session], branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
+) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+    """(transferred, the shape class's configs), each config once (a transferred config is not
+    repeated among the class's)."""
+    with transaction(sessions) as s:
+        near = tuple(dict.fromkeys(transferred(s, branch, problem, gpu_name=gpu_name, source=source)))
+    own = tuple(c for c in dict.fromkeys(branch.start_configs(problem)) if c not in near)
+    log.info("%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
+             problem, shape_class(problem).value, len(near) + len(own), len(near))
+    return near, own
+
+
 def start_configs(
     sessions: sessionmaker[Session], branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
 ) -> tuple[Config, ...]:
     """Transfer first, then the shape class's configs; each config once."""
-    with transaction(sessions) as s:
-        near = transferred(s, branch, problem, gpu_name=gpu_name, source=source)
-    own = branch.start_configs(problem)
-    ordered = tuple(dict.fromkeys((*near, *own)))
-    log.info("%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
-             problem, shape_class(problem).value, len(ordered), len(set(near)))
-    return ordered
+    near, own = start_sources(sessions, branch, problem, gpu_name=gpu_name, source=source)
+    return (*near, *own)
+
+
+def guided_starts(guide: Guide, near: tuple[Config, ...], picks: int = START_PICKS) -> tuple[Config, ...]:
+    """The model's first `picks` (spread over tiles), with the nearest tuned problem's best
+    config second when the model did not pick it."""
+    chosen = guide.first(picks)
+    same = guide.space.normal_form or (lambda c: c)
+    if near and guide.space.holds(near[0]) and same(near[0]) not in {same(c) for c in chosen}:
+        chosen.insert(1, near[0])
+        chosen = chosen[:picks]
+    return tuple(chosen)

@@ -28,6 +28,7 @@ from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
+from tirtune.tuner.models import model_keeper
 from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
 from tirtune.workers.replay_runner import ReplayRunner
 
@@ -84,6 +85,7 @@ def run_tune(
             on_progress=update,
             remeasure_processes=settings.remeasure_processes,
             local_share=settings.local_share,
+            models=model_keeper(sessions) if settings.cost_model else None,
         )
         try:
             result = loop.run(job.id)
