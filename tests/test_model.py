@@ -1,0 +1,213 @@
+"""The cost model (tirtune/model): features, the shipped prior, training, the ranked search, the
+per-job guide, the keeper, and the database rows it learns from (real SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from bench import model_prior
+from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Sample, Source, Stack
+from tirtune.db import repo, transaction
+from tirtune.model.features import FEATURES, features, matrix
+from tirtune.model.guide import Guide
+from tirtune.model.keeper import ModelKeeper
+from tirtune.model.learner import MIN_SAMPLES, train
+from tirtune.model.prior import load_prior, prior_path
+from tirtune.model.search import SearchSettings, rank_space, tile_key
+from tirtune.space import TEMPLATE_VERSION
+from tirtune.space.hopper import HOPPER
+
+H200 = "NVIDIA H200"
+PRIOR = load_prior(H200)
+WIDE = Problem(512, 6144, 4096, "bfloat16")  # 128x128 tiles: 192 over 132 SMs, 1.45 rounds
+SMALL = SearchSettings(population=48, overlay=2, generations=1, expand=6)
+
+
+@pytest.fixture(scope="module")
+def model():  # type: ignore[no-untyped-def]
+    trained = train(PRIOR.samples)
+    assert trained is not None
+    return trained
+
+
+def test_features_are_one_row_of_named_figures_per_pair() -> None:
+    row = features(Config(), Problem(4096, 4096, 4096))
+    assert len(row) == len(FEATURES) and all(np.isfinite(row))
+    assert matrix([(Config(), Problem(16, 4096, 4096)), (Config(blk_n=64), WIDE)]).shape == (2, len(FEATURES))
+
+
+def test_the_wave_figures_see_a_tile_count_that_fills_the_sms() -> None:
+    fill = FEATURES.index("wave_fill")
+    rounds = FEATURES.index("rounds")
+    square = Config(blk_m=128, blk_n=128, persistent=True)
+    fitted = replace(square, blk_n=192)  # 4 x 32 = 128 tiles: one round, 97% of the SMs
+    assert features(square, WIDE)[rounds] == 2 and features(fitted, WIDE)[rounds] == 1
+    assert features(fitted, WIDE)[fill] > 0.95 > 0.73 > features(square, WIDE)[fill]  # 192 / 264
+
+
+def test_swap_ab_puts_the_problems_n_on_the_kernels_m() -> None:
+    plain, swapped = Config(blk_m=64, blk_n=16), Config(blk_m=64, blk_n=16, swap_ab=True)
+    tiles_m = FEATURES.index("tiles_m")
+    assert features(swapped, Problem(16, 4096, 4096))[tiles_m] == 64  # 4096 / 64 along the kernel's M
+    assert features(plain, Problem(16, 4096, 4096))[tiles_m] == 1
+
+
+def test_the_prior_holds_valid_configs_of_the_current_space() -> None:
+    assert len(PRIOR) >= MIN_SAMPLES and len({s.problem for s in PRIOR.samples}) >= 20
+    for s in PRIOR.samples[::7]:
+        assert HOPPER.holds(s.config) and HOPPER.is_valid(s.config, s.problem), s
+    assert load_prior("NVIDIA B200").samples == () and load_prior(None).digest == ""
+
+
+def test_the_prior_is_rebuilt_byte_for_byte_from_the_results_on_file(tmp_path: Path) -> None:
+    rows, _ = model_prior.build(model_prior.RESULTS)
+    out = tmp_path / "prior.csv.gz"
+    model_prior.write(rows, out)
+    assert out.read_bytes() == prior_path(H200).read_bytes()
+
+
+def test_training_is_reproducible_and_refuses_too_little(model) -> None:  # type: ignore[no-untyped-def]
+    again = train(PRIOR.samples)
+    assert again is not None and again.digest == model.digest
+    configs = [s.config for s in PRIOR.samples[:50]]
+    assert np.array_equal(again.predict(configs, WIDE), model.predict(configs, WIDE))
+    assert train(PRIOR.samples[: MIN_SAMPLES - 1]) is None
+    one_problem = [s for s in PRIOR.samples if s.problem == PRIOR.samples[0].problem]
+    assert train(one_problem * 10) is None  # many samples, one problem: nothing to generalize from
+
+
+def test_the_model_ranks_a_problems_measured_configs_better_than_chance(model) -> None:  # type: ignore[no-untyped-def]
+    problem = Problem(4096, 4096, 4096)
+    ratios: dict[Config, float] = {s.config: s.ratio for s in PRIOR.samples if s.problem == problem}
+    configs = list(ratios)
+    predicted = model.predict(configs, problem)
+    measured = np.array([ratios[c] for c in configs])
+    assert np.corrcoef(predicted, measured)[0, 1] > 0.5
+
+
+def test_the_search_returns_valid_distinct_kernels_best_first(model) -> None:  # type: ignore[no-untyped-def]
+    seeds = [Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
+    ranked = rank_space(HOPPER, WIDE, lambda cs: model.predict(cs, WIDE), seeds=seeds, rng=random.Random(1),
+                        settings=SMALL)
+    configs = [c for c, _ in ranked]
+    scores = [v for _, v in ranked]
+    assert scores == sorted(scores, reverse=True) and len(configs) > 100
+    assert all(HOPPER.is_valid(c, WIDE) for c in configs)
+    assert len({HOPPER.normal_form(c) for c in configs}) == len(configs)  # type: ignore[misc]
+    assert seeds[0] in configs
+
+
+def test_every_tile_is_considered_even_when_no_seed_has_it() -> None:
+    """A scorer that likes one tile no seed or random draw would hit: the overlay finds it."""
+    def score(configs):  # type: ignore[no-untyped-def]
+        return np.array([2.0 if (c.blk_m, c.blk_n) == (192, 176) else 1.0 for c in configs])
+
+    seeds = [Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
+    ranked = rank_space(HOPPER, WIDE, score, seeds=seeds, rng=random.Random(2),
+                        settings=SearchSettings(population=0, overlay=1, generations=0))
+    assert (ranked[0][0].blk_m, ranked[0][0].blk_n) == (192, 176)
+
+
+def test_the_guides_first_picks_spread_over_tiles(model) -> None:  # type: ignore[no-untyped-def]
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(3), settings=SMALL)
+    picks = guide.first(8, per_tile=2)
+    assert len(picks) == 8 == len(set(picks))
+    counts: dict[tuple[int, int, bool, int], int] = {}
+    for c in picks:
+        counts[tile_key(c)] = counts.get(tile_key(c), 0) + 1
+    assert max(counts.values()) <= 2 and len(counts) >= 4
+
+
+def test_the_guide_learns_from_the_jobs_own_results(model) -> None:  # type: ignore[no-untyped-def]
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(4), settings=SMALL)
+    top, predicted = guide.ranked[0]
+    guide.tell(top, predicted * 0.5)  # measured at half what the model thought
+    assert guide.predicted(top) < predicted * 0.9
+    assert guide.best_of([], exclude=[top]) != top
+
+
+def _loader(stored: list[Sample], calls: list[int]):  # type: ignore[no-untyped-def]
+    def load(gpu: str, prefix: str, source: Source, after: int) -> tuple[list[Sample], int]:
+        calls.append(after)
+        return stored[after:], len(stored)
+    return load
+
+
+def test_the_keeper_retrains_when_the_database_grows_and_not_otherwise() -> None:
+    stored: list[Sample] = []
+    calls: list[int] = []
+    keeper = ModelKeeper(_loader(stored, calls))
+    first = keeper.model(H200, "hopper-")
+    assert first is not None and first.samples == len(PRIOR)  # the prior alone
+    assert keeper.model(H200, "hopper-") is first  # nothing new: the same trees
+    stored.extend(Sample(WIDE, s.config, s.ratio) for s in PRIOR.samples[:40])
+    second = keeper.model(H200, "hopper-")
+    assert second is not None and second is not first and second.samples == len(PRIOR) + 40
+    assert second.digest != first.digest and calls == [0, 0, 0]
+    assert keeper.model(None, "hopper-") is None
+    assert ModelKeeper(_loader([], []), use_prior=False).model(H200, "hopper-") is None  # nothing to learn from
+
+
+def test_the_keeper_trains_once_for_threads_asking_together() -> None:
+    keeper = ModelKeeper(_loader([], []))
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(keeper.model(H200, "hopper-"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(m) for m in got}) == 1
+
+
+STACK = Stack(H200, "580.159.04", "13.0", "0.27.0", "9.0")
+
+
+def _measure(factory: sessionmaker[Session], problem: Problem, config: Config, ratio: float, *,
+             outcome: Outcome = Outcome.OK, stack: Stack = STACK, source: Source = Source.GPU,
+             key: str | None = None) -> None:
+    c = Candidate(config, problem, TEMPLATE_VERSION)
+    result = RunResult(c, outcome, time_ms=1.0 if outcome is Outcome.OK else None,
+                       cublas_ms=ratio if outcome is Outcome.OK else None, repetitions=10, rel_error=1e-4,
+                       provenance=Provenance(stack, TEMPLATE_VERSION, source=source))
+    with transaction(factory) as s:
+        repo.record_measurement(s, job_id=None, trial_number=0, key=key or uuid.uuid4().hex, candidate=c,
+                                outcome=outcome, message="", result=result, source=source)
+
+
+def test_the_database_gives_the_correct_trials_of_one_gpu_and_source_in_order(db_factory) -> None:  # type: ignore[no-untyped-def]
+    a, b = Config(blk_n=64), Config(blk_n=192)
+    _measure(db_factory, WIDE, a, 1.1)
+    _measure(db_factory, WIDE, b, 0.9, outcome=Outcome.WRONG_RESULT)
+    _measure(db_factory, WIDE, b, 1.2, stack=replace(STACK, gpu_name="NVIDIA H100 80GB HBM3"))
+    _measure(db_factory, WIDE, b, 1.3, source=Source.REPLAY)
+    _measure(db_factory, WIDE, b, 1.05, key="same")
+    _measure(db_factory, WIDE, b, 1.05, key="same")  # a reused measurement: one sample
+    with transaction(db_factory) as s:
+        samples, newest = repo.training_samples(s, H200, "hopper-")
+        later, _ = repo.training_samples(s, H200, "hopper-", after_id=newest)
+        replayed, _ = repo.training_samples(s, H200, "hopper-", source=Source.REPLAY)
+        other, _ = repo.training_samples(s, H200, "blackwell-")
+    assert [(x.config, x.ratio) for x in samples] == [(a, 1.1), (b, 1.05)]
+    assert later == [] and [x.ratio for x in replayed] == [1.3] and other == []
+
+
+def test_the_guides_local_trees_reorder_what_the_job_measured(model) -> None:  # type: ignore[no-untyped-def]
+    """The job finds that one knob (k_rotate here) costs a fifth on this problem: configs with it
+    fall below their twins without it, though the global model ranked them alike."""
+    guide = Guide(model, HOPPER, Problem(16, 4096, 4096), rng=random.Random(5), settings=SMALL)
+    plain = [c for c, _ in guide.ranked if not c.k_rotate and HOPPER.is_valid(replace(c, k_rotate=True), guide.problem)]
+    assert len(plain) >= 8
+    for c in plain[:6]:
+        base = guide.predicted(c)
+        guide.tell(c, base)
+        guide.tell(replace(c, k_rotate=True), base * 0.8)
+    twin = plain[6]
+    assert guide.predicted(replace(twin, k_rotate=True)) < guide.predicted(twin)
