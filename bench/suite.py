@@ -132,10 +132,14 @@ def score(client: httpx.Client, job: dict[str, Any], source: str = "gpu") -> dic
     """What GET /best serves for the problem (this run's database holds this run's jobs only)."""
     entry = {"problem": job["shape"], "dtype": job["dtype"], "class": job["class"], "job_id": job["job_id"],
              "state": job.get("state"), "job_message": job.get("message", "")}
-    best = client.get("/best", params={"shape": job["shape"], "dtype": job["dtype"], "source": source})
-    if best.status_code != 200:
-        return {**entry, "config": None, "ratio": None, "error": best.json().get("error", {}).get("message")}
+    # Measured figures only: for a problem with no measurement the service may answer with its cost
+    # model's prediction (`"kind": "predicted"`, 200), which is never a score.
+    best = client.get("/best", params={"shape": job["shape"], "dtype": job["dtype"], "source": source,
+                                       "predict": "false"})
     b = best.json()
+    if best.status_code != 200 or b.get("kind") == "predicted":
+        error = b.get("error", {}).get("message") if best.status_code != 200 else "a prediction, nothing measured"
+        return {**entry, "config": None, "ratio": None, "error": error}
     return {
         **entry,
         "config": b["config"],

@@ -12,13 +12,18 @@ import functools
 import os
 import secrets
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -32,6 +37,7 @@ BACKENDS = [
     pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
 ]
 TABLES = ("tirtune_measurements", "tirtune_jobs")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @functools.cache
@@ -188,3 +194,37 @@ def ray_auth_token() -> Iterator[Path]:
         else:
             os.environ[name] = value
     shutil.rmtree(_RAY_AUTH_DIR, ignore_errors=True)
+
+
+# --- A service that replays recorded H200 measurements (bench/ scripts end to end) -----------------
+
+
+@pytest.fixture
+def replaying_service(tmp_path: Path) -> Iterator[str]:
+    """The URL of a `tirtune serve` subprocess that measures with the recordings in bench/data
+    (its replay database: tmp_path / "replay.db"), stopped after the test."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TIRTUNE_REPLAY": str(ROOT / "bench" / "data"),
+           "TIRTUNE_REPLAY_DATABASE_URL": f"sqlite:///{tmp_path / 'replay.db'}",
+           "TIRTUNE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tirtune", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "tirtune serve did not start"
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)

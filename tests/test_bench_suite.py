@@ -6,16 +6,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -24,8 +16,6 @@ from tirtune.db.models import Measurement
 from tirtune.db.session import open_database
 from tirtune.space import Problem
 from tirtune.space.branches import branch
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_suite_names_twenty_problems_fp16_first() -> None:
@@ -42,35 +32,6 @@ def test_the_suite_names_twenty_problems_fp16_first() -> None:
 def test_a_trial_budget_over_64_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         suite.main(["--trials", "65", "--out", str(tmp_path / "s")])
-
-
-@pytest.fixture
-def replaying_service(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "TIRTUNE_REPLAY": str(ROOT / "bench" / "data"),
-           "TIRTUNE_REPLAY_DATABASE_URL": f"sqlite:///{tmp_path / 'replay.db'}",
-           "TIRTUNE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tirtune", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, "tirtune serve did not start"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_the_suite_runs_through_post_tune_and_scores_with_get_best(replaying_service: str, tmp_path: Path) -> None:
