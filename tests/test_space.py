@@ -598,15 +598,22 @@ def test_peel_k_skips_the_last_k_tiles_padding_and_nothing_else() -> None:
 def test_rules_of_split_k() -> None:
     sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
     assert _rules(sk, DECODE) == []
-    assert _rules(replace(sk, split_k=3), DECODE) == ["split_k_supported", "split_k_divides_k_tiles"]
+    # DECODE's K = 4096 is 32 k-tiles of 128: 3 CTAs cannot share them evenly, 9 is no split of the space.
+    assert _rules(replace(sk, split_k=3), DECODE) == ["split_k_divides_k_tiles"]
+    assert _rules(replace(sk, split_k=9), DECODE) == ["split_k_supported", "split_k_divides_k_tiles"]
     assert _rules(replace(sk, split_k_reduce="atomic"), DECODE) == ["split_k_supported"]
     # One tile per cluster, the cluster is the split, the reduced tile leaves from registers.
     for other in ({"persistent": True}, {"persistent": True, "cluster": 2}, {"loader": "threads", "stages": 1,
                                                                              "warp_specialized": False}):
         assert "split_k_supported" in _rules(replace(sk, **other), DECODE), other
-    # K = 896 is 7 k-tiles of 128: no even split over 2, 4 or 8 CTAs; 1024 is 8.
+    # K = 896 is 7 k-tiles of 128: no even split over 2, 4 or 8 CTAs, but over 7; 1024 is 8.
     assert _rules(replace(sk, split_k=8), Problem(16, 4096, 896)) == ["split_k_divides_k_tiles"]
+    assert _rules(replace(sk, split_k=7), Problem(16, 4096, 896)) == []
     assert _rules(replace(sk, split_k=8), Problem(16, 4096, 1024)) == []
+    # Past the portable cluster of 8 CTAs a split reduces serially (no cluster); both divide K = 8192's 64.
+    assert _rules(replace(sk, split_k=16), Problem(16, 512, 8192)) == ["split_k_supported"]
+    assert _rules(replace(sk, split_k=16, split_k_reduce="serial"), Problem(16, 512, 8192)) == []
+    assert "serial takes deeper splits" in HOPPER.violations(replace(sk, split_k=16), Problem(16, 512, 8192))[0].reason
     # The parked fp32 fragments count in shared memory: 5 stages of 128x128x64 (160 KiB) + 64 KiB
     # fit, 6 (192 KiB) only without them.
     assert rules.split_k_bytes(Config(128, 128, 64, 4, 2, True, split_k=2)) == 65536

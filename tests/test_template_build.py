@@ -100,6 +100,13 @@ CASES = {
     "swap-m1-n8": (_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
     "m1-noswap-sk4-mono": (_c(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
     "sk2-c2-tail": (_c(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
+    # Splits past powers of two: a 7-CTA cluster (K = 3584: 28 k-tiles of 128) and a serial
+    # split over 16 CTAs (no cluster past the portable 8).
+    "sk7-cluster-swap-m1": (_c(64, 8, 128, 4, 1, True, swap_ab=True, split_k=7), Problem(1, 1024, 3584, "bfloat16")),
+    "serial-sk16-swap-m16": (
+        _c(64, 16, 64, 4, 1, True, swap_ab=True, split_k=16, split_k_reduce="serial"),
+        Problem(16, 512, 8192, "float16"),
+    ),
     # Serial split-K: a global workspace and per-tile semaphores instead of a cluster.
     "serial-sk4-swap-m16": (
         _c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),

@@ -168,8 +168,13 @@ STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
 # hopper-gemm/5 added for ragged problems (136..248); narrower tiles keep whole boxes, as before.
 TAIL_BOX_MIN_BLK_N = 128
 RAGGED_BLK_N = tuple(w for w in range(TAIL_BOX_MIN_BLK_N + 8, 256, 8) if w % STORE_BOX)  # 136..248
-# hopper-gemm/5: split-K clusters (at most 8 CTAs: the portable cluster size) and their reductions.
-SPLIT_KS = (1, 2, 4, 8)
+# hopper-gemm/5: the CTAs one output tile's k-tiles are split over. Through distributed shared
+# memory they are a cluster, at most 8 CTAs (the portable cluster size, SPLIT_K_CLUSTER); the
+# serial reduction has no cluster and takes the deeper splits: a narrow decode problem (N = 1024:
+# 16 swapped 64-row tiles) fills the 132 SMs only with 8 or more CTAs a tile. Splits that are not
+# powers of two fit the k-tile counts of model widths (K = 3584: 56 k-tiles of 64, 7 x 8).
+SPLIT_KS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16)
+SPLIT_K_CLUSTER = 8
 # "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
 # workspace, ordered by a per-tile semaphore (no cluster).
 SPLIT_K_REDUCES = ("dsmem", "serial")
@@ -704,9 +709,14 @@ def split_k_supported(config: Config, problem: Problem) -> str | None:
     grid, one tile each (persistent CTAs would have to walk tiles in step and reduce each one);
     no multicast cluster besides; the reduced tile is stored from registers; TMA loads."""
     if config.split_k not in SPLIT_KS:
-        return f"split_k={config.split_k}: the k-tiles split over {', '.join(map(str, SPLIT_KS))} CTAs of a cluster"
+        return f"split_k={config.split_k}: the k-tiles split over {', '.join(map(str, SPLIT_KS))} CTAs"
     if config.split_k_reduce not in SPLIT_K_REDUCES:
         return f"split_k_reduce={config.split_k_reduce!r}: known reductions are {', '.join(SPLIT_K_REDUCES)}"
+    if config.split_k > SPLIT_K_CLUSTER and config.split_k_reduce == "dsmem":
+        return (
+            f"split_k={config.split_k} through distributed shared memory needs a cluster of {config.split_k} CTAs; "
+            f"a portable cluster holds at most {SPLIT_K_CLUSTER} (split_k_reduce=serial takes deeper splits)"
+        )
     if config.split_k > 1 and (
         config.persistent or config.cluster != 1 or config.epilogue != "register" or config.loader != "tma"
     ):
