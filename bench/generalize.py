@@ -181,7 +181,12 @@ def prior_of(status: int, body: Mapping[str, Any]) -> Prior:
 
 
 def probe(client: httpx.Client, drawn: Drawn, source: str) -> Prior:
-    reply = client.get("/best", params={"shape": drawn.problem.shape, "dtype": drawn.problem.dtype, "source": source})
+    """What GET /best says before the problem is tuned: a measurement from the run's source, else
+    the cost model's prediction (of GPU figures: also what a replaying service predicts), or nothing."""
+    params = {"shape": drawn.problem.shape, "dtype": drawn.problem.dtype}
+    reply = client.get("/best", params={**params, "source": source, "predict": "false"})
+    if reply.status_code == 404:
+        reply = client.get("/best", params=params)
     return prior_of(reply.status_code, reply.json())
 
 

@@ -31,7 +31,7 @@ from tirtune.db.models import Job, Measurement
 from tirtune.db.session import open_database
 
 NEAR = 0.98  # "within 2% of the best"
-ORIGINS = ("start", "neighbour", "repaired", "tpe")
+ORIGINS = ("start", "neighbour", "model", "repaired", "tpe")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from tirtune.api import create_app
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import DbError, JobState, make_engine, repo, session_factory, transaction
 from tirtune.settings import Settings
-from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)
@@ -198,9 +198,36 @@ def test_unknown_route_and_method_use_the_error_schema(client: TestClient) -> No
 # --- GET /best --------------------------------------------------------------------------------------
 
 
-def test_best_when_nothing_tuned_is_404(client: TestClient) -> None:
-    error = assert_error(client.get("/best", params={"shape": "4096x4096x4096"}), 404, "not_found")
+def test_best_when_nothing_tuned_is_404_unless_predicted(client: TestClient) -> None:
+    error = assert_error(client.get("/best", params={"shape": "4096x4096x4096", "predict": "false"}), 404,
+                         "not_found")
     assert error["message"] == "nothing tuned for 4096x4096x4096 float16 yet; POST /tune to start"
+
+
+def test_best_of_a_problem_nobody_tuned_is_the_cost_models_prediction(client: TestClient) -> None:
+    """Labelled `predicted`, with no key and no figures: nothing was built or measured. The GPU is
+    the shipped prior's when the database has measured none; the pick is valid on its branch."""
+    out = client.get("/best", params={"shape": "512x6144x4096", "dtype": "bf16"})
+    assert out.status_code == 200, out.text
+    body = out.json()
+    assert body["kind"] == "predicted" and body["gpu"] == "NVIDIA H200" and body["branch"] == "sm_90a"
+    assert "key" not in body and "ratio" not in body and body["predicted_ratio"] > 0
+    config = Config.from_json(body["config"])
+    assert HOPPER.is_valid(config, Problem(512, 6144, 4096, "bfloat16")) and body["config_label"] == config.label()
+    assert len(body["alternatives"]) == 4 and body["model"]["samples"] > 1000
+    tiles = {(a["config"]["blk_m"], a["config"]["blk_n"], a["config"]["split_k"]) for a in body["alternatives"]}
+    assert len(tiles) == 4  # each runner-up on a tile of its own
+    assert "never measured" in body["note"]
+    # A problem its branch refuses (K = 4 mod 8) is not predicted; nor replayed figures.
+    assert_error(client.get("/best", params={"shape": "512x6144x4092"}), 404, "not_found")
+    assert_error(client.get("/best", params={"shape": "512x6144x4096", "source": "replay"}), 404, "not_found")
+
+
+def test_predictions_can_be_turned_off(db_url: str, db_factory: Factory) -> None:
+    app = create_app(Settings(database_url=db_url, cost_model=False), session_factory=db_factory,
+                     start_workers=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert_error(c.get("/best", params={"shape": "512x6144x4096"}), 404, "not_found")
 
 
 def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> None:
@@ -226,7 +253,7 @@ def test_best_falls_back_to_the_nearest_shape_only_if_asked(client: TestClient, 
     measure(db_factory, 0.5, problem=Problem(8192, 8192, 8192))
     measure(db_factory, 0.1, problem=Problem(4096, 4096, 4096, "bfloat16"))  # other dtype: never served
     measure(db_factory, 0.2, problem=Problem(4096, 4096, 4000), outcome=Outcome.WRONG_RESULT)  # not tuned
-    params = {"shape": "4096x4096x4096", "dtype": "float16"}
+    params = {"shape": "4096x4096x4096", "dtype": "float16", "predict": "false"}
     assert_error(client.get("/best", params=params), 404, "not_found")
     out = client.get("/best", params={**params, "fallback": "nearest"}).json()
     assert out["shape"] == "2048x4096x4096" and out["time_ms"] == 1.0

@@ -14,8 +14,6 @@ import sqlalchemy as sa
 from bench import suite
 from tirtune.db.models import Measurement
 from tirtune.db.session import open_database
-from tirtune.space import Problem
-from tirtune.space.branches import branch
 
 
 def test_the_suite_names_twenty_problems_fp16_first() -> None:
@@ -75,11 +73,12 @@ def test_a_problem_scored_before_its_job_ended_is_named_so() -> None:
 
 def test_suite_trials_names_where_each_measured_trial_came_from(replaying_service: str, tmp_path: Path) -> None:
     """bench/suite_trials.py over the replaying service's database: one row per measurement of the
-    job's trials, the origin read off its Optuna trial (the first ask is the shape class's starts;
-    after them the local search's neighbours), and the summary's count of non-start bests."""
+    job's trials, the origin read off its Optuna trial (the first ask is the starts: the cost
+    model's first picks, over the recorded configs; after them its picks among the best's
+    neighbours and its ranked pool), and the summary's count of non-start bests."""
     from bench import suite_trials
 
-    code = suite.main(["--url", replaying_service, "--trials", "12", "--source", "replay", "--out",
+    code = suite.main(["--url", replaying_service, "--trials", "16", "--source", "replay", "--out",
                        str(tmp_path / "suite"), "--only", "4096x4096x4096:float16", "--deadline-s", "300"])
     assert code == 0
     database = tmp_path / "replay.db"
@@ -90,11 +89,9 @@ def test_suite_trials_names_where_each_measured_trial_came_from(replaying_servic
                             .where(Measurement.job_id.is_not(None), Measurement.trial_number.is_not(None)))
     assert len(rows) == measured and {r.problem for r in rows} == {"4096x4096x4096"}
     assert {r.origin for r in rows} <= set(suite_trials.ORIGINS)
-    starts = branch("sm_90a").start_configs(Problem(4096, 4096, 4096))
     by_trial = sorted(rows, key=lambda r: r.trial)
     assert [r.origin for r in by_trial[:4]] == ["start"] * 4
-    assert [r.config for r in by_trial[:4]] == [c.label() for c in starts[:4]]
-    assert any(r.origin == "neighbour" for r in rows)
+    assert any(r.origin in ("neighbour", "model") for r in rows)
     out = tmp_path / "trials.csv"
     assert suite_trials.main([str(database), "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == len(rows) + 1

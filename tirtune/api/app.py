@@ -25,6 +25,7 @@ from tirtune.api.dashboard import install_dashboard
 from tirtune.api.docs import install_docs
 from tirtune.api.errors import install_error_handlers
 from tirtune.api.limits import BodyLimit
+from tirtune.api.predicted import model_keeper
 from tirtune.api.routes import router
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
@@ -87,6 +88,8 @@ def create_app(
     app.state.session_factory = factory
     app.state.best_cache = ResponseCache(settings.best_cache_check_s)
     app.state.replay_space = replay_space
+    # GET /best's predictions for problems nobody tuned (TIRTUNE_COST_MODEL=false: none).
+    app.state.models = model_keeper(factory) if settings.cost_model else None
     install_error_handlers(app)
     app.add_middleware(BodyLimit)
     app.include_router(router)

@@ -16,6 +16,7 @@ from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
 from tirtune.api.kernels import KEY_PATTERN, served_kernel
 from tirtune.api.limits import MAX_BODY_BYTES
+from tirtune.api.predicted import predict_best, prediction_gpu
 from tirtune.api.schemas import (
     BestOut,
     ErrorOut,
@@ -23,11 +24,13 @@ from tirtune.api.schemas import (
     JobOut,
     MeasurementOut,
     Page,
+    PredictedBestOut,
     TuneRequest,
 )
 from tirtune.core import Outcome, Problem, Source
 from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.db import JobRecord, JobState, repo, transaction
+from tirtune.model.keeper import ModelKeeper
 from tirtune.space import SearchSpace
 from tirtune.space.branches import branch
 
@@ -106,8 +109,8 @@ def get_job(factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) ->
 
 
 @router.get(
-    "/best", response_model=BestOut,
-    responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet"}},
+    "/best", response_model=BestOut | PredictedBestOut,
+    responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet (and nothing predicted)"}},
 )
 async def best(
     request: Request,
@@ -125,10 +128,17 @@ async def best(
         Query(description="gpu (default): only figures this service measured on a GPU; replay: only figures read "
                           "back from recordings (labelled so: `source`, `recording`, `branch_status`, `note`)"),
     ] = Source.GPU,
+    predict: Annotated[
+        bool,
+        Query(description="true (default): for a problem nobody tuned, the cost model's pick, labelled "
+                          "`kind: predicted` and never a measurement; false: 404 instead"),
+    ] = True,
 ) -> Response:
     """The best verified, non-stale configuration of a problem: the highest same-run ratio to
     cuBLAS, re-measured figures first (tirtune.db.best), with its p10-p90, whether it was
     re-measured (`confirmed`), and the runner-up with a statement when the two are within noise.
+    For a problem with no measurement, the cost model's prediction (`kind: predicted`; see
+    tirtune.api.predicted) unless predict=false or source=replay.
     Answers are cached per API process until the measurements or re-measurements change (checked
     every `best_cache_check_s`, 1 s by default; see tirtune.api.cache): hits wait on neither the
     database nor a worker thread."""
@@ -136,11 +146,12 @@ async def best(
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)
-    key = (problem, gpu, fallback, source)
+    key = (problem, gpu, fallback, source, predict)
     body = cache.get(key)
     if body is None:
         generation = cache.generation
-        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source)
+        models = request.app.state.models if predict and source is Source.GPU else None
+        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source, models)
         body = found.model_dump_json().encode()
         cache.put(key, body, generation)
     return Response(body, media_type="application/json")
@@ -185,10 +196,15 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
 
 def _find_best(
     factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: Literal["none", "nearest"],
-    source: Source,
-) -> BestOut:
+    source: Source, models: ModelKeeper | None = None,
+) -> BestOut | PredictedBestOut:
     with transaction(factory) as s:
         found = find_best(s, problem, gpu=gpu, source=source, fallback=fallback)
+        target = prediction_gpu(s, gpu) if models is not None and isinstance(found, NotTuned) else None
+    if models is not None and target is not None:
+        predicted = predict_best(models, problem, target)
+        if predicted is not None:
+            return predicted
     if isinstance(found, NotTuned):
         raise ApiError(404, "not_found", found.message(start="POST /tune to start", ask_replayed="source=replay"))
     return found

@@ -308,6 +308,8 @@ class BestOut(BaseModel):
     """The best config of a problem (tirtune.db.best): ranked by the same-run ratio, re-measured
     figures first. GET /best and `tirtune best` print exactly this (tirtune.api.best)."""
 
+    kind: Annotated[Literal["measured"], Field(description="measured: a measurement's figures (a problem nobody "
+                                                           "tuned gets a PredictedBestOut instead)")] = "measured"
     problem: ProblemOut
     shape: str
     dtype: str
@@ -372,7 +374,7 @@ def status_of(r: MeasurementRecord) -> str:
     return branch_for_version(r.template_version).status_text
 
 
-def _figures(f: Figures) -> dict[str, float | None]:
+def _figures(f: Figures) -> dict[str, Any]:
     return {"tflops": f.tflops, "cublas_tflops": f.cublas_tflops, "ratio": f.ratio, "ratio_p10": f.ratio_p10,
             "ratio_p90": f.ratio_p90, "time_ms": f.time_ms}
 
@@ -518,3 +520,36 @@ class StudySummaryOut(BaseModel):
             failures=[FailureOut(outcome=f.outcome, reason=f.reason, count=f.count) for f in s.failures],
             invalid=s.invalid, knobs=list(KNOBS), truncated=truncated,
         )
+
+
+class ModelOut(BaseModel):
+    """The cost model a prediction came from: what it learned from."""
+
+    samples: int = Field(description="correct measurements it was trained on (the shipped prior and this database's)")
+    problems: int
+    digest: str = Field(description="content hash of its training samples: the same samples give the same model")
+
+
+class PredictedConfigOut(BaseModel):
+    config: dict[str, Any]
+    config_label: str
+    predicted_ratio: float
+
+
+class PredictedBestOut(BaseModel):
+    """GET /best for a problem nobody tuned: the cost model's pick, never measured (no key, no
+    figures). tirtune.api.predicted makes it; POST /tune starts from the same ranking."""
+
+    kind: Annotated[Literal["predicted"], Field(description="predicted: the cost model's, never measured")] = (
+        "predicted")
+    problem: ProblemOut
+    shape: str
+    dtype: str
+    config: dict[str, Any]
+    config_label: str
+    predicted_ratio: float = Field(description="the model's prediction of cuBLAS time / kernel time")
+    gpu: str = Field(description="the GPU model the prediction is for")
+    branch: str
+    alternatives: list[PredictedConfigOut] = Field(description="the next picks, each on another tile")
+    model: ModelOut
+    note: str

@@ -48,6 +48,7 @@ __all__ = [
     "mark_stale",
     "measurements_by_id",
     "measurements_version",
+    "newest_gpu",
     "ping",
     "problem_measurements",
     "problem_stats",
@@ -681,3 +682,10 @@ def training_samples(
         seen.add(key)
         samples.append(Sample(Problem(m, n, k, dtype), Config.from_json(config), float(ratio), f"measurement {row_id}"))
     return samples, newest
+
+
+def newest_gpu(s: Session) -> str | None:
+    """The GPU model of the newest measurement taken on a GPU (None: none yet)."""
+    return s.scalar(sa.select(Measurement.gpu_name).where(Measurement.source == Source.GPU.value,
+                                                            Measurement.gpu_name != "")
+                    .order_by(Measurement.id.desc()).limit(1))

@@ -65,7 +65,8 @@ class ServiceBest:
         self.queue_untuned = queue_untuned
 
     def best(self, problem: Problem, gpu_name: str) -> Chosen | None:
-        reply = self.http.get("/best", {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name})
+        reply = self.http.get("/best", {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name,
+                                        "predict": "false"})  # a prediction is no tuned kernel
         if reply.status == 404:
             if self.queue_untuned:
                 self._queue(problem)

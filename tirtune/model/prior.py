@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tirtune.core import Config, Problem, Sample
 
-__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_path"]
+__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_path", "shipped_gpus"]
 
 PRIOR_DIR = Path(__file__).resolve().parent / "data"
 COLUMNS = (
@@ -75,3 +75,14 @@ def load_prior(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
         if r["gpu_name"] == gpu_name and r["template_version"].startswith(version_prefix)
     )
     return Prior(samples, hashlib.sha256(raw).hexdigest()[:16])
+
+
+@functools.cache
+def shipped_gpus() -> tuple[str, ...]:
+    """The GPU models a prior is shipped for (each file's rows name theirs)."""
+    names = []
+    for path in sorted(PRIOR_DIR.glob("*.csv.gz")):
+        first = next(csv.DictReader(io.StringIO(gzip.decompress(path.read_bytes()).decode())), None)
+        if first is not None:
+            names.append(first["gpu_name"])
+    return tuple(names)
