@@ -102,7 +102,7 @@ CASES = {
     "sk2-c2-tail": (_c(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
     # Splits past powers of two: a 7-CTA cluster (K = 3584: 28 k-tiles of 128) and a serial
     # split over 16 CTAs (no cluster past the portable 8).
-    "sk7-cluster-swap-m1": (_c(64, 8, 128, 4, 1, True, swap_ab=True, split_k=7), Problem(1, 1024, 3584, "bfloat16")),
+    "sk7-cluster-swap-m8": (_c(64, 8, 128, 4, 1, True, swap_ab=True, split_k=7), Problem(8, 1024, 3584, "bfloat16")),
     "serial-sk16-swap-m16": (
         _c(64, 16, 64, 4, 1, True, swap_ab=True, split_k=16, split_k_reduce="serial"),
         Problem(16, 512, 8192, "float16"),
