@@ -209,14 +209,19 @@ LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 DRAWN_NEVER = ("trim", "peel_k", "k_rotate")
 
 
+# The splits the drawn sets were drawn from; the deeper ones have a set of their own (split-fuzz).
+DRAWN_SPLITS = (1, 2, 4, 8)
+
+
 def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
     """The knob ranges a random draw picks from: the space's, without the later /5 additions
-    unless `later`, and never the ragged widths (136..248) or the knobs of DRAWN_NEVER (added
-    after every set here ran)."""
+    unless `later`, and never the ragged widths (136..248), the splits past DRAWN_SPLITS or the
+    knobs of DRAWN_NEVER (added after every set here ran)."""
     if space is not HOPPER:
         return dict(space.knobs)
     knobs = {name: values for name, values in space.knobs.items() if name not in DRAWN_NEVER}
     knobs["blk_n"] = tuple(v for v in knobs["blk_n"] if v not in RAGGED_BLK_N)
+    knobs["split_k"] = tuple(v for v in knobs["split_k"] if v in DRAWN_SPLITS)
     if later:
         return knobs
     knobs = {name: values for name, values in knobs.items() if name not in LATER_V5_KNOBS}
@@ -834,6 +839,45 @@ def _fuzz_rotate(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return chosen
 
 
+# Problems whose k-tile counts the splits past DRAWN_SPLITS divide (K = 3584: 28 k-tiles of 128 and
+# 56 of 64; 5120: 40 and 80; 2880: 45 of 64; 1344: 21 of 64; 8192, 14336), decode to mid-size, both
+# dtypes, with tails along M and N.
+SPLIT_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, dtype)
+    for m, n, k, dtype in (
+        (1, 1024, 3584, "bfloat16"), (8, 512, 8192, "float16"), (16, 1280, 8192, "bfloat16"),
+        (32, 4096, 14336, "float16"), (7, 2000, 5120, "bfloat16"), (100, 24, 4096, "float16"),
+        (64, 4095, 1344, "float16"), (512, 200, 2880, "bfloat16"), (1000, 1000, 1792, "float16"),
+        (3, 8, 3584, "float16"),
+    )
+)
+DEEP_SPLITS = (3, 5, 6, 7, 12, 14, 16)
+
+
+def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points split over DEEP_SPLITS CTAs (a cluster of up to 8 or the serial
+    reduction past it), the problems in turn, the other knobs drawn from the whole grid (the later
+    /5 knobs too) as far as a split allows: the correctness sweep of the deeper splits."""
+    import random
+
+    rng = random.Random(seed)
+    drawn = _drawn_knobs(HOPPER, later=True)
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem = SPLIT_PROBLEMS[turn % len(SPLIT_PROBLEMS)]
+        for _ in range(5000):
+            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
+            knobs.update(split_k=rng.choice(DEEP_SPLITS), persistent=False, cluster=1, epilogue="register",
+                         loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
+            config = Config(**knobs)
+            if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
 # The one wrong result of the suite's run (2026-11-30, job 4 trial 20, 1024^3 fp16: relative
 # error 1.3e-01; the check refused it, nothing served it): a swapped persistent ping-pong kernel in
 # 2-CTA clusters along the kernel's M with the register epilogue. Its kit (v5-wrong) ran on the
@@ -899,6 +943,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "decode-rotate": lambda: SET_DECODE_ROTATE,
     "decode-narrow": lambda: SET_DECODE_NARROW,
     "krot-fuzz": lambda: _fuzz_rotate(48, seed=31),
+    # The deeper splits' correctness sweep: 300 points over SPLIT_PROBLEMS.
+    "split-fuzz": lambda: _fuzz_split(300, seed=33),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

@@ -211,3 +211,44 @@ def test_the_guides_local_trees_reorder_what_the_job_measured(model) -> None:  #
         guide.tell(replace(c, k_rotate=True), base * 0.8)
     twin = plain[6]
     assert guide.predicted(replace(twin, k_rotate=True)) < guide.predicted(twin)
+
+
+def test_a_guided_job_starts_from_the_models_picks_and_searches_by_it(db_url: str) -> None:
+    """The job loop with a keeper, on measurements recorded on the H200 for a problem the prior
+    does not hold (48x4096x2048 bf16): its first trials are the model's picks in the model's
+    order (nothing transferred: the database is empty), later ones its neighbour and pool picks,
+    every config once, and the job ends with its best named."""
+    import optuna
+
+    from tirtune.db import open_database
+    from tirtune.space.hopper import space_for
+    from tirtune.tuner.job import JobLoop
+    from tirtune.tuner.models import model_keeper
+    from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
+
+    data = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-gemm-3-48x4096x2048-bfloat16.jsonl"
+    problem = Problem(48, 4096, 2048, "bfloat16")
+    assert problem not in {s.problem for s in PRIOR.samples}
+    runner = ReplayRunner([data])
+    space = runner.restrict(space_for(runner.template_version))
+    sessions = open_database(db_url)
+    keeper = model_keeper(sessions)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, problem, space.arch, 20, None)
+        repo.claim_job(s, job.id)
+    model = keeper.model(H200, "hopper-", Source.REPLAY)  # what the job will be given: nothing new since
+    assert model is not None
+    expected = Guide(model, space, problem).first(12)
+    summary = JobLoop(sessions, db_url, space, ReplayBuilder(), runner, batch_size=4, remeasure_top=0,
+                      models=keeper).run(job.id)
+    assert summary.state == "DONE" and summary.best is not None
+    with transaction(sessions) as s:
+        rows = repo.list_measurements(s, job_id=job.id, limit=1000)
+    trials = sorted((r for r in rows if r.trial_number is not None and r.outcome is not Outcome.INVALID),
+                    key=lambda r: r.trial_number or 0)
+    assert len(trials) == 20 and len({r.config for r in trials}) == 20
+    assert [r.config for r in trials[:12]] == expected
+    study = optuna.load_study(study_name=job.study_name, storage=db_url)
+    attrs = [t.user_attrs for t in study.get_trials(deepcopy=False)]
+    assert any("model_pick" in a or "neighbour_of" in a for a in attrs)
+    sessions.kw["bind"].dispose()

@@ -147,6 +147,22 @@ def test_the_rotation_sweep_draws_valid_rotated_configs_over_every_path() -> Non
     assert any(not c.warp_specialized for c, _ in pairs) and any(c.swap_ab for c, _ in pairs)
 
 
+def test_the_split_sweep_draws_valid_deep_splits_over_both_reductions() -> None:
+    """split-fuzz: 300 valid configs, none twice, each split over 3, 5, 6, 7, 12, 14 or 16 CTAs
+    (every one of them drawn), through a cluster up to 8 and serially past it, swapped and not,
+    both dtypes, K tails, every problem of SPLIT_PROBLEMS."""
+    from bench.prebuild import DEEP_SPLITS, SPLIT_PROBLEMS
+
+    pairs = _pairs("split-fuzz")
+    assert len(pairs) == len(set(pairs)) == 300
+    assert all(c.split_k in DEEP_SPLITS and HOPPER.is_valid(c, p) for c, p in pairs)
+    assert {c.split_k for c, _ in pairs} == set(DEEP_SPLITS) and {p for _, p in pairs} == set(SPLIT_PROBLEMS)
+    assert {c.split_k_reduce for c, _ in pairs if c.split_k <= 8} == {"dsmem", "serial"}
+    assert all(c.split_k_reduce == "serial" for c, _ in pairs if c.split_k > 8)
+    assert {c.swap_ab for c, _ in pairs} == {True, False} and {p.dtype for _, p in pairs} == {"float16", "bfloat16"}
+    assert any(p.k % c.blk_k for c, p in pairs)
+
+
 def test_the_deep_decode_kit_is_valid_and_goes_past_the_grid() -> None:
     """Kit decode-deep: every kernel passes the rules (prebuild refuses the set otherwise), the
     control is the grid's 8 stages, and the rest go deeper than the grid draws."""

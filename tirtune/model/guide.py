@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-import lightgbm
 import numpy as np
 
 from tirtune.core import Config, Problem
 from tirtune.model.features import FEATURES, matrix
-from tirtune.model.learner import PARAMS, CostModel
+from tirtune.model.learner import PARAMS, CostModel, lightgbm
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space.space import SearchSpace
 
@@ -47,7 +47,7 @@ class Guide:
         self.problem = problem
         self._own: dict[Config, float] = {}  # this job's correct results: config -> ratio
         self._offset = 0.0  # the mean of the job's log residuals
-        self._local: lightgbm.Booster | None = None  # trees over what the offset leaves
+        self._local: Any = None  # a lightgbm.Booster over what the offset leaves
         self.ranked = rank_space(space, problem, self.predict, seeds=seeds, rng=rng or random.Random(0),
                                  settings=settings or SearchSettings())
 
@@ -90,8 +90,9 @@ class Guide:
         if len(own) < LOCAL_MIN:
             self._local = None
             return
-        data = lightgbm.Dataset(rows, residual - self._offset, feature_name=list(FEATURES), free_raw_data=True)
-        self._local = lightgbm.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
+        lgb = lightgbm()
+        data = lgb.Dataset(rows, residual - self._offset, feature_name=list(FEATURES), free_raw_data=True)
+        self._local = lgb.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
 
     def best_of(self, candidates: Iterable[Config], exclude: Iterable[Config] = ()) -> Config | None:
         """The best predicted of `candidates` and the ranked pool's top, leaving out `exclude`."""

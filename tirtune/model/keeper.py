@@ -48,6 +48,7 @@ class ModelKeeper:
         self._use_prior = use_prior
         self._kept: dict[tuple[str, str, Source], _Kept] = {}
         self._lock = threading.Lock()
+        self._unavailable = False  # said once
 
     def model(self, gpu_name: str | None, version_prefix: str, source: Source = Source.GPU) -> CostModel | None:
         """The model trained on everything known for this GPU model and branch (None: too little)."""
@@ -65,7 +66,14 @@ class ModelKeeper:
             kept.newest = max(kept.newest, newest)
             if kept.model is None or kept.trained_on != len(kept.stored):
                 samples = [*kept.prior, *kept.stored]
-                kept.model = train(samples)
+                try:
+                    kept.model = train(samples)
+                except (ImportError, OSError) as e:  # LightGBM cannot load here: tune without the model
+                    if not self._unavailable:
+                        log.error("cost model off: its learner cannot load (%s); jobs start from their shape "
+                                  "class and search nearest first", e)
+                    self._unavailable = True
+                    return None
                 kept.trained_on = len(kept.stored)
                 if kept.model is not None:
                     log.info(

@@ -13,14 +13,15 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
-import lightgbm
 import numpy as np
 
 from tirtune.core import Config, Problem, Sample
 from tirtune.model.features import FEATURES, matrix
 
-__all__ = ["MIN_PROBLEMS", "MIN_SAMPLES", "CostModel", "samples_digest", "train"]
+__all__ = ["MIN_PROBLEMS", "MIN_SAMPLES", "CostModel", "lightgbm", "samples_digest", "train"]
 
 MIN_SAMPLES = 200  # fewer measurements than this teach trees nothing worth ranking by
 MIN_PROBLEMS = 3
@@ -45,7 +46,7 @@ ROUNDS = 300
 class CostModel:
     """Trees that predict a config's ratio to cuBLAS on a problem, and what they learned from."""
 
-    booster: lightgbm.Booster = field(repr=False)
+    booster: Any = field(repr=False)  # a lightgbm.Booster
     samples: int
     problems: int
     digest: str  # of the samples it was trained on (samples_digest)
@@ -59,6 +60,14 @@ class CostModel:
             return np.zeros(0)
         predicted: np.ndarray = np.exp(np.asarray(self.booster.predict(matrix(pairs), num_threads=1), dtype=np.float64))
         return predicted
+
+
+def lightgbm() -> ModuleType:
+    """LightGBM, imported when first needed: a host where it cannot load (its OpenMP runtime
+    missing, say) still tunes, with the cost model off (tirtune.model.keeper says so)."""
+    import lightgbm as lgb
+
+    return lgb
 
 
 def samples_digest(samples: Sequence[Sample]) -> str:
@@ -77,12 +86,13 @@ def train(samples: Sequence[Sample], weights: Sequence[float] | None = None) -> 
         return None
     x = matrix([(s.config, s.problem) for s in samples])
     y = np.array([math.log(s.ratio) for s in samples])
-    data = lightgbm.Dataset(
+    lgb = lightgbm()
+    data = lgb.Dataset(
         x,
         y,
         weight=None if weights is None else np.asarray(weights, dtype=np.float64),
         feature_name=list(FEATURES),
         free_raw_data=True,
     )
-    booster = lightgbm.train(PARAMS, data, num_boost_round=ROUNDS)
+    booster = lgb.train(PARAMS, data, num_boost_round=ROUNDS)
     return CostModel(booster, len(samples), len(problems), samples_digest(samples))
