@@ -223,10 +223,14 @@ def database_counts(client: httpx.Client) -> dict[str, int] | None:
 def run(
     client: httpx.Client, problems: Sequence[Drawn], trials: int, deadline_s: float, source: str = "gpu"
 ) -> tuple[dict[str, int] | None, list[dict[str, Any]]]:
-    """Ask, queue, wait, score: (the database's counts at the start, one scored entry per problem)."""
+    """Ask, queue, wait, score: (the database's counts at the start, one scored entry per problem).
+    Each problem is asked about just before it is queued, so the first jobs tune while the later
+    problems are asked (a prediction takes the service a second or so): what GET /best said then."""
     at_start = database_counts(client)
-    priors = [probe(client, d, source) for d in problems]
-    jobs = suite.queue(client, [(d.problem.shape, d.problem.dtype, d.label) for d in problems], trials)
+    priors, jobs = [], []
+    for d in problems:
+        priors.append(probe(client, d, source))
+        jobs += suite.queue(client, [(d.problem.shape, d.problem.dtype, d.label)], trials)
     suite.wait(client, jobs, deadline_s)
     scored = []
     for drawn, prior, job in zip(problems, priors, jobs, strict=True):

@@ -21,6 +21,7 @@
 #   bash bench/gpu_session.sh faults [GOOD]     # fault-injection study (~3-4 min): $OUT/faults.json
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 #   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
+#   bash bench/gpu_session.sh generalize ARGS...   # bench/generalize.py ARGS (a random draw through its own service)
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
@@ -283,6 +284,16 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     python3 -m bench.ncu_csv /root/tirtune/gemm-profile-raw.csv --out "$OUT/gemm-profile" --keep "$KEEP" \
       --title "cuBLAS's kernels beside ours (bench/gemm_profile.py under Nsight Compute)" || rc=$?
     tail -n 5 "$OUT/gemm-profile.log"; cut -c1-250 "$OUT/gemm-profile.md"
+    exit $rc ;;
+  generalize)
+    # bench/generalize.py (ARGS: --seed, --problems, ...) with its own `tirtune serve` and a fresh
+    # database under $OUT, TIRTUNE_CONCURRENT_JOBS jobs at once (default 4): $OUT/<date>-<seed>.{json,md}.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    TIRTUNE_CONCURRENT_JOBS=${TIRTUNE_CONCURRENT_JOBS:-4} python3 -m bench.generalize "${@:2}" --out-dir "$OUT" \
+      > "$OUT/generalize.log" 2>&1
+    rc=$?
+    grep -E "^- |^\| " "$OUT"/*.md 2>/dev/null | cut -c1-200 | head -n 50
+    tail -n 5 "$OUT/generalize.log"
     exit $rc ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
