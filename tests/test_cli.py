@@ -47,6 +47,20 @@ def test_tune_writes_the_result_files_and_best_serves_it(env: Path, capsys: pyte
     assert best == summary["best"]
 
 
+def test_the_result_table_is_whole_when_piped(env: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a terminal (`| cat`, a file): the table takes the width its cells need, none is cut."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = env / "tune.json"
+    assert main(["tune", "4096x4096x4096", "--trials", "6", "--replay", str(DATA), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\u2026" not in printed, printed  # rich's ellipsis: a cell cut short
+    lines = printed.splitlines()
+    for row in json.loads(out.read_text())["top"]:
+        whole = (row["label"], f"{row['ratio']:.3f} ({row['ratio_p10']:.3f}-{row['ratio_p90']:.3f})")
+        assert any(all(cell in line for cell in whole) for line in lines), (whole, printed)
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["tune", "4096x4096"], "bad shape"),
     (["tune", "128x128x4001"], "multiple of 8"),

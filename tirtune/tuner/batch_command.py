@@ -27,6 +27,7 @@ from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
+from tirtune.tuner.tune_command import report_console
 
 __all__ = ["Named", "parse_shapes", "run_batch"]
 
@@ -142,4 +143,4 @@ def _print(summary: dict[str, Any]) -> None:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}{spread}"
         table.add_row(r["name"], f"{r['shape']} {r['dtype']}", r["config_label"] or "no verified config", ratio,
                       "-" if r["confirmed"] is None else ("yes" if r["confirmed"] else "no"), str(r["trials"]))
-    Console().print(table)
+    report_console().print(table)

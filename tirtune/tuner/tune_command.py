@@ -31,10 +31,20 @@ from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
 from tirtune.workers.replay_runner import ReplayRunner
 
-__all__ = ["Serve", "run_tune", "summarize"]
+__all__ = ["Serve", "report_console", "run_tune", "summarize"]
 
 # GET /best's JSON for a choice (tirtune.api.best.answer, dumped): the CLI hands it in.
 Serve = Callable[[BestChoice], dict[str, Any]]
+
+# The result table's width when stdout is not a terminal: wide enough for any row, so that
+# `| cat` or a file gets every cell whole (rich would otherwise assume 80 columns and cut).
+PIPED_WIDTH = 1000
+
+
+def report_console() -> Console:
+    """stdout for the result table and summary lines: a terminal's width, or unbounded when piped."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
 
 
 def run_tune(
@@ -262,12 +272,13 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
             _f(row["cublas_tflops"]),
             _f(row["trial_ratio"], 3),
         )
-    Console().print(table)
+    out = report_console()
+    out.print(table)
     best = summary.get("best")
     if best is not None:
-        Console().print(f"best: {best['config_label']}: {best['note']}")
+        out.print(f"best: {best['config_label']}: {best['note']}")
     counts = _counts(summary["outcomes"])
-    Console().print(
+    out.print(
         f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
         f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
         f"{summary.get('stopped_because', '')}"
