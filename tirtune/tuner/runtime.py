@@ -35,6 +35,14 @@ class Workers:
     # space of the template version the measurements were recorded with.
     space: SearchSpace = BRANCHES[DEFAULT_ARCH].space
 
+    def close(self) -> None:
+        """End what the builder and runner hold (lowering processes; GPU actors, each removing its
+        staging folder); a part without a `close` holds nothing."""
+        for part in (self.runner, self.builder):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+
 
 # Ray's local processes die with the *thread* that started them (PR_SET_PDEATHSIG), so ray.init
 # runs in a thread of its own that lives until stop_ray: a service thread that ends, or a request
@@ -42,6 +50,9 @@ class Workers:
 _lock = threading.Lock()
 _keeper: threading.Thread | None = None
 _release = threading.Event()
+# The workers make_workers put on that Ray: stop_ray closes them first, since Ray stopping under
+# them kills their actors with no chance to clean up.
+_on_ray: list[Workers] = []
 
 
 def start_ray(settings: Settings) -> int:
@@ -102,9 +113,13 @@ def stop_ray(grace_s: float = 3.0) -> None:
 
     `ray.shutdown()` stops the raylet, the GCS and the rest it started, but the raylet's own
     children (the dashboard and runtime-env agents) only notice later, so the processes below this
-    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL."""
+    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL.
+    The workers `make_workers` made on it are closed before."""
     global _keeper
     with _lock:
+        made, _on_ray[:] = list(_on_ray), []
+        for workers in made:
+            workers.close()
         if _keeper is None:
             return  # not ours: a caller that did its own ray.init also shuts it down
         import ray
@@ -179,8 +194,11 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
-    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
-                   space=space)
+    workers = Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
+                      space=space)
+    with _lock:
+        _on_ray.append(workers)
+    return workers
 
 
 def replay_space(settings: Settings) -> SearchSpace | None:
