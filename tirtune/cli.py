@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from tirtune.api.app import RunnerFactory
+    from tirtune.api.best import NotTuned
+    from tirtune.api.schemas import BestOut
+    from tirtune.core import Problem, Source
     from tirtune.db.best import BestChoice
 
 __all__ = ["main"]
@@ -130,9 +133,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from tirtune.tuner.runtime import stop_ray
-    from tirtune.tuner.tune_command import run_tune, to_markdown
-
     if args.trials < 1:
         raise _usage("--trials must be at least 1")
     if args.time is not None and args.time <= 0:
@@ -145,6 +145,16 @@ def _tune(args: argparse.Namespace) -> int:
         return _batch(args, parse_shapes(args.shapes.read_text(), args.dtype))
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
+    if not replaying:  # said at once, before the tuner's imports (a second) and Ray (ten)
+        from tirtune.core import Problem
+        from tirtune.space import branches
+        from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus
+
+        branches.check_problem(Problem.parse(args.shape, args.dtype))
+        check_local_gpus(settings, TUNE_REPLAY_HINT)
+    from tirtune.tuner.runtime import stop_ray
+    from tirtune.tuner.tune_command import run_tune, to_markdown
+
     try:
         summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time,
                            replay=args.replay, serve=_served, top=args.top,
@@ -206,26 +216,55 @@ def _served(choice: BestChoice) -> dict[str, Any]:
 
 
 def _best(args: argparse.Namespace) -> int:
-    """Prints what GET /best answers, from the same function (tirtune.api.best.find_best)."""
-    from tirtune.api.best import NotTuned, find_best
+    """Prints what GET /best answers, from the same function (tirtune.api.best.find_best). It only
+    reads: a database that does not exist is not created (nothing is stored in it)."""
+    from tirtune.api.best import NotTuned
     from tirtune.core import Problem, Source
-    from tirtune.db.session import open_database
 
     problem = Problem.parse(args.shape, args.dtype)
     source = Source(args.source)
     settings = get_settings()
-    sessions = open_database(args.database or settings.database_url_for(replay=source is Source.REPLAY))
-    try:
-        with sessions() as s:
-            found = find_best(s, problem, gpu=args.gpu, source=source)
-    finally:
-        sessions.kw["bind"].dispose()
+    found = _read_best(args.database or settings.database_url_for(replay=source is Source.REPLAY), problem,
+                       args.gpu, source)
     if isinstance(found, NotTuned):
-        start = f"run: tirtune tune {problem.shape} --dtype {problem.dtype}"
-        print(found.message(start=start, ask_replayed="`tirtune best --source replay`"))  # noqa: T201
+        replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay`"
+        print(found.message(start=_how_to_tune(settings, problem), ask_replayed=replayed))  # noqa: T201
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
+
+
+def _read_best(url: str, problem: Problem, gpu: str | None, source: Source) -> BestOut | NotTuned:
+    from tirtune.api.best import NotTuned, find_best
+    from tirtune.db.session import open_existing
+
+    sessions = open_existing(url)
+    if sessions is None:
+        return NotTuned(problem, gpu, source, replayed=False)
+    try:
+        with sessions() as s:
+            return find_best(s, problem, gpu=gpu, source=source)
+    finally:
+        sessions.kw["bind"].dispose()
+
+
+def _how_to_tune(settings: Settings, problem: Problem) -> str:
+    """How to tune `problem`, as a command that can work here: none for a problem `tirtune tune`
+    refuses, and on a machine without a GPU, where to run it instead."""
+    from tirtune.core import SpaceError
+    from tirtune.space import branches
+    from tirtune.tuner.runtime import no_gpu_reason
+
+    try:
+        branches.check_problem(problem)
+    except SpaceError as exc:
+        return f"tirtune tune would refuse it: {exc}"
+    command = f"tirtune tune {problem.shape} --dtype {problem.dtype}"
+    missing = no_gpu_reason(settings)
+    if missing is None:
+        return f"run: {command}"
+    return (f"{missing}: tune it on a host with an NVIDIA Hopper GPU (`{command}`), or against measurements "
+            f"recorded on one (`{command} --replay PATH`, for a problem the recording holds)")
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
-from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus, make_workers
 from tirtune.tuner.tune_command import report_console
 
 __all__ = ["Named", "parse_shapes", "run_batch"]
@@ -66,8 +66,11 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
     """Tune each problem in turn (`trials` and `time_s` each) and return the batch's summary."""
     for named in problems:
         branches.check_problem(named.problem)  # every refusal before any job starts
+    replaying = (replay or settings.replay) is not None
+    if not replaying:
+        check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
     console = Console(stderr=True)
-    url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
+    url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)
     for named in problems:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,8 @@ from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
 __all__ = [
-    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "replay_space", "start_ray", "stop_ray",
+    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "check_local_gpus", "make_workers", "no_gpu_reason",
+    "replay_space", "start_ray", "stop_ray",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ _on_ray: list[Workers] = []
 
 def start_ray(settings: Settings) -> int:
     """Join the configured cluster or start a local Ray; return the CPUs builds may use."""
+    if not settings.ray_address:
+        _own_ray_token(settings.ray_token_file)
     import ray
 
     global _keeper
@@ -108,6 +113,29 @@ def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
     return keeper
 
 
+def _own_ray_token(path: Path) -> None:
+    """Token authentication for a new local Ray with a token of tirtune's (`path`, made once, mode
+    0600) unless the environment names one or turns authentication off: left to itself, Ray 2.60
+    writes ~/.ray/auth_token, readable by everyone, and warns. Set in os.environ, so that the Ray
+    processes started from here get it too; Ray reads the mode when it is imported, so a Ray
+    imported already re-reads its configuration (as Ray does when it turns the mode on itself)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(secrets.token_hex(32))
+        partial.chmod(0o600)
+        partial.replace(path)  # two first runs at once: one token wins, both read a whole one
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)})
+    if "ray" in sys.modules:
+        import ray._raylet
+
+        cast(Any, ray._raylet).Config.initialize("")
+
+
 def stop_ray(grace_s: float = 3.0) -> None:
     """Shut down the Ray `start_ray` started (or leave the cluster it joined), its agents included.
 
@@ -141,6 +169,25 @@ SERVICE_REPLAY_HINT = "set TIRTUNE_REPLAY=bench/data to run jobs against recorde
 TUNE_REPLAY_HINT = "use --replay bench/data to tune against recorded measurements"
 
 
+def no_gpu_reason(settings: Settings) -> str | None:
+    """Why a local Ray would have no GPU to measure on (the driver's answer, in milliseconds);
+    None when this machine has one, or when TIRTUNE_RAY_ADDRESS names a cluster, whose GPUs may
+    be other hosts' (only Ray can tell)."""
+    if settings.ray_address:
+        return None
+    from tirtune.workers.gpu_probe import visible_gpus
+
+    found = visible_gpus()
+    return None if found.count else found.reason
+
+
+def check_local_gpus(settings: Settings, no_gpu_hint: str = SERVICE_REPLAY_HINT) -> None:
+    """TunerError, before Ray starts, when a local Ray would have no GPU to measure on."""
+    reason = no_gpu_reason(settings)
+    if reason is not None:
+        raise TunerError(f"{reason}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}")
+
+
 def make_workers(settings: Settings, *, replay: str | Path | None = None,
                  no_gpu_hint: str = SERVICE_REPLAY_HINT) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
@@ -155,6 +202,7 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         recorded = ReplayRunner([replay], delay_s=settings.replay_delay_s)
         space = recorded.restrict(space_for(recorded.template_version))
         return Workers(ReplayBuilder(), recorded, batch_size=4, space=space)
+    check_local_gpus(settings, no_gpu_hint)
     cpus = start_ray(settings)
     from tirtune.space.branches import DEFAULT_ARCH
     from tirtune.workers.errors import WorkerError

@@ -28,7 +28,7 @@ from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
-from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus, make_workers
 from tirtune.workers.replay_runner import ReplayRunner
 
 __all__ = ["Serve", "report_console", "run_tune", "summarize"]
@@ -64,8 +64,11 @@ def run_tune(
     renders a best as GET /best does (the summary's `best`)."""
     problem = Problem.parse(shape, dtype)
     branches.check_problem(problem)  # refuse what no branch can tune before anything starts
+    replaying = (replay or settings.replay) is not None
+    if not replaying:
+        check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
     console = Console(stderr=True)
-    url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
+    url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)  # the GPUs decide the branch
     workers.space.check_problem(problem)  # e.g. a replay with nothing recorded for it
