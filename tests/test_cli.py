@@ -91,6 +91,20 @@ def test_best_only_reads_it_creates_no_database(env: Path, capsys: pytest.Captur
     assert not Path(get_settings().replay_database_url.removeprefix("sqlite:///")).exists()
 
 
+def test_best_after_a_replay_says_replayed_results_exist_and_how_to_see_them(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", "4096x4096x4096", "--trials", "4", "--replay", str(DATA)]) == 0
+    command = "tirtune best 4096x4096x4096 --dtype float16 --source replay"
+    assert f"`{command}`" in capsys.readouterr().err  # what the tune says serves them
+    assert main(["best", "4096x4096x4096"]) == 1  # DATABASE_URL's: the replay went to the replay database
+    said = capsys.readouterr().out
+    assert "nothing tuned for 4096x4096x4096 float16" in said and "replayed figures exist" in said, said
+    assert f"`{command}`" in said, said
+    assert main(command.split()[1:]) == 0  # the command it names works
+    assert json.loads(capsys.readouterr().out)["source"] == "replay"
+
+
 def _new_user(home: Path) -> dict[str, str]:
     """The environment of someone who just installed tirtune: no settings, no Ray token, no GPU
     (CUDA_VISIBLE_DEVICES="" hides any the machine has), and `home` as the home directory."""

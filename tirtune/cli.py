@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -224,14 +225,26 @@ def _best(args: argparse.Namespace) -> int:
     problem = Problem.parse(args.shape, args.dtype)
     source = Source(args.source)
     settings = get_settings()
-    found = _read_best(args.database or settings.database_url_for(replay=source is Source.REPLAY), problem,
-                       args.gpu, source)
+    url = args.database or settings.database_url_for(replay=source is Source.REPLAY)
+    found = _read_best(url, problem, args.gpu, source)
     if isinstance(found, NotTuned):
-        replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay`"
+        # Replayed figures go to the replay database (unless a run named another): look there too.
+        where = "" if url == settings.replay_database_url else f" --database {_shown(url)}"
+        if source is Source.GPU and not found.replayed and where:
+            found = replace(found, replayed=not isinstance(
+                _read_best(settings.replay_database_url, problem, args.gpu, Source.REPLAY), NotTuned))
+            where = ""
+        replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay{where}`"
         print(found.message(start=_how_to_tune(settings, problem), ask_replayed=replayed))  # noqa: T201
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
+
+
+def _shown(url: str) -> str:
+    from tirtune.db import normalize_url
+
+    return str(normalize_url(url).render_as_string(hide_password=True))
 
 
 def _read_best(url: str, problem: Problem, gpu: str | None, source: Source) -> BestOut | NotTuned:

@@ -69,7 +69,7 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
     replaying = (replay or settings.replay) is not None
     if not replaying:
         check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
-    console = Console(stderr=True)
+    console = report_console(stderr=True)
     url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)

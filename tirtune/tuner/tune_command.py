@@ -41,10 +41,11 @@ Serve = Callable[[BestChoice], dict[str, Any]]
 PIPED_WIDTH = 1000
 
 
-def report_console() -> Console:
-    """stdout for the result table and summary lines: a terminal's width, or unbounded when piped."""
-    console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+def report_console(*, stderr: bool = False) -> Console:
+    """stdout (the table, the summary lines) or stderr (progress, notes) of a command: a terminal's
+    width, or unbounded when piped, so that no figure or command is cut or wrapped."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 def run_tune(
@@ -67,7 +68,7 @@ def run_tune(
     replaying = (replay or settings.replay) is not None
     if not replaying:
         check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
-    console = Console(stderr=True)
+    console = report_console(stderr=True)
     url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)  # the GPUs decide the branch
@@ -78,8 +79,10 @@ def run_tune(
         repo.claim_job(s, job.id)
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
     if source is Source.REPLAY:
+        named = "" if url == settings.replay_database_url else f" --database {_shown(url)}"
         console.print(f"replaying recorded measurements (not a GPU run) into {_shown(url)}; `tirtune best "
-                      "--source replay` and GET /best?source=replay serve them, labelled")
+                      f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
+                      "serve them, labelled")
     began = time.monotonic()
     with _bar(console) as bar:
         task = bar.add_task("tuning", total=trials, best="-")
