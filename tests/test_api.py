@@ -203,6 +203,20 @@ def test_best_when_nothing_tuned_is_404(client: TestClient) -> None:
     assert error["message"] == "nothing tuned for 4096x4096x4096 float16 yet; POST /tune to start"
 
 
+@pytest.mark.parametrize(("params", "reason"), [
+    ({"shape": "4096x4096x4095"}, "K must be a multiple of 8"),
+    ({"shape": "4096x4096x4095", "gpu": "NVIDIA B200"}, "K must be a multiple of 8"),
+])
+def test_best_of_a_problem_post_tune_would_refuse_says_why_instead_of_inviting_it(
+    client: TestClient, params: dict[str, str], reason: str
+) -> None:
+    error = assert_error(client.get("/best", params=params), 404, "not_found")
+    assert "POST /tune to start" not in error["message"], error["message"]
+    assert "POST /tune would refuse it" in error["message"] and reason in error["message"], error["message"]
+    refused = client.post("/tune", json={"m": 4096, "n": 4096, "k": 4095})
+    assert refused.status_code == 422 and reason in refused.json()["error"]["message"]  # as said
+
+
 def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> None:
     measure(db_factory, 2.0)
     measure(db_factory, 1.0)
