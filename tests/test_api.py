@@ -373,7 +373,7 @@ def test_startup_migrates_sqlite_but_refuses_postgres_behind(empty_db_url: str) 
         with TestClient(app) as c:
             assert c.post("/tune", json=BODY).status_code == 202
     else:
-        with pytest.raises(DbError, match="run `tirtune db upgrade`"), TestClient(app):
+        with pytest.raises(DbError, match="migrate it with `tirtune db upgrade --database "), TestClient(app):
             pass
 
 

@@ -221,6 +221,7 @@ def _best(args: argparse.Namespace) -> int:
     reads: a database that does not exist is not created (nothing is stored in it)."""
     from tirtune.api.best import NotTuned
     from tirtune.core import Problem, Source
+    from tirtune.db import shown_url
 
     problem = Problem.parse(args.shape, args.dtype)
     source = Source(args.source)
@@ -229,7 +230,7 @@ def _best(args: argparse.Namespace) -> int:
     found = _read_best(url, problem, args.gpu, source)
     if isinstance(found, NotTuned):
         # Replayed figures go to the replay database (unless a run named another): look there too.
-        where = "" if url == settings.replay_database_url else f" --database {_shown(url)}"
+        where = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
         if source is Source.GPU and not found.replayed and where:
             found = replace(found, replayed=not isinstance(
                 _read_best(settings.replay_database_url, problem, args.gpu, Source.REPLAY), NotTuned))
@@ -239,12 +240,6 @@ def _best(args: argparse.Namespace) -> int:
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
-
-
-def _shown(url: str) -> str:
-    from tirtune.db import normalize_url
-
-    return str(normalize_url(url).render_as_string(hide_password=True))
 
 
 def _read_best(url: str, problem: Problem, gpu: str | None, source: Source) -> BestOut | NotTuned:
@@ -318,6 +313,10 @@ def _serve(args: argparse.Namespace) -> int:
         raise _usage(f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
                      "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
                      "127.0.0.1, or pass --allow-no-token to serve an open API on purpose")
+    # Said here, in one line, rather than as the app's failed startup (a traceback, exit 3).
+    from tirtune.db import migrate
+
+    migrate.ensure_ready(settings.service_database_url)
     app = _service(settings, worker=not args.no_worker)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
@@ -367,12 +366,27 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from tirtune.db import migrate
+    """Migrate (upgrade) or report (current) the database the service uses: DATABASE_URL, or the
+    replay database when TIRTUNE_REPLAY is set, or --database; it says which. `current` only
+    reads: an SQLite file that is not there is not created."""
+    from tirtune.db import database_exists, migrate, shown_url
 
-    url = args.database or get_settings().database_url
-    if args.action == "upgrade":
-        migrate.upgrade(url)
-    print(f"database revision: {migrate.current(url)}")  # noqa: T201
+    settings = get_settings()
+    url = args.database or settings.service_database_url
+    which = shown_url(url)
+    if args.database is None and settings.replay is not None:
+        which += " (the replay database: TIRTUNE_REPLAY is set)"
+    before = migrate.current(url) if database_exists(url) else None
+    if args.action == "current":
+        if not database_exists(url):
+            print(f"database {which}: no database (nothing created; `tirtune db upgrade` creates it)")  # noqa: T201
+        else:
+            print(f"database {which}: revision {before or 'none (empty)'}, code expects {migrate.head()}")  # noqa: T201
+        return 0
+    migrate.upgrade(url)
+    after = migrate.current(url)
+    done = f"already at revision {after}" if before == after else f"upgraded from {before or 'none (empty)'} to {after}"
+    print(f"database {which}: {done}")  # noqa: T201
     return 0
 
 

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tirtune.core import Problem, Source
-from tirtune.db import normalize_url, repo, transaction
+from tirtune.db import repo, shown_url, transaction
 from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
@@ -79,8 +79,8 @@ def run_tune(
         repo.claim_job(s, job.id)
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
     if source is Source.REPLAY:
-        named = "" if url == settings.replay_database_url else f" --database {_shown(url)}"
-        console.print(f"replaying recorded measurements (not a GPU run) into {_shown(url)}; `tirtune best "
+        named = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
+        console.print(f"replaying recorded measurements (not a GPU run) into {shown_url(url)}; `tirtune best "
                       f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
                       "serve them, labelled")
     began = time.monotonic()
@@ -120,7 +120,7 @@ def run_tune(
     )
     summary["stopped_because"] = result.message
     summary["replayed_from"] = workers.runner.recordings() if isinstance(workers.runner, ReplayRunner) else None
-    summary["database"] = _shown(url)
+    summary["database"] = shown_url(url)
     _print_table(console, summary)
     ours = choose(ranked[:2])
     if overall is not None and (ours is None or overall.best.trial.id != ours.best.trial.id):
@@ -128,10 +128,6 @@ def run_tune(
         console.print(f"the best stored for {problem} is another job's: {other.config.label()} "
                       f"({overall.best.figures.ratio:.3f}x, job {other.job_id}); GET /best serves that one")
     return summary
-
-
-def _shown(url: str) -> str:
-    return str(normalize_url(url).render_as_string(hide_password=True))
 
 
 def _so_far(best: MeasurementRecord | None) -> str:
