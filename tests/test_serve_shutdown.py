@@ -109,6 +109,8 @@ def test_sigterm_stops_serve_and_every_ray_process_it_started(tmp_path: Path) ->
         _wait(lambda: not alive(ray), 10, f"Ray processes to stop: {sorted(_name(p) for p in alive(ray))}")
     # uvicorn shuts down cleanly, then re-raises the signal it caught (exit by SIGTERM)
     assert server.returncode in (0, -signal.SIGTERM), log.read_text()[-3000:]
+    said = log.read_text()
+    assert "Shutting down" in said and "SIGTERM received" not in said and "PC: @" not in said, said[-3000:]
 
 
 def _up(base: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.processes import descendants, multiprocessing_helpers, terminate
+from tirtune.tuner.signals import action_kept
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
@@ -88,15 +90,18 @@ def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
 
     def keep() -> None:
         try:
-            ray.init(
-                # "local": a new Ray of this process, as the setting says. With None, Ray joins
-                # the last cluster `ray start` made on this machine (whoever started it).
-                address=settings.ray_address or "local",
-                num_cpus=None if settings.ray_address else settings.ray_num_cpus,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
+            # Ray's crash handler would take SIGTERM too and print a stack dump before the
+            # caller's handler (uvicorn's, tirtune worker's, the default) runs: SIGTERM keeps its own.
+            with action_kept(signal.SIGTERM):
+                ray.init(
+                    # "local": a new Ray of this process, as the setting says. With None, Ray joins
+                    # the last cluster `ray start` made on this machine (whoever started it).
+                    address=settings.ray_address or "local",
+                    num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
         except BaseException as e:  # handed to the caller of start_ray
             failed.append(e)
             return
