@@ -105,6 +105,13 @@ def test_best_after_a_replay_says_replayed_results_exist_and_how_to_see_them(
     assert json.loads(capsys.readouterr().out)["source"] == "replay"
 
 
+def test_export_of_a_database_that_does_not_exist_creates_none(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(env / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no database at sqlite:///" in err and "nothing is tuned to export" in err, err
+    assert sorted(p.name for p in env.iterdir()) == []
+
+
 def _new_user(home: Path) -> dict[str, str]:
     """The environment of someone who just installed tirtune: no settings, no Ray token, no GPU
     (CUDA_VISIBLE_DEVICES="" hides any the machine has), and `home` as the home directory."""

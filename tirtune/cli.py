@@ -276,11 +276,14 @@ def _how_to_tune(settings: Settings, problem: Problem) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tirtune.db.session import open_database
+    from tirtune.db import database_exists, open_database, shown_url
     from tirtune.dispatch.export import export
 
     settings = get_settings()
-    sessions = open_database(args.database or settings.database_url)
+    url = args.database or settings.database_url
+    if not database_exists(url):  # it only reads: a database is not created to find it empty
+        raise _usage(f"no database at {shown_url(url)}: nothing is tuned to export (DATABASE_URL, or --database)")
+    sessions = open_database(url)
     try:
         report = export(sessions, settings.cache_dir, args.dir, gpu_name=args.gpu)
     finally:
