@@ -4,13 +4,24 @@ and nothing is written to the home directory."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp folder with a short path: Chromium refuses a socket path over 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="tt-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pytest(tmp_path: Path, *args: str) -> tuple[Path, Path]:
@@ -42,4 +53,11 @@ def test_the_fault_kernels_leave_no_temp_files(tmp_path: Path) -> None:
     source): a test run keeps them in its own temp folder, removed at the end."""
     pytest.importorskip("ray")
     tmp, home = _pytest(tmp_path, "tests/test_faults.py", "-k", "lower_to_cuda and wrong_result")
+    assert _left(tmp) == [] and _left(home) == []
+
+
+def test_the_browser_tests_write_nothing_to_the_home_directory(short_tmp: Path) -> None:
+    """Chromium keeps its crash reports and a dconf cache under $HOME unless told otherwise."""
+    pytest.importorskip("playwright")
+    tmp, home = _pytest(short_tmp, "tests/test_dashboard_browser.py", "-k", "unknown_problem")
     assert _left(tmp) == [] and _left(home) == []
