@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +28,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from bench.faults import FAULTS_DIR_ENV
 from tirtune.db import make_engine, migrate, normalize_url, session_factory
+from tirtune.workers.scratch import owned_folder, sweep
 
 PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 BACKENDS = [
@@ -167,33 +168,45 @@ def db_factory(db_engine: Engine) -> sessionmaker[Session]:
     return session_factory(db_engine)
 
 
-# --- Ray's authentication token --------------------------------------------------------------------
+# --- The run's own temp folder ---------------------------------------------------------------------
+# What every process a test starts must find (Ray's token, the fault kernels' generated modules) lives
+# in one folder of this run, named for its process and removed when pytest ends (pytest_unconfigure:
+# also after --collect-only, where no fixture runs); the folders of runs that died first are swept.
+# Set here, at import, in os.environ, before any test module imports ray (Ray reads RAY_AUTH_MODE once
+# per process), so every Ray process and every subprocess a test starts (tirtune serve, tirtune tune)
+# uses the same.
+#
 # Ray 2.60 turns token authentication on for every new local cluster and, with no token anywhere,
 # writes one to ~/.ray/auth_token: a test run would leave it in the home directory. So the tests run
-# with token authentication on and a token in a temp dir of their own. Set here, at import, before
-# any test module imports ray (Ray reads RAY_AUTH_MODE once per process), and in os.environ, so
-# every Ray process and every subprocess a test starts (tirtune serve, tirtune tune) uses the same.
+# with token authentication on and a token of their own.
 
+RUN_PREFIX = "tirtune-test-run-"
+sweep(RUN_PREFIX)
+_RUN_DIR = owned_folder(RUN_PREFIX)
 RAY_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-_SAVED_RAY_AUTH = {name: os.environ.get(name) for name in RAY_AUTH}
-_RAY_AUTH_DIR = Path(tempfile.mkdtemp(prefix="tirtune-test-ray-auth-"))
-_RAY_TOKEN = _RAY_AUTH_DIR / "auth_token"
+_SAVED_ENV = {name: os.environ.get(name) for name in (*RAY_AUTH, FAULTS_DIR_ENV)}
+_RAY_TOKEN = _RUN_DIR / "ray_auth_token"
 _RAY_TOKEN.write_text(secrets.token_hex(32))
 _RAY_TOKEN.chmod(0o600)
 os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the path
-os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(_RAY_TOKEN)})
+os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(_RAY_TOKEN),
+                   FAULTS_DIR_ENV: str(_RUN_DIR / "faults")})
 
 
-@pytest.fixture(scope="session", autouse=True)
-def ray_auth_token() -> Iterator[Path]:
-    """The token file the run's Ray clusters use; removed, and the environment restored, at the end."""
-    yield _RAY_TOKEN
-    for name, value in _SAVED_RAY_AUTH.items():
+@pytest.fixture(scope="session")
+def ray_auth_token() -> Path:
+    """The token file the run's Ray clusters use."""
+    return _RAY_TOKEN
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's folder goes, and the environment is restored, however the run ended."""
+    for name, value in _SAVED_ENV.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    shutil.rmtree(_RAY_AUTH_DIR, ignore_errors=True)
+    shutil.rmtree(_RUN_DIR, ignore_errors=True)
 
 
 # --- A service that replays recorded H200 measurements (bench/ scripts end to end) -----------------

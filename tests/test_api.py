@@ -230,6 +230,20 @@ def test_predictions_can_be_turned_off(db_url: str, db_factory: Factory) -> None
         assert_error(c.get("/best", params={"shape": "512x6144x4096"}), 404, "not_found")
 
 
+@pytest.mark.parametrize(("params", "reason"), [
+    ({"shape": "4096x4096x4095"}, "K must be a multiple of 8"),
+    ({"shape": "4096x4096x4095", "gpu": "NVIDIA B200"}, "K must be a multiple of 8"),
+])
+def test_best_of_a_problem_post_tune_would_refuse_says_why_instead_of_inviting_it(
+    client: TestClient, params: dict[str, str], reason: str
+) -> None:
+    error = assert_error(client.get("/best", params=params), 404, "not_found")
+    assert "POST /tune to start" not in error["message"], error["message"]
+    assert "POST /tune would refuse it" in error["message"] and reason in error["message"], error["message"]
+    refused = client.post("/tune", json={"m": 4096, "n": 4096, "k": 4095})
+    assert refused.status_code == 422 and reason in refused.json()["error"]["message"]  # as said
+
+
 def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> None:
     measure(db_factory, 2.0)
     measure(db_factory, 1.0)
@@ -386,7 +400,7 @@ def test_startup_migrates_sqlite_but_refuses_postgres_behind(empty_db_url: str) 
         with TestClient(app) as c:
             assert c.post("/tune", json=BODY).status_code == 202
     else:
-        with pytest.raises(DbError, match="run `tirtune db upgrade`"), TestClient(app):
+        with pytest.raises(DbError, match="migrate it with `tirtune db upgrade --database "), TestClient(app):
             pass
 
 

@@ -58,6 +58,9 @@ def test_tune_shapes_runs_one_batch_and_prints_one_table(env: Path, capsys: pyte
     assert summary["source"] == "replay"
     printed = capsys.readouterr().out
     assert printed.count("2 problems: the best of each job") == 1 and "square" in printed and "wide" in printed
+    for r in summary["problems"]:  # piped: one line a problem, no cell cut
+        whole = (r["name"], r["config_label"], f"{r['ratio']:.3f} ({r['ratio_p10']:.3f}-{r['ratio_p90']:.3f})")
+        assert any(all(cell in line for cell in whole) for line in printed.splitlines()), (whole, printed)
     # what the batch names is what `tirtune best` serves
     assert main(["best", "1000x1000x1000", "--source", "replay", "--database", database]) == 0
     assert json.loads(capsys.readouterr().out)["key"] == summary["problems"][0]["key"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ import pytest
 from tirtune.cli import main
 from tirtune.settings import get_settings
 
-DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 
 
 @pytest.fixture
@@ -47,6 +50,20 @@ def test_tune_writes_the_result_files_and_best_serves_it(env: Path, capsys: pyte
     assert best == summary["best"]
 
 
+def test_the_result_table_is_whole_when_piped(env: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a terminal (`| cat`, a file): the table takes the width its cells need, none is cut."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = env / "tune.json"
+    assert main(["tune", "4096x4096x4096", "--trials", "6", "--replay", str(DATA), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\u2026" not in printed, printed  # rich's ellipsis: a cell cut short
+    lines = printed.splitlines()
+    for row in json.loads(out.read_text())["top"]:
+        whole = (row["label"], f"{row['ratio']:.3f} ({row['ratio_p10']:.3f}-{row['ratio_p90']:.3f})")
+        assert any(all(cell in line for cell in whole) for line in lines), (whole, printed)
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["tune", "4096x4096"], "bad shape"),
     (["tune", "128x128x4001"], "multiple of 8"),
@@ -66,11 +83,72 @@ def test_best_says_when_nothing_is_tuned(env: Path, capsys: pytest.CaptureFixtur
     assert "nothing tuned for 64x64x64 float16" in capsys.readouterr().out
 
 
-def test_without_a_gpu_tune_explains_the_replay_option(env: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tirtune", "tune", "256x256x256", "--trials", "1"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert "--replay" in done.stderr and "Traceback" not in done.stderr
+def test_best_only_reads_it_creates_no_database(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["best", "64x64x64"]) == 1
+    assert main(["best", "64x64x64", "--source", "replay"]) == 1
+    assert "nothing replayed for 64x64x64 float16" in capsys.readouterr().out
+    assert sorted(p.name for p in env.iterdir()) == [], "DATABASE_URL's file was created"
+    assert not Path(get_settings().replay_database_url.removeprefix("sqlite:///")).exists()
+
+
+def test_best_after_a_replay_says_replayed_results_exist_and_how_to_see_them(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", "4096x4096x4096", "--trials", "4", "--replay", str(DATA)]) == 0
+    command = "tirtune best 4096x4096x4096 --dtype float16 --source replay"
+    assert f"`{command}`" in capsys.readouterr().err  # what the tune says serves them
+    assert main(["best", "4096x4096x4096"]) == 1  # DATABASE_URL's: the replay went to the replay database
+    said = capsys.readouterr().out
+    assert "nothing tuned for 4096x4096x4096 float16" in said and "replayed figures exist" in said, said
+    assert f"`{command}`" in said, said
+    assert main(command.split()[1:]) == 0  # the command it names works
+    assert json.loads(capsys.readouterr().out)["source"] == "replay"
+
+
+def test_export_of_a_database_that_does_not_exist_creates_none(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(env / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no database at sqlite:///" in err and "nothing is tuned to export" in err, err
+    assert sorted(p.name for p in env.iterdir()) == []
+
+
+def _new_user(home: Path) -> dict[str, str]:
+    """The environment of someone who just installed tirtune: no settings, no Ray token, no GPU
+    (CUDA_VISIBLE_DEVICES="" hides any the machine has), and `home` as the home directory."""
+    home.mkdir()
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("TIRTUNE_", "RAY_")) and name != "DATABASE_URL"}
+    return {**env, "HOME": str(home), "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+
+
+def test_without_a_gpu_tune_says_so_at_once_and_writes_nothing(tmp_path: Path) -> None:
+    """The refusal comes before Ray starts or a database is made: nothing lands in the home
+    directory (a local Ray would leave ~/.ray/auth_token, the default database ~/.tirtune)."""
+    home = tmp_path / "home"
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "tirtune", "tune", "4096x4096x4096", "--trials", "4"], cwd=ROOT,
+                          env=_new_user(home), capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - began
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("tirtune: error: no NVIDIA GPU visible") and "--replay" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # no warnings from a Ray, no traceback
+    assert elapsed < 2.0
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
+
+
+def test_without_a_gpu_best_suggests_no_tune_that_would_fail(env: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert main(["best", "64x64x64"]) == 1
+    said = capsys.readouterr().out
+    assert "no NVIDIA GPU visible" in said and "--replay" in said and "run: tirtune tune" not in said, said
+
+
+def test_best_of_a_problem_tune_would_refuse_says_why(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["best", "64x64x4095"]) == 1
+    said = capsys.readouterr().out
+    assert "nothing tuned for 64x64x4095 float16" in said and "multiple of 8" in said
+    assert "tirtune tune would refuse it" in said and "run: tirtune tune" not in said, said
 
 
 @pytest.mark.parametrize("argv,worker", [(["serve"], True), (["serve", "--no-worker"], False)])

@@ -110,11 +110,15 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def page(chromium: str, server: str) -> Iterator[Any]:
+def page(chromium: str, server: str, tmp_path: Path) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
+    # Chromium writes crash reports (~/.config/chromium) and a dconf cache (~/.cache) under its home.
+    home = tmp_path / "chromium-home"
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache")}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, env=env)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.set_default_timeout(30_000)
         yield page

@@ -433,7 +433,7 @@ def test_open_database_migrates_sqlite(tmp_path: object) -> None:
 
 @pytest.mark.postgres
 def test_open_database_refuses_postgres_behind(empty_pg_url: str) -> None:
-    with pytest.raises(DbError, match="run `tirtune db upgrade`"):
+    with pytest.raises(DbError, match="migrate it with `tirtune db upgrade --database "):
         open_database(empty_pg_url)
 
 

@@ -6,7 +6,10 @@ child is replaced at our own seam, so no CUDA is needed.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +27,13 @@ TESTS = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def runner() -> Iterator[GpuRunner]:
     path = os.pathsep.join([str(TESTS), str(TESTS.parent)])
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+    # Two GPUs: the module's runner holds one, a test may start a runner of its own on the other.
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
-        yield GpuRunner(num_gpus=1, run_timeout_s=5.0, child_target=misbehaving_child)
+        runner = GpuRunner(num_gpus=1, run_timeout_s=5.0, child_target=misbehaving_child)
+        yield runner
+        runner.close()
     finally:
         ray.shutdown()
 
@@ -36,6 +42,40 @@ def _build(artifact: str, outcome: Outcome = Outcome.OK) -> BuildResult:
     candidate = Candidate(Config(), Problem(4096, 4096, 4096), HOPPER.template_version)
     return BuildResult(candidate, outcome, artifact=artifact if outcome is Outcome.OK else None,
                        message="" if outcome is Outcome.OK else "ptxas fatal: too much shared memory")
+
+
+def _shipped(payload: bytes) -> BuildResult:
+    """A build that crosses to the actor as bytes, as from a builder on another host."""
+    candidate = Candidate(Config(), Problem(4096, 4096, 4096), HOPPER.template_version)
+    return BuildResult(candidate, Outcome.OK, artifact="/elsewhere/kernel.so", payload=payload)
+
+
+def _staged(payload: bytes) -> Path:
+    """Where an actor staged `payload` (its content hash names the file)."""
+    digest = hashlib.sha256(payload).hexdigest()[:32]
+    [path] = Path(tempfile.gettempdir()).glob(f"tirtune-runner-*/{digest}.so")
+    return path
+
+
+def test_an_actors_staging_folder_goes_when_its_runner_closes(runner: GpuRunner) -> None:
+    payload = secrets.token_bytes(32)
+    own = GpuRunner(num_gpus=1, run_timeout_s=5.0, child_target=misbehaving_child)
+    try:
+        assert [r.outcome for r in own.run([_shipped(payload)])] == [Outcome.OK]
+        folder = _staged(payload).parent
+    finally:
+        own.close()
+    assert not folder.exists()
+
+
+def test_a_restarted_actor_removes_the_staging_folder_its_dead_predecessor_left(runner: GpuRunner) -> None:
+    payload = secrets.token_bytes(32)
+    assert [r.outcome for r in runner.run([_shipped(payload)])] == [Outcome.OK]
+    folder = _staged(payload).parent
+    assert [r.outcome for r in runner.run([_build("kill-actor")])] == [Outcome.LAUNCH_ERROR]  # SIGKILL: no clean-up
+    assert not folder.exists()  # the restarted actor swept it: its owner is gone
+    assert [r.outcome for r in runner.run([_shipped(payload)])] == [Outcome.OK]  # staged again, in its own folder
+    assert _staged(payload).parent != folder
 
 
 def test_stack_comes_from_the_measuring_process(runner: GpuRunner) -> None:
@@ -82,11 +122,11 @@ def test_remeasure_in_several_processes_pools_their_rounds(runner: GpuRunner) ->
 
 
 def test_a_dead_actor_costs_one_candidate_and_the_restarted_actor_goes_on(runner: GpuRunner) -> None:
-    [before] = runner.actor_pids()
+    [before], deaths = runner.actor_pids(), runner.actor_deaths
     results = runner.run([_build("ok"), _build("kill-actor"), _build("ok")])
     assert [r.outcome for r in results] == [Outcome.OK, Outcome.LAUNCH_ERROR, Outcome.OK]
     assert "actor died" in results[1].message
-    assert runner.actor_deaths == 1
+    assert runner.actor_deaths == deaths + 1
     [after] = runner.actor_pids()
     assert after != before  # Ray restarted it in a new process
     assert [r.outcome for r in runner.run([_build("ok"), _build("hang")])] == [Outcome.OK, Outcome.TIMEOUT]

@@ -3,6 +3,7 @@ Optuna's tables share the database untouched."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import optuna
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from tirtune.db import DbError, make_engine, migrate
+from tirtune.db import DbError, make_engine, migrate, shown_url
 from tirtune.db.models import metadata
 
 OURS = {"tirtune_jobs", "tirtune_measurements", "tirtune_remeasurements"}
@@ -78,14 +79,16 @@ def test_models_match_migrated_schema(empty_db_url: str) -> None:
 
 
 def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
-    with pytest.raises(DbError, match=r"at revision none.*expects 0004; run `tirtune db upgrade`"):
+    where = re.escape(shown_url(empty_db_url))
+    with pytest.raises(DbError, match=rf"database {where} is at revision none.*expects 0004; migrate it with "
+                                      rf"`tirtune db upgrade --database {where}`"):
         migrate.check(empty_db_url)
 
 
 def test_check_refuses_database_behind(empty_db_url: str) -> None:
     migrate.upgrade(empty_db_url)
     migrate.downgrade(empty_db_url, "base")
-    with pytest.raises(DbError, match="run `tirtune db upgrade`"):
+    with pytest.raises(DbError, match="migrate it with `tirtune db upgrade --database "):
         migrate.check(empty_db_url)
 
 

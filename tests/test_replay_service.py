@@ -75,6 +75,18 @@ def test_post_tune_on_a_replaying_service_refuses_unrecorded_problems(url: str) 
         assert client.get("/jobs").json()["total"] == 1
 
 
+def test_best_on_a_replaying_service_invites_post_tune_only_for_recorded_problems(url: str) -> None:
+    settings = Settings(database_url=url, replay=DATA)
+    app = create_app(settings, start_workers=False, replay_space=replay_space(settings))
+    with TestClient(app) as client:
+        unrecorded = client.get("/best", params={"shape": "1024x1024x1024"}).json()["error"]["message"]
+        assert "POST /tune to start" not in unrecorded and "POST /tune would refuse it" in unrecorded, unrecorded
+        assert "nothing is recorded for 1024x1024x1024 float16" in unrecorded
+        recorded = client.get("/best", params={"shape": "4096x4096x4096"}).json()["error"]["message"]
+        assert recorded.endswith("POST /tune to start"), recorded
+        assert client.post("/tune", json={"m": 4096, "n": 4096, "k": 4096}).status_code == 202  # as invited
+
+
 def test_the_cli_hands_a_replaying_service_the_space_of_its_recordings(
     env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from tirtune.api.app import RunnerFactory
+    from tirtune.api.best import NotTuned
+    from tirtune.api.schemas import BestOut
+    from tirtune.core import Problem, Source
     from tirtune.db.best import BestChoice
 
 __all__ = ["main"]
@@ -130,9 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from tirtune.tuner.runtime import stop_ray
-    from tirtune.tuner.tune_command import run_tune, to_markdown
-
     if args.trials < 1:
         raise _usage("--trials must be at least 1")
     if args.time is not None and args.time <= 0:
@@ -145,6 +146,16 @@ def _tune(args: argparse.Namespace) -> int:
         return _batch(args, parse_shapes(args.shapes.read_text(), args.dtype))
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
+    if not replaying:  # said at once, before the tuner's imports (a second) and Ray (ten)
+        from tirtune.core import Problem
+        from tirtune.space import branches
+        from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus
+
+        branches.check_problem(Problem.parse(args.shape, args.dtype))
+        check_local_gpus(settings, TUNE_REPLAY_HINT)
+    from tirtune.tuner.runtime import stop_ray
+    from tirtune.tuner.tune_command import run_tune, to_markdown
+
     try:
         summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time,
                            replay=args.replay, serve=_served, top=args.top,
@@ -206,34 +217,73 @@ def _served(choice: BestChoice) -> dict[str, Any]:
 
 
 def _best(args: argparse.Namespace) -> int:
-    """Prints what GET /best answers, from the same function (tirtune.api.best.find_best)."""
-    from tirtune.api.best import NotTuned, find_best
+    """Prints what GET /best answers, from the same function (tirtune.api.best.find_best). It only
+    reads: a database that does not exist is not created (nothing is stored in it)."""
+    from tirtune.api.best import NotTuned
     from tirtune.core import Problem, Source
-    from tirtune.db.session import open_database
+    from tirtune.db import shown_url
 
     problem = Problem.parse(args.shape, args.dtype)
     source = Source(args.source)
     settings = get_settings()
-    sessions = open_database(args.database or settings.database_url_for(replay=source is Source.REPLAY))
-    try:
-        with sessions() as s:
-            found = find_best(s, problem, gpu=args.gpu, source=source)
-    finally:
-        sessions.kw["bind"].dispose()
+    url = args.database or settings.database_url_for(replay=source is Source.REPLAY)
+    found = _read_best(url, problem, args.gpu, source)
     if isinstance(found, NotTuned):
-        start = f"run: tirtune tune {problem.shape} --dtype {problem.dtype}"
-        print(found.message(start=start, ask_replayed="`tirtune best --source replay`"))  # noqa: T201
+        # Replayed figures go to the replay database (unless a run named another): look there too.
+        where = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
+        if source is Source.GPU and not found.replayed and where:
+            found = replace(found, replayed=not isinstance(
+                _read_best(settings.replay_database_url, problem, args.gpu, Source.REPLAY), NotTuned))
+            where = ""
+        replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay{where}`"
+        print(found.message(start=_how_to_tune(settings, problem), ask_replayed=replayed))  # noqa: T201
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
     return 0
 
 
+def _read_best(url: str, problem: Problem, gpu: str | None, source: Source) -> BestOut | NotTuned:
+    from tirtune.api.best import NotTuned, find_best
+    from tirtune.db.session import open_existing
+
+    sessions = open_existing(url)
+    if sessions is None:
+        return NotTuned(problem, gpu, source, replayed=False)
+    try:
+        with sessions() as s:
+            return find_best(s, problem, gpu=gpu, source=source)
+    finally:
+        sessions.kw["bind"].dispose()
+
+
+def _how_to_tune(settings: Settings, problem: Problem) -> str:
+    """How to tune `problem`, as a command that can work here: none for a problem `tirtune tune`
+    refuses, and on a machine without a GPU, where to run it instead."""
+    from tirtune.core import SpaceError
+    from tirtune.space import branches
+    from tirtune.tuner.runtime import no_gpu_reason
+
+    try:
+        branches.check_problem(problem)
+    except SpaceError as exc:
+        return f"tirtune tune would refuse it: {exc}"
+    command = f"tirtune tune {problem.shape} --dtype {problem.dtype}"
+    missing = no_gpu_reason(settings)
+    if missing is None:
+        return f"run: {command}"
+    return (f"{missing}: tune it on a host with an NVIDIA Hopper GPU (`{command}`), or against measurements "
+            f"recorded on one (`{command} --replay PATH`, for a problem the recording holds)")
+
+
 def _export(args: argparse.Namespace) -> int:
-    from tirtune.db.session import open_database
+    from tirtune.db import database_exists, open_database, shown_url
     from tirtune.dispatch.export import export
 
     settings = get_settings()
-    sessions = open_database(args.database or settings.database_url)
+    url = args.database or settings.database_url
+    if not database_exists(url):  # it only reads: a database is not created to find it empty
+        raise _usage(f"no database at {shown_url(url)}: nothing is tuned to export (DATABASE_URL, or --database)")
+    sessions = open_database(url)
     try:
         report = export(sessions, settings.cache_dir, args.dir, gpu_name=args.gpu)
     finally:
@@ -266,6 +316,10 @@ def _serve(args: argparse.Namespace) -> int:
         raise _usage(f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
                      "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
                      "127.0.0.1, or pass --allow-no-token to serve an open API on purpose")
+    # Said here, in one line, rather than as the app's failed startup (a traceback, exit 3).
+    from tirtune.db import migrate
+
+    migrate.ensure_ready(settings.service_database_url)
     app = _service(settings, worker=not args.no_worker)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
@@ -315,12 +369,27 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from tirtune.db import migrate
+    """Migrate (upgrade) or report (current) the database the service uses: DATABASE_URL, or the
+    replay database when TIRTUNE_REPLAY is set, or --database; it says which. `current` only
+    reads: an SQLite file that is not there is not created."""
+    from tirtune.db import database_exists, migrate, shown_url
 
-    url = args.database or get_settings().database_url
-    if args.action == "upgrade":
-        migrate.upgrade(url)
-    print(f"database revision: {migrate.current(url)}")  # noqa: T201
+    settings = get_settings()
+    url = args.database or settings.service_database_url
+    which = shown_url(url)
+    if args.database is None and settings.replay is not None:
+        which += " (the replay database: TIRTUNE_REPLAY is set)"
+    before = migrate.current(url) if database_exists(url) else None
+    if args.action == "current":
+        if not database_exists(url):
+            print(f"database {which}: no database (nothing created; `tirtune db upgrade` creates it)")  # noqa: T201
+        else:
+            print(f"database {which}: revision {before or 'none (empty)'}, code expects {migrate.head()}")  # noqa: T201
+        return 0
+    migrate.upgrade(url)
+    after = migrate.current(url)
+    done = f"already at revision {after}" if before == after else f"upgraded from {before or 'none (empty)'} to {after}"
+    print(f"database {which}: {done}")  # noqa: T201
     return 0
 
 

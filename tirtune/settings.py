@@ -25,6 +25,12 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default=_HOME / "cache", description="Content-addressed build artifacts.")
     ray_address: str | None = Field(default=None, description="Ray cluster address; None starts a local Ray.")
     ray_num_cpus: int | None = Field(default=None, description="CPUs a local Ray may use for builds.")
+    ray_token_file: Path = Field(
+        default=_HOME / "ray_auth_token",
+        description="The token of the local Ray tirtune starts (Ray 2.60 turns token authentication on for every "
+        "new local cluster) when neither RAY_AUTH_TOKEN nor RAY_AUTH_TOKEN_PATH names one: made once, readable "
+        "by its owner only, instead of Ray's ~/.ray/auth_token.",
+    )
     build_timeout_s: float = 180.0
     run_timeout_s: float = 60.0
     gpus: int = Field(

@@ -4,7 +4,8 @@ None of this is reachable from the product: the search space knows only
 `tirtune.space.templates.hopper_gemm:build`; these are selected explicitly with
 `TirxBuilder(template="bench.faults.kernels:<kind>")`. Each variant is the real template's source
 with one textual edit (checked to apply exactly once, so a template change that moves the edited
-line fails loudly instead of silently building a healthy kernel), loaded from a generated file
+line fails loudly instead of silently building a healthy kernel), loaded from a generated file in
+`$TIRTUNE_FAULTS_DIR`, or `tirtune-faults` in the temp dir
 (the TVMScript parser reads a kernel's source from its file).
 
     kind            defect                                              expected outcome
@@ -33,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench.faults import FAULTS_DIR_ENV
 from tirtune.core import Config, Problem
 from tirtune.space.templates import hopper_gemm
 
@@ -97,7 +99,7 @@ def patched_source(kind: str) -> str:
 def _module(kind: str) -> ModuleType:
     source = patched_source(kind)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    folder = Path(tempfile.gettempdir()) / "tirtune-faults"
+    folder = Path(os.environ.get(FAULTS_DIR_ENV) or Path(tempfile.gettempdir()) / "tirtune-faults")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"hopper_gemm_{kind}_{digest}.py"
     if not path.exists():

@@ -27,12 +27,12 @@ from tirtune.api.schemas import (
     PredictedBestOut,
     TuneRequest,
 )
-from tirtune.core import Outcome, Problem, Source
+from tirtune.core import Outcome, Problem, Source, SpaceError
 from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
 from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.model.keeper import ModelKeeper
 from tirtune.space import SearchSpace
-from tirtune.space.branches import branch
+from tirtune.space.branches import DEFAULT_ARCH, branch, branch_for_gpu_name
 
 __all__ = ["router"]
 
@@ -79,7 +79,9 @@ def tune(body: TuneRequest, request: Request, response: Response, factory: Facto
     """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
     problem = body.problem()
     branch(body.arch).space.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
-    _refuse_unrecorded(request.app.state.replay_space, problem)
+    unrecorded = _unrecorded(request.app.state.replay_space, problem)
+    if unrecorded is not None:
+        raise ApiError(422, "not_recorded", unrecorded)
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
         job = repo.find_active_job(s, problem, body.arch)
@@ -151,7 +153,8 @@ async def best(
     if body is None:
         generation = cache.generation
         models = request.app.state.models if predict and source is Source.GPU else None
-        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source, models)
+        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source,
+                                        request.app.state.replay_space, models)
         body = found.model_dump_json().encode()
         cache.put(key, body, generation)
     return Response(body, media_type="application/json")
@@ -196,7 +199,7 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
 
 def _find_best(
     factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: Literal["none", "nearest"],
-    source: Source, models: ModelKeeper | None = None,
+    source: Source, replay: SearchSpace | None, models: ModelKeeper | None = None,
 ) -> BestOut | PredictedBestOut:
     with transaction(factory) as s:
         found = find_best(s, problem, gpu=gpu, source=source, fallback=fallback)
@@ -206,8 +209,21 @@ def _find_best(
         if predicted is not None:
             return predicted
     if isinstance(found, NotTuned):
-        raise ApiError(404, "not_found", found.message(start="POST /tune to start", ask_replayed="source=replay"))
+        raise ApiError(404, "not_found", found.message(start=_how_to_start(replay, problem, gpu),
+                                                       ask_replayed="source=replay"))
     return found
+
+
+def _how_to_start(replay: SearchSpace | None, problem: Problem, gpu: str | None) -> str:
+    """POST /tune, where this service would accept it for `problem` (on the branch of `gpu`, else
+    the default one); otherwise why it would refuse it."""
+    named = branch_for_gpu_name(gpu) if gpu else None
+    try:
+        (named or branch(DEFAULT_ARCH)).space.check_problem(problem)
+    except SpaceError as exc:
+        return f"POST /tune would refuse it: {exc}"
+    unrecorded = _unrecorded(replay, problem)
+    return "POST /tune to start" if unrecorded is None else f"POST /tune would refuse it: {unrecorded}"
 
 
 KERNEL_HEADERS = {
@@ -295,12 +311,13 @@ def healthz(factory: Factory) -> HealthOut:
     return HealthOut()
 
 
-def _refuse_unrecorded(replay: SearchSpace | None, problem: Problem) -> None:
-    """A service that replays recorded measurements can only tune what was recorded."""
+def _unrecorded(replay: SearchSpace | None, problem: Problem) -> str | None:
+    """Why a service that replays recorded measurements cannot tune `problem` (it has no recording
+    of it); None when it can."""
     broken = [] if replay is None else replay.problem_violations(problem)
-    if broken:
-        reasons = "; ".join(v.reason for v in broken)
-        raise ApiError(422, "not_recorded", f"this service measures with recorded data (TIRTUNE_REPLAY): {reasons}")
+    if not broken:
+        return None
+    return f"this service measures with recorded data (TIRTUNE_REPLAY): {'; '.join(v.reason for v in broken)}"
 
 
 def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:

@@ -7,10 +7,10 @@ SQLAlchemy stays inside this package: callers see `transaction`, the functions o
 from __future__ import annotations
 
 from tirtune.db import migrate, repo
-from tirtune.db.engine import make_engine, normalize_url, session_factory
+from tirtune.db.engine import database_exists, make_engine, normalize_url, session_factory, shown_url
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.records import TERMINAL_STATES, JobRecord, JobState, MeasurementRecord
-from tirtune.db.session import open_database, transaction, url_of
+from tirtune.db.session import open_database, open_existing, transaction, url_of
 
 __all__ = [
     "TERMINAL_STATES",
@@ -19,12 +19,15 @@ __all__ = [
     "JobState",
     "MeasurementRecord",
     "NotFound",
+    "database_exists",
     "make_engine",
     "migrate",
     "normalize_url",
     "open_database",
+    "open_existing",
     "repo",
     "session_factory",
+    "shown_url",
     "transaction",
     "url_of",
 ]

@@ -11,7 +11,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-__all__ = ["make_engine", "normalize_url", "session_factory"]
+__all__ = ["database_exists", "make_engine", "normalize_url", "session_factory", "shown_url"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,21 @@ def normalize_url(url: str | URL) -> URL:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
+
+
+def shown_url(url: str | URL | Engine) -> str:
+    """`url` as messages show it: its password as ***."""
+    parsed = url.url if isinstance(url, Engine) else normalize_url(url)
+    return str(parsed.render_as_string(hide_password=True))
+
+
+def database_exists(url: str | URL) -> bool:
+    """False when `url` is an SQLite file that is not there (connecting would create it); True for
+    any other database (whether a server's exists, connecting says)."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return True
+    return Path(str(parsed.database)).expanduser().exists()
 
 
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:

@@ -18,8 +18,9 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import OperationalError
 
-from tirtune.db.engine import make_engine
+from tirtune.db.engine import make_engine, shown_url
 from tirtune.db.errors import DbError
 
 __all__ = [
@@ -77,11 +78,15 @@ def head() -> str:
 
 
 def check(url: Target) -> None:
-    """Raise DbError unless the database is at the revision the code expects."""
+    """Raise DbError unless the database is at the revision the code expects; the message names
+    the database and the command that migrates it."""
     found, expected = current(url), head()
     if found != expected:
         at = found or "none (empty)"
-        raise DbError(f"database at revision {at}, code expects {expected}; run `tirtune db upgrade`")
+        where = shown_url(url)
+        password = " (with its password for ***)" if "***" in where else ""
+        raise DbError(f"database {where} is at revision {at}, code expects {expected}; migrate it with "
+                      f"`tirtune db upgrade --database {where}`{password}")
 
 
 def ensure_ready(url: Target) -> None:
@@ -117,7 +122,12 @@ def _connection(url: Target) -> Iterator[Connection]:
     """A connection in a transaction that commits at the end; engines made here are disposed."""
     engine = url if isinstance(url, Engine) else make_engine(url)
     try:
-        with engine.begin() as connection:
+        try:
+            connection = engine.connect()
+        except OperationalError as e:  # no server, no such database, a file that cannot be opened
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()
+            raise DbError(f"cannot connect to database {shown_url(engine)}: {reason[0] if reason else e}") from e
+        with connection, connection.begin():
             yield connection
     finally:
         if engine is not url:

@@ -10,10 +10,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.db import migrate
-from tirtune.db.engine import make_engine, session_factory
+from tirtune.db.engine import database_exists, make_engine, session_factory
 from tirtune.db.errors import DbError
 
-__all__ = ["open_database", "transaction", "url_of"]
+__all__ = ["open_database", "open_existing", "transaction", "url_of"]
 
 
 def open_database(url: str | URL) -> sessionmaker[Session]:
@@ -26,6 +26,12 @@ def open_database(url: str | URL) -> sessionmaker[Session]:
         engine.dispose()
         raise
     return session_factory(engine)
+
+
+def open_existing(url: str | URL) -> sessionmaker[Session] | None:
+    """`open_database` for a reader: None, and nothing created, when `url` is an SQLite file that
+    does not exist (a database nothing was ever stored in)."""
+    return open_database(url) if database_exists(url) else None
 
 
 def url_of(factory: sessionmaker[Session]) -> str:

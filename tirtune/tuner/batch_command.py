@@ -28,7 +28,8 @@ from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.models import model_keeper
-from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus, make_workers
+from tirtune.tuner.tune_command import report_console
 
 __all__ = ["Named", "parse_shapes", "run_batch"]
 
@@ -67,8 +68,11 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
     """Tune each problem in turn (`trials` and `time_s` each) and return the batch's summary."""
     for named in problems:
         branches.check_problem(named.problem)  # every refusal before any job starts
-    console = Console(stderr=True)
-    url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
+    replaying = (replay or settings.replay) is not None
+    if not replaying:
+        check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
+    console = report_console(stderr=True)
+    url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)
     for named in problems:
@@ -145,4 +149,4 @@ def _print(summary: dict[str, Any]) -> None:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}{spread}"
         table.add_row(r["name"], f"{r['shape']} {r['dtype']}", r["config_label"] or "no verified config", ratio,
                       "-" if r["confirmed"] is None else ("yes" if r["confirmed"] else "no"), str(r["trials"]))
-    Console().print(table)
+    report_console().print(table)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +19,13 @@ from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.processes import descendants, multiprocessing_helpers, terminate
+from tirtune.tuner.signals import action_kept
 from tirtune.workers.builder import Builder
 from tirtune.workers.runner import Runner
 
 __all__ = [
-    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "make_workers", "replay_space", "start_ray", "stop_ray",
+    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "check_local_gpus", "make_workers", "no_gpu_reason",
+    "replay_space", "start_ray", "stop_ray",
 ]
 
 log = logging.getLogger(__name__)
@@ -35,6 +40,14 @@ class Workers:
     # space of the template version the measurements were recorded with.
     space: SearchSpace = BRANCHES[DEFAULT_ARCH].space
 
+    def close(self) -> None:
+        """End what the builder and runner hold (lowering processes; GPU actors, each removing its
+        staging folder); a part without a `close` holds nothing."""
+        for part in (self.runner, self.builder):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+
 
 # Ray's local processes die with the *thread* that started them (PR_SET_PDEATHSIG), so ray.init
 # runs in a thread of its own that lives until stop_ray: a service thread that ends, or a request
@@ -42,10 +55,15 @@ class Workers:
 _lock = threading.Lock()
 _keeper: threading.Thread | None = None
 _release = threading.Event()
+# The workers make_workers put on that Ray: stop_ray closes them first, since Ray stopping under
+# them kills their actors with no chance to clean up.
+_on_ray: list[Workers] = []
 
 
 def start_ray(settings: Settings) -> int:
     """Join the configured cluster or start a local Ray; return the CPUs builds may use."""
+    if not settings.ray_address:
+        _own_ray_token(settings.ray_token_file)
     import ray
 
     global _keeper
@@ -72,15 +90,18 @@ def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
 
     def keep() -> None:
         try:
-            ray.init(
-                # "local": a new Ray of this process, as the setting says. With None, Ray joins
-                # the last cluster `ray start` made on this machine (whoever started it).
-                address=settings.ray_address or "local",
-                num_cpus=None if settings.ray_address else settings.ray_num_cpus,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
+            # Ray's crash handler would take SIGTERM too and print a stack dump before the
+            # caller's handler (uvicorn's, tirtune worker's, the default) runs: SIGTERM keeps its own.
+            with action_kept(signal.SIGTERM):
+                ray.init(
+                    # "local": a new Ray of this process, as the setting says. With None, Ray joins
+                    # the last cluster `ray start` made on this machine (whoever started it).
+                    address=settings.ray_address or "local",
+                    num_cpus=None if settings.ray_address else settings.ray_num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
         except BaseException as e:  # handed to the caller of start_ray
             failed.append(e)
             return
@@ -97,14 +118,41 @@ def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
     return keeper
 
 
+def _own_ray_token(path: Path) -> None:
+    """Token authentication for a new local Ray with a token of tirtune's (`path`, made once, mode
+    0600) unless the environment names one or turns authentication off: left to itself, Ray 2.60
+    writes ~/.ray/auth_token, readable by everyone, and warns. Set in os.environ, so that the Ray
+    processes started from here get it too; Ray reads the mode when it is imported, so a Ray
+    imported already re-reads its configuration (as Ray does when it turns the mode on itself)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(secrets.token_hex(32))
+        partial.chmod(0o600)
+        partial.replace(path)  # two first runs at once: one token wins, both read a whole one
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)})
+    if "ray" in sys.modules:
+        import ray._raylet
+
+        cast(Any, ray._raylet).Config.initialize("")
+
+
 def stop_ray(grace_s: float = 3.0) -> None:
     """Shut down the Ray `start_ray` started (or leave the cluster it joined), its agents included.
 
     `ray.shutdown()` stops the raylet, the GCS and the rest it started, but the raylet's own
     children (the dashboard and runtime-env agents) only notice later, so the processes below this
-    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL."""
+    one are listed first and whichever of them outlives the shutdown gets SIGTERM, then SIGKILL.
+    The workers `make_workers` made on it are closed before."""
     global _keeper
     with _lock:
+        made, _on_ray[:] = list(_on_ray), []
+        for workers in made:
+            workers.close()
         if _keeper is None:
             return  # not ours: a caller that did its own ray.init also shuts it down
         import ray
@@ -126,6 +174,25 @@ SERVICE_REPLAY_HINT = "set TIRTUNE_REPLAY=bench/data to run jobs against recorde
 TUNE_REPLAY_HINT = "use --replay bench/data to tune against recorded measurements"
 
 
+def no_gpu_reason(settings: Settings) -> str | None:
+    """Why a local Ray would have no GPU to measure on (the driver's answer, in milliseconds);
+    None when this machine has one, or when TIRTUNE_RAY_ADDRESS names a cluster, whose GPUs may
+    be other hosts' (only Ray can tell)."""
+    if settings.ray_address:
+        return None
+    from tirtune.workers.gpu_probe import visible_gpus
+
+    found = visible_gpus()
+    return None if found.count else found.reason
+
+
+def check_local_gpus(settings: Settings, no_gpu_hint: str = SERVICE_REPLAY_HINT) -> None:
+    """TunerError, before Ray starts, when a local Ray would have no GPU to measure on."""
+    reason = no_gpu_reason(settings)
+    if reason is not None:
+        raise TunerError(f"{reason}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}")
+
+
 def make_workers(settings: Settings, *, replay: str | Path | None = None,
                  no_gpu_hint: str = SERVICE_REPLAY_HINT) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
@@ -140,6 +207,7 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         recorded = ReplayRunner([replay], delay_s=settings.replay_delay_s)
         space = recorded.restrict(space_for(recorded.template_version))
         return Workers(ReplayBuilder(), recorded, batch_size=4, space=space)
+    check_local_gpus(settings, no_gpu_hint)
     cpus = start_ray(settings)
     from tirtune.space.branches import DEFAULT_ARCH
     from tirtune.workers.errors import WorkerError
@@ -179,8 +247,11 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
-    return Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
-                   space=space)
+    workers = Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
+                      space=space)
+    with _lock:
+        _on_ray.append(workers)
+    return workers
 
 
 def replay_space(settings: Settings) -> SearchSpace | None:

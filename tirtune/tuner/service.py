@@ -8,6 +8,7 @@ import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from tirtune import TirtuneError
 from tirtune.db import repo, transaction, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop
@@ -78,7 +79,10 @@ class JobService:
             if self._stop.is_set():  # e.g. Ray stopped under it: not the job's fault
                 log.warning("job %d interrupted by the service stopping; it resumes on the next start", job_id)
                 return
-            log.exception("job %d failed", job_id)
+            if isinstance(exc, TirtuneError):  # a refusal with its reason (no GPU here, a bad problem)
+                log.error("job %d failed: %s", job_id, exc)
+            else:
+                log.exception("job %d failed", job_id)
             state, message = "FAILED", f"{type(exc).__name__}: {exc}"
         with transaction(self.sessions) as s:
             repo.finish_job(s, job_id, state, message)

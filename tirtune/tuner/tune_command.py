@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tirtune.core import Problem, Source
-from tirtune.db import normalize_url, repo, transaction
+from tirtune.db import repo, shown_url, transaction
 from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
@@ -29,13 +29,24 @@ from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.models import model_keeper
-from tirtune.tuner.runtime import TUNE_REPLAY_HINT, make_workers
+from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus, make_workers
 from tirtune.workers.replay_runner import ReplayRunner
 
-__all__ = ["Serve", "run_tune", "summarize"]
+__all__ = ["Serve", "report_console", "run_tune", "summarize"]
 
 # GET /best's JSON for a choice (tirtune.api.best.answer, dumped): the CLI hands it in.
 Serve = Callable[[BestChoice], dict[str, Any]]
+
+# The result table's width when stdout is not a terminal: wide enough for any row, so that
+# `| cat` or a file gets every cell whole (rich would otherwise assume 80 columns and cut).
+PIPED_WIDTH = 1000
+
+
+def report_console(*, stderr: bool = False) -> Console:
+    """stdout (the table, the summary lines) or stderr (progress, notes) of a command: a terminal's
+    width, or unbounded when piped, so that no figure or command is cut or wrapped."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 def run_tune(
@@ -55,8 +66,11 @@ def run_tune(
     renders a best as GET /best does (the summary's `best`)."""
     problem = Problem.parse(shape, dtype)
     branches.check_problem(problem)  # refuse what no branch can tune before anything starts
-    console = Console(stderr=True)
-    url = database_url or settings.database_url_for(replay=(replay or settings.replay) is not None)
+    replaying = (replay or settings.replay) is not None
+    if not replaying:
+        check_local_gpus(settings, TUNE_REPLAY_HINT)  # before a database is made or a Ray started
+    console = report_console(stderr=True)
+    url = database_url or settings.database_url_for(replay=replaying)
     sessions = open_database(url)
     workers = make_workers(settings, replay=replay, no_gpu_hint=TUNE_REPLAY_HINT)  # the GPUs decide the branch
     workers.space.check_problem(problem)  # e.g. a replay with nothing recorded for it
@@ -66,8 +80,10 @@ def run_tune(
         repo.claim_job(s, job.id)
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
     if source is Source.REPLAY:
-        console.print(f"replaying recorded measurements (not a GPU run) into {_shown(url)}; `tirtune best "
-                      "--source replay` and GET /best?source=replay serve them, labelled")
+        named = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
+        console.print(f"replaying recorded measurements (not a GPU run) into {shown_url(url)}; `tirtune best "
+                      f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
+                      "serve them, labelled")
     began = time.monotonic()
     with _bar(console) as bar:
         task = bar.add_task("tuning", total=trials, best="-")
@@ -106,7 +122,7 @@ def run_tune(
     )
     summary["stopped_because"] = result.message
     summary["replayed_from"] = workers.runner.recordings() if isinstance(workers.runner, ReplayRunner) else None
-    summary["database"] = _shown(url)
+    summary["database"] = shown_url(url)
     _print_table(console, summary)
     ours = choose(ranked[:2])
     if overall is not None and (ours is None or overall.best.trial.id != ours.best.trial.id):
@@ -114,10 +130,6 @@ def run_tune(
         console.print(f"the best stored for {problem} is another job's: {other.config.label()} "
                       f"({overall.best.figures.ratio:.3f}x, job {other.job_id}); GET /best serves that one")
     return summary
-
-
-def _shown(url: str) -> str:
-    return str(normalize_url(url).render_as_string(hide_password=True))
 
 
 def _so_far(best: MeasurementRecord | None) -> str:
@@ -264,12 +276,13 @@ def _print_table(console: Console, summary: dict[str, Any]) -> None:
             _f(row["cublas_tflops"]),
             _f(row["trial_ratio"], 3),
         )
-    Console().print(table)
+    out = report_console()
+    out.print(table)
     best = summary.get("best")
     if best is not None:
-        Console().print(f"best: {best['config_label']}: {best['note']}")
+        out.print(f"best: {best['config_label']}: {best['note']}")
     counts = _counts(summary["outcomes"])
-    Console().print(
+    out.print(
         f"{summary['trials']} trials ({counts}) in {summary['elapsed_s']}s, "
         f"{summary['invalid_configs_refused']} invalid configs refused by rules; "
         f"{summary.get('stopped_because', '')}"

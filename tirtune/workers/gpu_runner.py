@@ -17,12 +17,13 @@ fault (WorkerError), not a result.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
 import secrets
+import shutil
 import statistics
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -37,12 +38,15 @@ from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, Sp
 from tirtune.space.branches import branch_for_gpu
 from tirtune.workers.errors import WorkerError
 from tirtune.workers.measure import FOLLOWER_WARM_S, MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.workers.scratch import owned_folder, sweep
 from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]
 
 _POLL_S = 0.05  # how often a caller with queued candidates looks for an actor another caller freed
 REVIVE_TIMEOUT_S = 300.0  # a restarted actor starts a child that warms the card: allow minutes
+CLOSE_TIMEOUT_S = 10.0  # an actor finishing its candidate before it cleans up; then it is killed as it is
+STAGING_PREFIX = "tirtune-runner-"  # each actor's folder of staged modules, in its node's temp dir
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +165,12 @@ class _GpuActor:
         self.node_id = context.get_node_id()
         self.gpu_ids = tuple(str(g) for g in ray.get_gpu_ids())
         self.label = f"{self.node_id[:6]}:gpu{','.join(self.gpu_ids) or '?'}"
-        self.staging = Path(tempfile.mkdtemp(prefix="tirtune-runner-"))
+        # Staged modules hold every candidate this actor measured: the folder goes with the actor
+        # (`close`, or atexit when Ray ends it gracefully), and one whose actor was killed (ray.kill,
+        # SIGKILL, the node's Ray stopped) is removed by the next actor that starts on the node.
+        sweep(STAGING_PREFIX)
+        self.staging = owned_folder(STAGING_PREFIX)
+        atexit.register(shutil.rmtree, self.staging, ignore_errors=True)
         # A spare child waits, imported, beside the measuring one: a crashed candidate's
         # replacement and a re-measurement's second process start in about a second, not six.
         self.supervisor = (
@@ -184,6 +193,11 @@ class _GpuActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def close(self) -> None:
+        """End the measuring children and remove the staging folder (the runner then ends the actor)."""
+        self.supervisor.close()
+        shutil.rmtree(self.staging, ignore_errors=True)
 
     def where(self) -> tuple[str, str, tuple[str, ...]]:
         """(label, node id, GPU ids) of this actor."""
@@ -279,8 +293,7 @@ class GpuRunner:
         try:
             stacks = ray.get([a.stack.remote() for a in actors], timeout=start_timeout_s)
         except ray.exceptions.GetTimeoutError as exc:
-            for a in actors:
-                ray.kill(a)
+            self._end(actors)
             raise WorkerError(
                 f"{wanted} GPU runner actor(s) could not start within {start_timeout_s:g}s "
                 "(GPUs held by another runner?)"
@@ -288,13 +301,10 @@ class GpuRunner:
         try:
             self.gpu_model, kept = pool_by_model(stacks, gpu_model)
         except WorkerError:
-            for a in actors:
-                ray.kill(a)
+            self._end(actors)
             raise
         self._actors = [actors[i] for i in kept]
-        for i, a in enumerate(actors):
-            if i not in kept:
-                ray.kill(a)  # another model: its figures would not compare with these
+        self._end([a for i, a in enumerate(actors) if i not in kept])  # another model: its figures would not compare
         if len(kept) < len(actors):
             log.warning("GPUs of several models in the cluster: measuring on the %d %s only", len(kept), self.gpu_model)
         self._stack: Stack = stacks[kept[0]]
@@ -310,13 +320,23 @@ class GpuRunner:
         self._free = threading.Condition()
 
     def close(self) -> None:
-        """Give the GPUs back (the actors end; the runner is unusable afterwards)."""
-        for a in self._actors:
-            self._ray.kill(a)
-        self._actors = []
+        """Give the GPUs back (the actors clean up and end; the runner is unusable afterwards)."""
+        actors, self._actors = self._actors, []
+        self._end(actors)
         with self._free:
             self._idle = []
             self._free.notify_all()  # callers waiting for an actor learn there are none
+
+    def _end(self, actors: Sequence[Any]) -> None:
+        """Let each actor clean up (its children, its staging folder), then end it; an actor that
+        does not answer in time (a candidate still running, an actor that never started) is ended
+        as it is, and its folder left to the next actor's sweep."""
+        try:
+            self._ray.get([a.close.remote() for a in actors], timeout=CLOSE_TIMEOUT_S)
+        except self._ray.exceptions.RayError as exc:  # a timeout or a dead actor
+            log.warning("GPU runner actor(s) ended without cleaning up: %s", _first_line(exc))
+        for a in actors:
+            self._ray.kill(a)
 
     @property
     def num_gpus(self) -> int:
