@@ -273,6 +273,10 @@ def test_trials_filter_and_paginate(client: TestClient, db_factory: Factory) -> 
     assert item["provenance"]["driver"] == "570.1" and item["stale"] is False
     assert client.get("/trials", params={"shape": "1024x1024x1024", "dtype": "bf16"}).json()["total"] == 1
     assert client.get("/trials", params={"shape": "1024x1024x1024"}).json()["total"] == 0
+    # A dtype alone narrows to every problem of that dtype.
+    assert client.get("/trials", params={"dtype": "BF16"}).json()["total"] == 1
+    assert client.get("/trials", params={"dtype": "float16", "job_id": job}).json()["total"] == 4
+    assert client.get("/trials", params={"dtype": "float16", "limit": 1}).json()["total"] == 5
     assert client.get("/trials", params={"outcome": "TIMEOUT"}).json()["total"] == 1
     assert client.get("/trials").json()["total"] == 6
 
@@ -318,7 +322,7 @@ def test_a_trials_page_reads_its_rows_and_their_remeasurements_and_the_last_page
 def test_trials_refuse_bad_filters(client: TestClient) -> None:
     assert_error(client.get("/trials", params={"outcome": "MEH"}), 422, "validation_error")
     assert_error(client.get("/trials", params={"shape": "1x2"}), 422, "invalid_problem")
-    assert_error(client.get("/trials", params={"dtype": "float16"}), 422, "validation_error")
+    assert_error(client.get("/trials", params={"dtype": "int8"}), 422, "invalid_problem")
     assert_error(client.get("/trials", params={"job_id": 2**40}), 422, "validation_error")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -26,7 +27,7 @@ from tirtune.api.schemas import (
     TuneRequest,
 )
 from tirtune.core import Outcome, Problem, Source
-from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
+from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN, normalize_dtype
 from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.space import SearchSpace
 from tirtune.space.branches import branch
@@ -243,29 +244,44 @@ async def trials(
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
     shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
                                        "narrows to one problem", json_schema_extra=SHAPE_SCHEMA)] = None,
-    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; only together with `shape` "
-                                       "(a dtype alone is refused 422)", json_schema_extra=DTYPE_SCHEMA)] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; with `shape` narrows to one "
+                                       "problem, alone to every problem of this dtype",
+                                       json_schema_extra=DTYPE_SCHEMA)] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
-    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem.
-    Each item carries its newest re-measurement, if any (`remeasured`). Pages are cached per API
-    process like GET /best answers, and dropped when the measurements or re-measurements change
-    (at most `best_cache_check_s` late)."""
-    problem = _problem_filter(shape, dtype)
-    key = ("trials", job_id, problem, outcome, limit, offset)
-    return await _cached(request, factory, key, lambda: _trials_page(factory, job_id, problem, outcome, limit, offset))
+    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem,
+    `dtype` alone to one dtype. Each item carries its newest re-measurement, if any (`remeasured`).
+    Pages are cached per API process like GET /best answers, and dropped when the measurements or
+    re-measurements change (at most `best_cache_check_s` late)."""
+    where = _trials_filter(shape, dtype, job_id, outcome)
+    key = ("trials", where, limit, offset)
+    return await _cached(request, factory, key, lambda: _trials_page(factory, where, limit, offset))
 
 
-def _trials_page(factory: sessionmaker[Session], job_id: int | None, problem: Problem | None,
-                 outcome: Outcome | None, limit: int, offset: int) -> bytes:
+@dataclass(frozen=True, slots=True)
+class _TrialsFilter:
+    job_id: int | None
+    problem: Problem | None
+    dtype: str | None  # without a problem: every problem of this dtype
+    outcome: Outcome | None
+
+
+def _trials_filter(shape: str | None, dtype: str | None, job_id: int | None, outcome: Outcome | None) -> _TrialsFilter:
+    if shape is None:
+        return _TrialsFilter(job_id, None, None if dtype is None else normalize_dtype(dtype), outcome)
+    return _TrialsFilter(job_id, Problem.parse(shape, dtype or "float16"), None, outcome)
+
+
+def _trials_page(factory: sessionmaker[Session], w: _TrialsFilter, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
-        rows = repo.list_measurements(s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset)
+        rows = repo.list_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome,
+                                      limit=limit, offset=offset)
         if (rows and len(rows) < limit) or (not rows and offset == 0):
             total = offset + len(rows)  # the last page: the count is known without a COUNT
         else:
-            total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
+            total = repo.count_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome)
         again = repo.remeasurements_of(s, rows)
     page = Page[MeasurementOut](items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit,
                                 offset=offset)
@@ -285,15 +301,6 @@ def _refuse_unrecorded(replay: SearchSpace | None, problem: Problem) -> None:
     if broken:
         reasons = "; ".join(v.reason for v in broken)
         raise ApiError(422, "not_recorded", f"this service measures with recorded data (TIRTUNE_REPLAY): {reasons}")
-
-
-def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:
-    if shape is None:
-        if dtype is not None:
-            message = "dtype filters need a shape too, e.g. shape=4096x4096x4096&dtype=bf16"
-            raise ApiError(422, "validation_error", message)
-        return None
-    return Problem.parse(shape, dtype or "float16")
 
 
 def _jobs_out(s: Session, jobs: list[JobRecord]) -> list[JobOut]:

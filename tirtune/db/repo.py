@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from tirtune.core import Candidate, Outcome, Problem, Roofline, RunResult, Source, Stack
+from tirtune.core import Candidate, Outcome, Problem, Roofline, RunResult, Source, Stack, normalize_dtype
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
@@ -330,12 +330,14 @@ def list_measurements(
     job_id: int | None = None,
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
+    dtype: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> list[MeasurementRecord]:
-    """Measurements matching every given filter, newest first. Plain rows, not ORM objects: a
-    page of 100 is read-only, and the ORM's identity map and instances cost more than the query."""
-    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome)
+    """Measurements matching every given filter (`dtype`: of every problem of that dtype), newest
+    first. Plain rows, not ORM objects: a page of 100 is read-only, and the ORM's identity map and
+    instances cost more than the query."""
+    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome, dtype)
     result = s.execute(stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset))
     names = tuple(result.keys())
     return [MeasurementRecord.from_columns(dict(zip(names, row, strict=True))) for row in result]
@@ -347,8 +349,9 @@ def count_measurements(
     job_id: int | None = None,
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
+    dtype: str | None = None,
 ) -> int:
-    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome))
+    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome, dtype))
 
 
 def mark_stale(
@@ -467,12 +470,15 @@ def _job_filter(stmt: sa.Select[Any], state: JobState | str | None) -> sa.Select
 
 
 def _measurement_filter(
-    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None
+    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None,
+    dtype: str | None = None,
 ) -> sa.Select[Any]:
     if job_id is not None:
         stmt = stmt.where(Measurement.job_id == job_id)
     if problem is not None:
         stmt = stmt.where(*_same_problem(Measurement, problem))
+    if dtype is not None:
+        stmt = stmt.where(Measurement.dtype == normalize_dtype(dtype))
     if outcome is not None:
         stmt = stmt.where(Measurement.outcome == Outcome(outcome).value)
     return stmt
