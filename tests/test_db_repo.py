@@ -213,6 +213,59 @@ def test_identical_requests_queue_one_job(db_factory: Factory) -> None:
         assert repo.count_jobs(s) == 1
 
 
+def test_jobs_version_moves_with_every_change_of_a_job(db_factory: Factory) -> None:
+    """Whatever changes what GET /jobs shows (a new job, its state, trials, best, message) moves
+    the version the API's answer cache watches."""
+    def version() -> tuple[int, int, int]:
+        with transaction(db_factory) as s:
+            return repo.jobs_version(s)
+
+    seen = [version()]
+    job = new_job(db_factory)
+    changes = [
+        lambda s: repo.claim_next_job(s),
+        lambda s: record_ok(s, 1.0, job_id=job),
+        lambda s: record_failure(s, job_id=job),
+        lambda s: repo.reuse_measurement(s, repo.get_measurement(s, record_ok(s, 2.0)), job_id=job, trial_number=3),
+        lambda s: repo.set_job_gpu(s, job, "NVIDIA H200"),
+        lambda s: repo.set_job_best(s, job, record_ok(s, 0.5)),
+        lambda s: repo.requeue_running(s),
+        lambda s: repo.claim_job(s, job),
+        lambda s: repo.finish_job(s, job, JobState.DONE, "done"),
+    ]
+    seen.append(version())
+    for change in changes:
+        with transaction(db_factory) as s:
+            change(s)
+        seen.append(version())
+    assert len(set(seen)) == len(seen), seen
+    with transaction(db_factory) as s:
+        record_ok(s, 3.0)  # a measurement of no job leaves the jobs alone
+    assert version() == seen[-1]
+
+
+@pytest.mark.postgres
+def test_jobs_version_sees_a_writer_that_commits_after_a_later_one(empty_pg_url: str) -> None:
+    """Two writers, the earlier one committing last: the version read between the two commits
+    moves again at the second (the newest `updated_at` would not: it was already the later
+    writer's). PostgreSQL only: SQLite's writers exclude each other."""
+    migrate.upgrade(empty_pg_url)
+    engine = make_engine(empty_pg_url)
+    factory = sessionmaker(engine, expire_on_commit=False)
+    try:
+        first, second = new_job(factory), new_job(factory)
+        with factory.begin() as early:
+            repo.finish_job(early, first, JobState.CANCELLED)  # updated, not yet committed
+            with factory.begin() as late:
+                repo.finish_job(late, second, JobState.CANCELLED)
+            with transaction(factory) as s:
+                between = repo.jobs_version(s)
+        with transaction(factory) as s:
+            assert repo.jobs_version(s) != between
+    finally:
+        engine.dispose()
+
+
 def test_transaction_rolls_back_on_error(db_factory: Factory) -> None:
     with pytest.raises(RuntimeError), transaction(db_factory) as s:
         repo.create_job(s, P, "sm_90a", max_trials=4, time_budget_s=None)

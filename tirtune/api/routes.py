@@ -80,30 +80,47 @@ def tune(body: TuneRequest, request: Request, response: Response, factory: Facto
     _refuse_unrecorded(request.app.state.replay_space, problem)
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
-        job = repo.find_active_job(s, problem, body.arch)
-        if job is None:
-            job = repo.create_job(s, problem, body.arch, body.max_trials, body.time_budget_s)
-        else:
-            response.status_code = 200
+        active = repo.find_active_job(s, problem, body.arch)
+        job = active or repo.create_job(s, problem, body.arch, body.max_trials, body.time_budget_s)
         out = _jobs_out(s, [job])[0]
+    if active is None:  # this process's stored GET /jobs pages lack it: dropped now, not at the next check
+        request.app.state.best_cache.clear()
+    else:
+        response.status_code = 200
     response.headers["Location"] = request.url_for("get_job", job_id=job.id).path
     return out
 
 
-@router.get("/jobs")
-def list_jobs(
-    factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
-) -> Page[JobOut]:
-    """Jobs, newest first."""
+@router.get("/jobs", response_model=Page[JobOut])
+async def list_jobs(
+    request: Request, factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
+) -> Response:
+    """Jobs, newest first. Pages are cached per API process like GET /jobs/{job_id} answers."""
+    return await _cached(request, factory, ("jobs", state, limit, offset),
+                         lambda: _jobs_page(factory, state, limit, offset))
+
+
+def _jobs_page(factory: sessionmaker[Session], state: JobState | None, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
         jobs = repo.list_jobs(s, state=state, limit=limit, offset=offset)
-        return Page(items=_jobs_out(s, jobs), total=repo.count_jobs(s, state), limit=limit, offset=offset)
+        page = Page[JobOut](items=_jobs_out(s, jobs), total=repo.count_jobs(s, state), limit=limit, offset=offset)
+    return page.model_dump_json().encode()
 
 
-@router.get("/jobs/{job_id}", responses={404: {"model": ErrorOut}})
-def get_job(factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) -> JobOut:
+@router.get("/jobs/{job_id}", response_model=JobOut, responses={404: {"model": ErrorOut}})
+async def get_job(request: Request, factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) -> Response:
+    """A job: its state, progress and best so far (kept on the job's row). What the dashboard and
+    `tirtune.gemm`'s clients poll, so answers are cached per API process like GET /best answers and
+    dropped when a job, a measurement or a re-measurement changes (at most `best_cache_check_s`
+    late); a miss is two queries (the job with its best trial, that trial's re-measurement)."""
+    return await _cached(request, factory, ("job", job_id), lambda: _job_body(factory, job_id))
+
+
+def _job_body(factory: sessionmaker[Session], job_id: int) -> bytes:
     with transaction(factory) as s:
-        return _jobs_out(s, [repo.get_job(s, job_id)])[0]
+        job, best = repo.job_with_best(s, job_id)
+        again = repo.remeasurements_of(s, [] if best is None else [best])
+    return JobOut.of(job, best, None if best is None else again.get(best.id)).model_dump_json().encode()
 
 
 @router.get(
@@ -150,8 +167,9 @@ async def best(
 async def _cached(request: Request, factory: sessionmaker[Session], key: Hashable,
                   read: Callable[[], bytes]) -> Response:
     """The JSON answer for `key` from the per-process cache of answers that depend only on the
-    measurements (GET /trials pages here; GET /best keeps the same steps inline), or `read()` in a
-    worker thread and kept. A refusal (an exception from `read`) is not cached."""
+    jobs and measurements (GET /jobs, /jobs/{job_id} and /trials here; GET /best keeps the same
+    steps inline), or `read()` in a worker thread and kept. A refusal (an exception from `read`,
+    e.g. a job not found) is not cached."""
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)
@@ -179,7 +197,7 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
     version = None
     try:
         with transaction(factory) as s:
-            version = repo.measurements_version(s)
+            version = (repo.measurements_version(s), repo.jobs_version(s))
     finally:
         cache.checked(version)  # None (a failed read) drops everything
 

@@ -37,11 +37,13 @@ __all__ = [
     "find_active_job",
     "find_measurement",
     "job_remeasurements",
+    "jobs_version",
     "latest_remeasurements",
     "finish_job",
     "get_job",
     "get_measurement",
     "job_progress",
+    "job_with_best",
     "list_jobs",
     "list_measurements",
     "lock_problem",
@@ -99,6 +101,18 @@ def create_job(
 def get_job(s: Session, job_id: int) -> JobRecord:
     """The job with this id; NotFound if there is none."""
     return JobRecord.from_row(_job_row(s, job_id))
+
+
+def job_with_best(s: Session, job_id: int) -> tuple[JobRecord, MeasurementRecord | None]:
+    """The job and its best trial so far (the row's `best_measurement_id`) in one query; NotFound
+    if there is no such job."""
+    stmt = (sa.select(Job, Measurement).outerjoin(Measurement, Job.best_measurement_id == Measurement.id)
+            .where(Job.id == job_id))
+    row = s.execute(stmt).first()
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    job, best = row
+    return JobRecord.from_row(job), None if best is None else MeasurementRecord.from_row(best)
 
 
 def list_jobs(
@@ -644,6 +658,17 @@ def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
     job.best_measurement_id = measurement_id
     s.flush()
     return JobRecord.from_row(job)
+
+
+def jobs_version(s: Session) -> tuple[int, int, int]:
+    """(number of jobs, newest job id, sum of the jobs' revisions): it changes whenever a job is
+    created or updated (every UPDATE adds one to the row's `revision`), so caches of answers that
+    show jobs can tell when to drop them. A sum, not the newest `updated_at`: a writer that
+    committed after a later one still moves it. A scan of the jobs (one row per tuning job), meant
+    for about one call a second."""
+    count, newest, revisions = s.execute(
+        sa.select(sa.func.count(), sa.func.max(Job.id), sa.func.sum(Job.revision))).one()
+    return count, newest or 0, int(revisions or 0)
 
 
 def measurements_version(s: Session) -> tuple[int, int, int]:
