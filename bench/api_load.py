@@ -25,6 +25,9 @@ against PostgreSQL, on loopback only.
    the API's per-process answer cache on (the default) and then off (a second server with
    TIRTUNE_BEST_CACHE_CHECK_S=0): every request then reads PostgreSQL, as while a job is adding
    measurements and the cache is dropped every second. `--endpoints` picks which of the three run.
+   With both GET /best and GET /jobs/{id}, the two also saturate in turns (four slices each, the
+   GET /jobs/{id} clients): their throughputs compare like for like on a machine whose other work
+   comes and goes.
 4. Writes bench/results/<--out>.json and .md (default api-load): p50/p90/p99/max latency, req/s,
    errors, date, machine, versions, and whether the goals were met (GET /best p99 <= 10 ms at
    200 req/s, GET /trials?limit=100 p99 <= 50 ms at 100 req/s, GET /jobs/{id} p99 <= 20 ms at
@@ -52,12 +55,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 import sqlalchemy as sa
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import JobState, make_engine, migrate, normalize_url, repo, session_factory, transaction
@@ -83,7 +87,7 @@ off the request path p99 at 200 req/s went from 13.8 to 4.6 ms; (2) FastAPI ran 
 session-factory dependency in the thread pool on every request: a hit cost 0.55-0.73 ms of CPU
 in-process, 0.21 ms once it was async.
 
-GET /trials?limit=100 (issue 13: 37 req/s, p50 1.3 s with 50 clients), profiled in-process on this
+GET /trials?limit=100 (37 req/s, p50 1.3 s with 50 clients, before), profiled in-process on this
 machine (2026-11-30) before the change: one page cost 37 ms in the route plus about 15 ms around
 it: the ORM query and records 21 ms (ORM instances, then Config.from_json per row), COUNT(*) 10 ms
 (a sequential scan: the freshly filled table had no statistics or visibility map; after VACUUM
@@ -112,6 +116,16 @@ every update of a job adds one to its revision) besides the measurements' versio
 per process; a job queued through POST /tune drops the process's stored pages at once. A miss is
 two SELECTs (the job joined with its best trial, then the trial's re-measurement): 1.2 ms of CPU,
 1.4 ms wall in-process on the same data. GET /jobs pages are cached the same way.
+
+Saturation before 2026-12-02 measured the clients, not the server: under uvicorn `--workers` the
+connections lacked TCP_NODELAY (uvicorn binds the listening socket without naming IPPROTO_TCP, and
+asyncio sets TCP_NODELAY only on sockets made with it), so each response's body, written after its
+headers, waited for the client's delayed ACK: about 40 ms between back-to-back requests on a
+connection, whatever the endpoint (one client: 22 req/s, p50 44 ms, on /healthz too). A saturated
+phase gave its clients / 44 ms (200 clients: 3,000-4,500 req/s), and the tails of paced phases held
+such waits. The benchmark's server now sets TCP_NODELAY on every connection (`NoDelayH11`, the
+same connection p50 1 ms). `tirtune serve` runs one uvicorn process on asyncio's own socket, which
+has it.
 
 What remains above a few ms is CPU sharing: the asyncio client, two uvicorn workers and PostgreSQL
 share two cores with whatever else runs on the machine (other engineers' builds and test suites
@@ -232,6 +246,21 @@ def app():  # type: ignore[no-untyped-def]
     return create_app(start_workers=False)
 
 
+class NoDelayH11(H11Protocol):
+    """uvicorn's h11 protocol with TCP_NODELAY on every connection. With `--workers`, uvicorn binds
+    the listening socket without naming IPPROTO_TCP, and asyncio sets TCP_NODELAY only on sockets
+    made with it: a response (headers, then the body: two writes) then waited for the client's
+    delayed ACK, about 40 ms between back-to-back requests on one connection, so a saturated
+    phase measured its clients / 44 ms, not the server. `tirtune serve` (one process on asyncio's
+    own socket) sets it already."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -242,7 +271,7 @@ def free_port() -> int:
 def server(url: str, workers: int, cache: bool = True) -> Iterator[int]:
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "--factory", "bench.api_load:app", "--app-dir", str(ROOT),
-           "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+           "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--http", "bench.api_load:NoDelayH11",
            "--log-level", "warning", "--no-access-log"]
     env = {**os.environ, "DATABASE_URL": url, **({} if cache else {"TIRTUNE_BEST_CACHE_CHECK_S": "0"})}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
@@ -331,22 +360,51 @@ async def client(port: int, paths: list[str], until: float, interval: float | No
         conn.close()
 
 
+@dataclass
+class _Load:
+    """What the clients of one endpoint saw, over one or more time windows."""
+
+    latencies: list[float] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)
+    outcome: dict[str, int] = field(default_factory=lambda: {"errors": 0, "non_200": 0})
+    elapsed: float = 0.0
+
+    async def run(self, port: int, paths: list[str], clients: int, seconds: float, rate: float | None,
+                  max_requests: int) -> None:
+        budget = [max_requests]
+        interval = None if rate is None else clients / rate
+        begin = time.perf_counter()
+        until = begin + seconds
+        await asyncio.gather(*(client(port, paths, until, interval, budget, self.latencies, self.late, self.outcome,
+                                      i) for i in range(clients)))
+        self.elapsed += time.perf_counter() - begin
+
+    def phase(self, endpoint: str, name: str, clients: int, rate: float | None) -> Phase:
+        q, q_late = _percentiles(self.latencies), _percentiles(self.late)
+        return Phase(endpoint, name, clients, round(self.elapsed, 2), rate, len(self.latencies),
+                     self.outcome["errors"], self.outcome["non_200"], round(len(self.latencies) / self.elapsed, 1),
+                     q[49], q[89], q[98], q[99], q_late[98])
+
+
 async def phase(endpoint: str, name: str, port: int, paths: list[str], clients: int, seconds: float,
                 rate: float | None, max_requests: int) -> Phase:
-    latencies: list[float] = []
-    late: list[float] = []
-    outcome = {"errors": 0, "non_200": 0}
-    budget = [max_requests]
-    interval = None if rate is None else clients / rate
-    begin = time.perf_counter()
-    until = begin + seconds
-    await asyncio.gather(*(client(port, paths, until, interval, budget, latencies, late, outcome, i)
-                           for i in range(clients)))
-    elapsed = time.perf_counter() - begin
-    q, q_late = _percentiles(latencies), _percentiles(late)
-    return Phase(endpoint, name, clients, round(elapsed, 2), rate, len(latencies), outcome["errors"],
-                 outcome["non_200"], round(len(latencies) / elapsed, 1), q[49], q[89], q[98], q[99],
-                 q_late[98])
+    load = _Load()
+    await load.run(port, paths, clients, seconds, rate, max_requests)
+    return load.phase(endpoint, name, clients, rate)
+
+
+ALTERNATING = "saturation, alternating"
+
+
+async def alternating(port: int, loads: list[tuple[str, list[str]]], clients: int, seconds: float, slices: int,
+                      max_requests: int) -> list[Phase]:
+    """Saturation of several endpoints, each for `seconds` in all, in `slices` turns taken one after
+    another: whatever else runs on the machine weighs on each alike, so their throughputs compare."""
+    seen = {endpoint: _Load() for endpoint, _ in loads}
+    for _ in range(slices):
+        for endpoint, paths in loads:
+            await seen[endpoint].run(port, paths, clients, seconds / slices, None, max_requests)
+    return [seen[endpoint].phase(endpoint, ALTERNATING, clients, None) for endpoint, _ in loads]
 
 
 def _percentiles(seconds: list[float]) -> list[float]:
@@ -463,6 +521,10 @@ def main() -> int:
             for name in chosen:
                 endpoint, paths, clients, rates = loads[name]
                 phases += run_phases(port, endpoint, paths, clients, rates, args)
+            if {"best", "jobs"} <= set(chosen):  # the throughput goal's comparison, same clients, taking turns
+                pair = [(loads[name][0], loads[name][1]) for name in ("best", "jobs")]
+                phases += asyncio.run(alternating(port, pair, args.jobs_clients, args.seconds, ALTERNATING_SLICES,
+                                                  args.max_requests))
         with server(url, args.workers, cache=False) as port:  # GET /best is only ever served cached
             for name in (n for n in chosen if n != "best"):
                 endpoint, paths, clients, rates = loads[name]
@@ -482,8 +544,10 @@ LOADED = {"best": "GET /best?shape=MxNxK&dtype=...", "trials": "GET /trials?limi
 GOALS = (("GET /best", 200.0, 10.0), ("GET /trials?limit=100", 100.0, 50.0),
          ("GET /trials?limit=100, cache off", 100.0, 50.0), ("GET /jobs/{id}", 100.0, 20.0),
          ("GET /jobs/{id}, cache off", 100.0, 20.0))
-# (endpoint, share): its saturation throughput at least `share` of GET /best's in the same run.
+# (endpoint, share): its saturation throughput at least `share` of GET /best's in the same run, measured
+# with the same clients in alternating slices (`alternating`) when both ran.
 THROUGHPUT_GOALS = (("GET /jobs/{id}", 0.5),)
+ALTERNATING_SLICES = 4
 
 
 def build_report(
@@ -499,6 +563,7 @@ def build_report(
         goals.append({"endpoint": endpoint, "goal": f"p99 <= {p99} ms at {rate:g} req/s", "rate": rate,
                       "p99_ms": p99, "met": met, "measured": measured})
     saturated = {p.endpoint: p for p in phases if p.name == "saturation"}
+    saturated |= {p.endpoint: p for p in phases if p.name == ALTERNATING}  # a like-for-like comparison first
     for endpoint, share in (g for g in THROUGHPUT_GOALS if g[0] in ran and "GET /best" in ran):
         mine, best = saturated.get(endpoint), saturated.get("GET /best")
         met = mine is not None and best is not None and mine.throughput_rps >= share * best.throughput_rps
