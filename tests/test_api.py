@@ -314,6 +314,10 @@ def test_trials_filter_and_paginate(client: TestClient, db_factory: Factory) -> 
     assert item["provenance"]["driver"] == "570.1" and item["stale"] is False
     assert client.get("/trials", params={"shape": "1024x1024x1024", "dtype": "bf16"}).json()["total"] == 1
     assert client.get("/trials", params={"shape": "1024x1024x1024"}).json()["total"] == 0
+    # A dtype alone narrows to every problem of that dtype.
+    assert client.get("/trials", params={"dtype": "BF16"}).json()["total"] == 1
+    assert client.get("/trials", params={"dtype": "float16", "job_id": job}).json()["total"] == 4
+    assert client.get("/trials", params={"dtype": "float16", "limit": 1}).json()["total"] == 5
     assert client.get("/trials", params={"outcome": "TIMEOUT"}).json()["total"] == 1
     assert client.get("/trials").json()["total"] == 6
 
@@ -356,10 +360,36 @@ def test_a_trials_page_reads_its_rows_and_their_remeasurements_and_the_last_page
     assert len(statements) == 3 and "count(" in statements[1]  # a page before the last counts
 
 
+def test_a_job_is_read_in_two_queries(db_url: str, db_factory: Factory, db_engine: Any) -> None:
+    """GET /jobs/{id} uncached: the job with its best trial (kept on the job's row: no ranking, no
+    scan of its measurements), then that trial's re-measurement."""
+    with transaction(db_factory) as s:
+        job = repo.create_job(s, P, "sm_90a", 8).id
+    for i in range(5):
+        measure(db_factory, 1.0 + i, job_id=job)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement.lower())
+
+    with TestClient(create_app(Settings(database_url=db_url, best_cache_check_s=0), session_factory=db_factory,
+                               start_workers=False)) as c:
+        sqlalchemy.event.listen(db_engine, "before_cursor_execute", seen)
+        try:
+            body = c.get(f"/jobs/{job}").json()
+        finally:
+            sqlalchemy.event.remove(db_engine, "before_cursor_execute", seen)
+    assert body["trials_done"] == 5 and body["best"]["time_ms"] == 1.0
+    queries = [q for q in statements if q.lstrip().startswith("select")]
+    assert len(queries) == 2, queries
+    assert "from tirtune_jobs left outer join tirtune_measurements" in queries[0]
+    assert "from tirtune_remeasurements" in queries[1]
+
+
 def test_trials_refuse_bad_filters(client: TestClient) -> None:
     assert_error(client.get("/trials", params={"outcome": "MEH"}), 422, "validation_error")
     assert_error(client.get("/trials", params={"shape": "1x2"}), 422, "invalid_problem")
-    assert_error(client.get("/trials", params={"dtype": "float16"}), 422, "validation_error")
+    assert_error(client.get("/trials", params={"dtype": "int8"}), 422, "invalid_problem")
     assert_error(client.get("/trials", params={"job_id": 2**40}), 422, "validation_error")
 
 

@@ -1,4 +1,5 @@
-"""The GET /best answer cache: dropped when the measurements change, checked once per interval."""
+"""The API's answer cache (GET /best, /trials, /jobs): dropped when the measurements or the jobs change,
+checked once per interval."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from test_api import measure
 from tirtune.api import create_app
 from tirtune.api.cache import ResponseCache
 from tirtune.core import Stack
-from tirtune.db import repo, transaction
+from tirtune.db import JobState, repo, transaction
 from tirtune.settings import Settings
+from tirtune.space import Problem
 
 BEST = {"shape": "4096x4096x4096", "dtype": "float16"}
 
@@ -135,4 +137,38 @@ def test_trials_pages_are_cached_and_dropped_like_best(db_url: str, db_factory: 
         wait_for_check(cache)
         page = c.get("/trials", params={"limit": 1}).json()
         assert page["total"] == 2 and page["items"][0]["id"] == second
-        assert c.get("/trials", params={"dtype": "bf16"}).status_code == 422  # refusals are not cached
+        assert c.get("/trials", params={"shape": "0x1x1"}).status_code == 422  # refusals are not cached
+
+
+def test_job_answers_are_cached_and_dropped_when_a_job_changes(db_url: str, db_factory: sessionmaker[Session]) -> None:
+    with client_checking_every(db_url, db_factory, 3600) as c:
+        cache: ResponseCache = c.app.state.best_cache  # type: ignore[attr-defined]
+        assert c.get("/jobs/1").status_code == 404  # refusals are not cached
+        wait_for_check(cache)
+        with transaction(db_factory) as s:
+            job = repo.create_job(s, Problem(4096, 4096, 4096), "sm_90a", 4).id
+        assert c.get(f"/jobs/{job}").json()["state"] == "QUEUED"
+        assert c.get("/jobs").json()["total"] == 1
+        with transaction(db_factory) as s:
+            repo.claim_next_job(s)  # a job's state changes: no measurement does
+        assert c.get(f"/jobs/{job}").json()["state"] == "QUEUED"  # no check due yet: the stored answer
+        cache._next_check = float("-inf")
+        c.get(f"/jobs/{job}")  # the check runs behind this answer
+        wait_for_check(cache)
+        assert c.get(f"/jobs/{job}").json()["state"] == "RUNNING"
+        measure(db_factory, 1.0, job_id=job)
+        cache._next_check = float("-inf")
+        c.get(f"/jobs/{job}")
+        wait_for_check(cache)
+        assert c.get(f"/jobs/{job}").json()["trials_done"] == 1
+        # A job queued through this process drops its stored pages at once.
+        assert c.get("/jobs").json()["total"] == 1
+        assert c.post("/tune", json={"m": 64, "n": 64, "k": 64}).status_code == 202
+        assert c.get("/jobs").json()["total"] == 2
+        with transaction(db_factory) as s:
+            repo.finish_job(s, job, JobState.CANCELLED)
+        cache._next_check = float("-inf")
+        c.get("/jobs")
+        wait_for_check(cache)
+        assert c.get("/jobs", params={"state": "CANCELLED"}).json()["total"] == 1
+        assert c.get("/jobs").json()["items"][1]["state"] == "CANCELLED"

@@ -7,6 +7,7 @@ run stays well under two minutes on two cores.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error, status_code_conformance
+from schemathesis.checks import not_a_server_error, positive_data_acceptance, status_code_conformance
+from schemathesis.engine import events, from_schema
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api import create_app
@@ -80,10 +82,61 @@ def _fuzz(cases: st.SearchStrategy[schemathesis.Case], statuses: Counter[int]) -
     @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     def no_5xx(case: schemathesis.Case) -> None:
-        response = case.call_and_validate(checks=[not_a_server_error, status_code_conformance])
+        # positive_data_acceptance: a request the schema allows is not refused (4xx other than 401,
+        # 403, 404, 409, 429); it looks only at cases generated as valid.
+        response = case.call_and_validate(checks=[not_a_server_error, status_code_conformance,
+                                                  positive_data_acceptance])
         statuses[response.status_code] += 1
 
     no_5xx()
+
+
+def test_every_request_the_schema_allows_is_accepted(db_url: str, db_factory: sessionmaker[Session]) -> None:
+    """schemathesis's coverage phase (the schema's boundary values, e.g. the smallest string a
+    pattern allows, each optional parameter alone: deterministic, unlike the fuzzing above) with
+    its positive-data check: a request the schema allows must not be refused 400/422. Such a
+    refusal means the schema states a looser rule than the server applies (a shape pattern that
+    allows a 0 dimension, a parameter allowed alone that the server refuses alone)."""
+    seed(db_factory)
+    app = create_app(Settings(database_url=db_url), session_factory=db_factory, start_workers=False)
+    config = schemathesis.Config.from_dict({
+        "workers": 1,
+        "phases": {"examples": {"enabled": False}, "fuzzing": {"enabled": False}, "stateful": {"enabled": False}},
+        "checks": {"enabled": False, "positive_data_acceptance": {"enabled": True},
+                   "not_a_server_error": {"enabled": True}},
+    })
+    checked: Counter[str] = Counter()
+    refused: list[str] = []
+    for event in from_schema(schemathesis.openapi.from_asgi("/openapi.json", app, config=config)).execute():
+        assert not isinstance(event, events.NonFatalError | events.FatalError), event
+        if isinstance(event, events.ScenarioFinished):
+            for case_id, checks in event.recorder.checks.items():
+                case = event.recorder.cases[case_id].value
+                checked[case.operation.label] += len(checks)
+                refused += [f"{check.name}: {case.operation.label} path={case.path_parameters} query={case.query}"
+                            for check in checks if check.failure_info is not None]
+    assert set(checked) >= EXPECTED and min(checked.values()) > 0, checked
+    assert not refused, "\n".join(refused[:20])
+
+
+def test_the_published_shape_pattern_is_what_the_domain_parses() -> None:
+    shape = re.compile(SHAPE_PATTERN)
+    assert [v for v in range(MAX_DIM + 20) if (shape.match(f"1x{v}x1") is None) == (1 <= v <= MAX_DIM)] == []
+    assert shape.match(f"000{MAX_DIM} X 1x1") and not shape.match(f"000{MAX_DIM + 1}x1x1")
+    _pattern_agrees_with_parse()
+
+
+@given(shape=st.lists(st.sampled_from(["0", "1", "8", "4096", str(MAX_DIM), str(MAX_DIM + 1), "00", "x", "X", " ",
+                                       "\t", "\n", "*", "-1", "\uff14"]), min_size=1, max_size=9).map("".join))
+@settings(max_examples=400, deadline=None, database=None)
+def _pattern_agrees_with_parse(shape: str) -> None:
+    try:
+        Problem.parse(shape)
+        parsed = True
+    except SpaceError:
+        parsed = False
+    # JSON Schema patterns are ECMA-262 regular expressions, searched: `$` is the end of the input.
+    assert (re.search(SHAPE_PATTERN, shape) is not None and not shape.endswith("\n")) == parsed, shape
 
 
 def test_the_schema_states_the_real_rules() -> None:
@@ -95,7 +148,7 @@ def test_the_schema_states_the_real_rules() -> None:
     for status in ("400", "401", "413", "422", "503"):
         assert tune[status]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorOut"}
     trials = {p["name"]: p for p in spec["paths"]["/trials"]["get"]["parameters"]}
-    assert "only together with `shape`" in trials["dtype"]["description"]
+    assert "alone to every problem of this dtype" in trials["dtype"]["description"]
     for path, where in (("/best", "query"), ("/trials", "query"), ("/studies/{shape}/{dtype}/summary", "path")):
         params = {p["name"]: p for p in spec["paths"][path]["get"]["parameters"] if p["in"] == where}
         assert params["shape"]["schema"]["pattern"] == SHAPE_PATTERN

@@ -120,7 +120,11 @@ def test_summary_of_a_study(client: TestClient, db_factory: Factory) -> None:
     best_so_far = [t["best_so_far_tflops"] for t in s["trials"]]
     assert best_so_far == pytest.approx([P.tflops(0.4), P.tflops(0.4), P.tflops(0.2), P.tflops(0.2),
                                          P.tflops(0.2)])
-    assert s["cublas_tflops"] == pytest.approx((P.tflops(0.25) + P.tflops(0.2)) / 2)
+    assert s["cublas_tflops"] == pytest.approx((P.tflops(0.25) + P.tflops(0.2)) / 2)  # the trials' median
+    # The best's own run: its TFLOP/s over its cuBLAS TFLOP/s is its ratio (what the cards show).
+    best = s["best"]
+    assert best["cublas_tflops"] == pytest.approx(P.tflops(0.25)) and best["tflops"] == pytest.approx(P.tflops(0.2))
+    assert best["tflops"] / best["cublas_tflops"] == pytest.approx(best["ratio"])
     importance = {i["knob"]: i["eta_squared"] for i in s["importance"]}
     assert importance == pytest.approx({"blk_n": 1.0, "stages": 0.0})
     assert [(t["rank"], t["config"]["blk_n"], t["config"]["stages"]) for t in s["top"]] == [

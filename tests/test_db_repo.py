@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 
 import pytest
@@ -211,6 +213,147 @@ def test_identical_requests_queue_one_job(db_factory: Factory) -> None:
         t.join(timeout=60)
     with transaction(db_factory) as s:
         assert repo.count_jobs(s) == 1
+
+
+def test_jobs_version_moves_with_every_change_of_a_job(db_factory: Factory) -> None:
+    """Whatever changes what GET /jobs shows (a new job, its state, trials, best, message) moves
+    the version the API's answer cache watches."""
+    def version() -> tuple[int, int, int]:
+        with transaction(db_factory) as s:
+            return repo.jobs_version(s)
+
+    seen = [version()]
+    job = new_job(db_factory)
+    changes = [
+        lambda s: repo.claim_next_job(s),
+        lambda s: record_ok(s, 1.0, job_id=job),
+        lambda s: record_failure(s, job_id=job),
+        lambda s: repo.reuse_measurement(s, repo.get_measurement(s, record_ok(s, 2.0)), job_id=job, trial_number=3),
+        lambda s: repo.set_job_gpu(s, job, "NVIDIA H200"),
+        lambda s: repo.set_job_best(s, job, record_ok(s, 0.5)),
+        lambda s: repo.requeue_running(s),
+        lambda s: repo.claim_job(s, job),
+        lambda s: repo.finish_job(s, job, JobState.DONE, "done"),
+    ]
+    seen.append(version())
+    for change in changes:
+        with transaction(db_factory) as s:
+            change(s)
+        seen.append(version())
+    assert len(set(seen)) == len(seen), seen
+    with transaction(db_factory) as s:
+        record_ok(s, 3.0)  # a measurement of no job leaves the jobs alone
+    assert version() == seen[-1]
+
+
+@pytest.mark.postgres
+def test_jobs_version_sees_a_writer_that_commits_after_a_later_one(empty_pg_url: str) -> None:
+    """Two writers, the earlier one committing last: the version read between the two commits
+    moves again at the second (the newest `updated_at` would not: it was already the later
+    writer's). PostgreSQL only: SQLite's writers exclude each other."""
+    migrate.upgrade(empty_pg_url)
+    engine = make_engine(empty_pg_url)
+    factory = sessionmaker(engine, expire_on_commit=False)
+    try:
+        first, second = new_job(factory), new_job(factory)
+        with factory.begin() as early:
+            repo.finish_job(early, first, JobState.CANCELLED)  # updated, not yet committed
+            with factory.begin() as late:
+                repo.finish_job(late, second, JobState.CANCELLED)
+            with transaction(factory) as s:
+                between = repo.jobs_version(s)
+        with transaction(factory) as s:
+            assert repo.jobs_version(s) != between
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_one_job_per_problem_the_second_request_waits_for_the_first(empty_pg_url: str) -> None:
+    """PostgreSQL: two sessions run POST /tune's steps for one problem (lock it, find its active
+    job, else create one). While the first holds its transaction the second waits in lock_problem
+    (seen in pg_locks: an advisory lock not granted), so it finds the first's job once that commits."""
+    migrate.upgrade(empty_pg_url)
+    engine = make_engine(empty_pg_url)
+    factory = sessionmaker(engine, expire_on_commit=False)
+
+    def waiting_for_advisory_locks() -> int:
+        with engine.connect() as c:
+            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            return int(c.execute(sa.text(waiting)).scalar_one())
+
+    def request() -> int:
+        with transaction(factory) as s:
+            repo.lock_problem(s, P, "sm_90a")
+            job = repo.find_active_job(s, P, "sm_90a") or repo.create_job(s, P, "sm_90a", 8, None)
+            return job.id
+
+    try:
+        with transaction(factory) as first:
+            repo.lock_problem(first, P, "sm_90a")
+            with transaction(factory) as other:  # another problem is not held up
+                repo.lock_problem(other, Problem(64, 64, 64), "sm_90a")
+                repo.lock_problem(other, P, "sm_100a")
+            created = repo.create_job(first, P, "sm_90a", 8, None).id
+            with ThreadPoolExecutor(1) as pool:
+                second = pool.submit(request)
+                deadline = time.monotonic() + 30
+                while waiting_for_advisory_locks() == 0:  # the second request is waiting on the lock
+                    assert not second.done(), "the second request did not wait for the first's lock"
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                assert not second.done()
+                first.commit()
+                assert second.result(timeout=30) == created
+        with transaction(factory) as s:
+            assert repo.count_jobs(s) == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_the_problem_lock_is_held_until_the_transaction_ends(empty_pg_url: str) -> None:
+    """No thread: with a lock timeout the second session's lock_problem gives up while the first
+    holds the problem, and takes it once the first has committed."""
+    migrate.upgrade(empty_pg_url)
+    engine = make_engine(empty_pg_url)
+    factory = sessionmaker(engine, expire_on_commit=False)
+
+    def try_lock() -> None:
+        with factory.begin() as s:
+            s.execute(sa.text("SET LOCAL lock_timeout = '200ms'"))
+            repo.lock_problem(s, P, "sm_90a")
+
+    try:
+        with factory.begin() as first:
+            repo.lock_problem(first, P, "sm_90a")
+            with pytest.raises(sa.exc.OperationalError, match="lock timeout"):
+                try_lock()
+        try_lock()
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_serializes_whole_write_transactions_instead(tmp_path: object) -> None:
+    """SQLite: lock_problem does nothing; every transaction begins IMMEDIATE (tirtune.db.engine),
+    so a second one cannot begin while the first is open: it waits for the busy timeout (30 s;
+    0.2 s here), then fails."""
+    url = f"sqlite:///{tmp_path}/serial.db"
+    migrate.upgrade(url)
+    engine, impatient = make_engine(url), make_engine(url)
+    sa.event.listen(impatient, "connect", lambda dbapi, _record: dbapi.execute("PRAGMA busy_timeout=200"))
+    try:
+        with transaction(sessionmaker(engine)) as first:
+            repo.lock_problem(first, P, "sm_90a")
+            assert repo.find_active_job(first, P, "sm_90a") is None  # the transaction has begun
+            with pytest.raises(DbError, match="database is locked"), transaction(sessionmaker(impatient)) as second:
+                repo.find_active_job(second, P, "sm_90a")
+            repo.create_job(first, P, "sm_90a", 8, None)
+        with transaction(sessionmaker(impatient)) as second:
+            assert repo.find_active_job(second, P, "sm_90a") is not None
+    finally:
+        engine.dispose()
+        impatient.dispose()
 
 
 def test_transaction_rolls_back_on_error(db_factory: Factory) -> None:

@@ -13,7 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from tirtune.db import DbError, make_engine, migrate, shown_url
-from tirtune.db.models import metadata
+from tirtune.db.models import Job, metadata
 
 OURS = {"tirtune_jobs", "tirtune_measurements", "tirtune_remeasurements"}
 ADDED_IN_0003 = {
@@ -24,6 +24,7 @@ ADDED_IN_0004 = {
     *(("tirtune_measurements", c) for c in ("bytes_moved", "bandwidth_gbs", "copy_gbs", "peak_tflops")),
     *(("tirtune_remeasurements", c) for c in ("bandwidth_gbs", "copy_gbs", "peak_tflops")),
 }
+ADDED_IN_0005 = {("tirtune_jobs", "revision")}
 
 
 def tables(url: str) -> set[str]:
@@ -80,7 +81,7 @@ def test_models_match_migrated_schema(empty_db_url: str) -> None:
 
 def test_check_refuses_unmigrated_database(empty_db_url: str) -> None:
     where = re.escape(shown_url(empty_db_url))
-    with pytest.raises(DbError, match=rf"database {where} is at revision none.*expects 0004; migrate it with "
+    with pytest.raises(DbError, match=rf"database {where} is at revision none.*expects 0005; migrate it with "
                                       rf"`tirtune db upgrade --database {where}`"):
         migrate.check(empty_db_url)
 
@@ -124,7 +125,8 @@ def test_migrations_ship_with_the_package() -> None:
 
     assert all(covered(name) for name in shipped)
     assert {"env.py", "script.py.mako", "versions/0001_initial.py", "versions/0002_remeasurements.py",
-            "versions/0003_ratio_spread_and_source.py", "versions/0004_roofline.py"} <= shipped
+            "versions/0003_ratio_spread_and_source.py", "versions/0004_roofline.py",
+            "versions/0005_job_revision.py"} <= shipped
 
 
 def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) -> None:
@@ -139,9 +141,9 @@ def test_0002_adds_and_removes_remeasurements_keeping_trials(empty_db_url: str) 
                 "outcome, created_at) VALUES ('k', '{}', 'd', 64, 64, 64, 'float16', 't', 'OK', CURRENT_TIMESTAMP)"))
         migrate.upgrade(empty_db_url, "0002")
         assert migrate.current(empty_db_url) == "0002"
-        # The models are at head: at 0002 only the columns 0003 and 0004 add are missing.
+        # The models are at head: at 0002 only the columns 0003-0005 add are missing.
         assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
-            ("add_column", table, column) for table, column in ADDED_IN_0003 | ADDED_IN_0004}
+            ("add_column", table, column) for table, column in ADDED_IN_0003 | ADDED_IN_0004 | ADDED_IN_0005}
         with engine.begin() as connection:
             connection.execute(sa.text(
                 "INSERT INTO tirtune_remeasurements (measurement_id, key, session, rounds, outcome, created_at) "
@@ -171,7 +173,7 @@ def test_0003_labels_existing_rows_gpu_and_keeps_everything(empty_db_url: str) -
                 "SELECT id, key, 's', 5, 'OK', 1.02, CURRENT_TIMESTAMP FROM tirtune_measurements"))
         migrate.upgrade(empty_db_url, "0003")
         assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
-            ("add_column", table, column) for table, column in ADDED_IN_0004}
+            ("add_column", table, column) for table, column in ADDED_IN_0004 | ADDED_IN_0005}
         with engine.begin() as connection:
             row = connection.execute(sa.text(
                 "SELECT source, recording, ratio, ratio_p10, measured_at = created_at FROM tirtune_measurements"
@@ -206,7 +208,8 @@ def test_0004_fills_the_bytes_of_ok_rows_and_drops_only_its_columns(empty_db_url
                 "CURRENT_TIMESTAMP), ('bad', '{}', 'd', 16, 4096, 4096, 'float16', 't', 'TIMEOUT', NULL, "
                 "CURRENT_TIMESTAMP)"))
         migrate.upgrade(empty_db_url, "0004")
-        assert schema_diffs(empty_db_url) == []
+        assert {(d[0], d[2], d[3].name) for d in schema_diffs(empty_db_url)} == {  # type: ignore[index]
+            ("add_column", table, column) for table, column in ADDED_IN_0005}
         with engine.connect() as connection:
             rows = {r[0]: tuple(r[1:]) for r in connection.execute(sa.text(
                 "SELECT key, bytes_moved, bandwidth_gbs, copy_gbs, peak_tflops FROM tirtune_measurements"))}
@@ -218,5 +221,30 @@ def test_0004_fills_the_bytes_of_ok_rows_and_drops_only_its_columns(empty_db_url
             columns = {c["name"] for c in sa.inspect(connection).get_columns("tirtune_measurements")}
             assert not {"bytes_moved", "bandwidth_gbs", "copy_gbs", "peak_tflops"} & columns
             assert connection.execute(sa.text("SELECT count(*) FROM tirtune_measurements")).scalar() == 2
+    finally:
+        engine.dispose()
+
+
+def test_0005_starts_every_job_at_revision_0_and_drops_only_its_column(empty_db_url: str) -> None:
+    """0004 -> 0005: existing jobs get revision 0 and the schema matches the models; an update
+    through the model adds one; 0005 -> 0004 drops only the column."""
+    migrate.upgrade(empty_db_url, "0004")
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO tirtune_jobs (m, n, k, dtype, arch, state, max_trials, study_name, trials_done, message, "
+                "created_at, updated_at) VALUES (64, 64, 64, 'float16', 'sm_90a', 'QUEUED', 4, 's', 0, '', "
+                "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+        migrate.upgrade(empty_db_url, "0005")
+        assert schema_diffs(empty_db_url) == []
+        with engine.begin() as connection:
+            assert connection.execute(sa.text("SELECT revision FROM tirtune_jobs")).scalar() == 0
+            connection.execute(sa.update(Job).values(state="RUNNING"))
+            assert connection.execute(sa.text("SELECT revision FROM tirtune_jobs")).scalar() == 1
+        migrate.downgrade(empty_db_url, "0004")
+        with engine.connect() as connection:
+            assert "revision" not in {c["name"] for c in sa.inspect(connection).get_columns("tirtune_jobs")}
+            assert connection.execute(sa.text("SELECT state FROM tirtune_jobs")).scalar() == "RUNNING"
     finally:
         engine.dispose()

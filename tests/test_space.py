@@ -355,6 +355,21 @@ def test_tma_refuses_misaligned_k_before_compiling() -> None:
     HOPPER.check_problem(Problem(1000, 1000, 4000))  # M, N need no alignment
 
 
+@pytest.mark.parametrize("space", [HOPPER, HOPPER_V4, HOPPER_V3, HOPPER_V2, HOPPER_V1],
+                         ids=lambda s: s.template_version)
+@pytest.mark.parametrize("k", [4, 4092, 8188])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_hopper_refuses_k_4_mod_8(space: SearchSpace, k: int, dtype: str) -> None:
+    """K = 4 (mod 8): a row of 8 B more than a multiple of 16 B. Odd K breaks any even alignment;
+    only this one tells TMA's 16-byte rule from an 8-byte one."""
+    assert k % 8 == 4
+    refused = space.problem_violations(Problem(64, 64, k, dtype))
+    assert [v.rule for v in refused] == ["tma_row_stride_aligned"]
+    assert f"row stride of {2 * k} B" in refused[0].reason and "multiple of 8" in refused[0].reason
+    assert not space.is_valid(Config(), Problem(64, 64, k, dtype))
+    assert space.problem_violations(Problem(64, 64, k + 4, dtype)) == []  # the next multiple of 8
+
+
 @settings(deadline=None)
 @given(tma_problems())
 def test_every_tma_addressable_problem_has_valid_configs(problem: Problem) -> None:

@@ -95,9 +95,9 @@ class Settings(BaseSettings):
     best_cache_check_s: float = Field(
         default=1.0,
         ge=0,
-        description="GET /best answers are cached per API "
-        "process and dropped when the measurements change, checked this "
-        "often (a new best shows within it); 0 turns the cache off.",
+        description="GET /best, /trials, /jobs and /jobs/{id} answers are cached per API "
+        "process and dropped when the measurements or the jobs change, checked this "
+        "often (a new best or job state shows within it); 0 turns the cache off.",
     )
     # tirtune.gemm / tirtune.nn.Linear (tirtune.dispatch): where the best configs come from.
     url: str | None = Field(

@@ -1,12 +1,14 @@
-"""A cache of encoded GET /best answers, dropped whenever the measurements change.
+"""A cache of encoded answers (GET /best, /trials pages, GET /jobs and /jobs/{id}), dropped
+whenever the measurements or the jobs change.
 
-Measurements are written by job workers that may run in other processes or on other hosts, so an
-API process cannot see every write. Instead, at most once per `check_every_s` (per process, not
-per key) one request starts a read of the measurements' version in the background (it does not wait
-for it: tirtune.api.routes), `repo.measurements_version` (the newest id
-and the number of stale rows: an index-only read), and the cache is emptied when it moved. So an
-answer is never staler than `check_every_s` plus one query, the database sees one tiny query per
-second per process however hot the endpoint is, and hits need neither a thread nor a connection.
+Measurements and jobs are written by job workers that may run in other processes or on other hosts,
+so an API process cannot see every write. Instead, at most once per `check_every_s` (per process,
+not per key) one request starts a read of the version in the background (it does not wait for it:
+tirtune.api.routes): `repo.measurements_version` (the newest id and the number of stale rows: an
+index-only read) and `repo.jobs_version` (the jobs' count, newest id and sum of revisions: a scan
+of the jobs), and the cache is emptied when it moved. So an answer is never staler than
+`check_every_s` plus one query, the database sees two small queries per second per process however
+hot the endpoints are, and hits need neither a thread nor a connection.
 
 A miss that raced with an invalidation is not stored (each entry carries the generation it was
 read in), so an old answer cannot outlive the check that should have dropped it.

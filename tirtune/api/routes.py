@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -28,7 +29,7 @@ from tirtune.api.schemas import (
     TuneRequest,
 )
 from tirtune.core import Outcome, Problem, Source, SpaceError
-from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN
+from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN, normalize_dtype
 from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.model.keeper import ModelKeeper
 from tirtune.space import SearchSpace
@@ -84,30 +85,47 @@ def tune(body: TuneRequest, request: Request, response: Response, factory: Facto
         raise ApiError(422, "not_recorded", unrecorded)
     with transaction(factory) as s:
         repo.lock_problem(s, problem, body.arch)
-        job = repo.find_active_job(s, problem, body.arch)
-        if job is None:
-            job = repo.create_job(s, problem, body.arch, body.max_trials, body.time_budget_s)
-        else:
-            response.status_code = 200
+        active = repo.find_active_job(s, problem, body.arch)
+        job = active or repo.create_job(s, problem, body.arch, body.max_trials, body.time_budget_s)
         out = _jobs_out(s, [job])[0]
+    if active is None:  # this process's stored GET /jobs pages lack it: dropped now, not at the next check
+        request.app.state.best_cache.clear()
+    else:
+        response.status_code = 200
     response.headers["Location"] = request.url_for("get_job", job_id=job.id).path
     return out
 
 
-@router.get("/jobs")
-def list_jobs(
-    factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
-) -> Page[JobOut]:
-    """Jobs, newest first."""
+@router.get("/jobs", response_model=Page[JobOut])
+async def list_jobs(
+    request: Request, factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
+) -> Response:
+    """Jobs, newest first. Pages are cached per API process like GET /jobs/{job_id} answers."""
+    return await _cached(request, factory, ("jobs", state, limit, offset),
+                         lambda: _jobs_page(factory, state, limit, offset))
+
+
+def _jobs_page(factory: sessionmaker[Session], state: JobState | None, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
         jobs = repo.list_jobs(s, state=state, limit=limit, offset=offset)
-        return Page(items=_jobs_out(s, jobs), total=repo.count_jobs(s, state), limit=limit, offset=offset)
+        page = Page[JobOut](items=_jobs_out(s, jobs), total=repo.count_jobs(s, state), limit=limit, offset=offset)
+    return page.model_dump_json().encode()
 
 
-@router.get("/jobs/{job_id}", responses={404: {"model": ErrorOut}})
-def get_job(factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) -> JobOut:
+@router.get("/jobs/{job_id}", response_model=JobOut, responses={404: {"model": ErrorOut}})
+async def get_job(request: Request, factory: Factory, job_id: Annotated[int, Path(ge=1, le=MAX_INT)]) -> Response:
+    """A job: its state, progress and best so far (kept on the job's row). What the dashboard and
+    `tirtune.gemm`'s clients poll, so answers are cached per API process like GET /best answers and
+    dropped when a job, a measurement or a re-measurement changes (at most `best_cache_check_s`
+    late); a miss is two queries (the job with its best trial, that trial's re-measurement)."""
+    return await _cached(request, factory, ("job", job_id), lambda: _job_body(factory, job_id))
+
+
+def _job_body(factory: sessionmaker[Session], job_id: int) -> bytes:
     with transaction(factory) as s:
-        return _jobs_out(s, [repo.get_job(s, job_id)])[0]
+        job, best = repo.job_with_best(s, job_id)
+        again = repo.remeasurements_of(s, [] if best is None else [best])
+    return JobOut.of(job, best, None if best is None else again.get(best.id)).model_dump_json().encode()
 
 
 @router.get(
@@ -163,8 +181,9 @@ async def best(
 async def _cached(request: Request, factory: sessionmaker[Session], key: Hashable,
                   read: Callable[[], bytes]) -> Response:
     """The JSON answer for `key` from the per-process cache of answers that depend only on the
-    measurements (GET /trials pages here; GET /best keeps the same steps inline), or `read()` in a
-    worker thread and kept. A refusal (an exception from `read`) is not cached."""
+    jobs and measurements (GET /jobs, /jobs/{job_id} and /trials here; GET /best keeps the same
+    steps inline), or `read()` in a worker thread and kept. A refusal (an exception from `read`,
+    e.g. a job not found) is not cached."""
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)
@@ -192,7 +211,7 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
     version = None
     try:
         with transaction(factory) as s:
-            version = repo.measurements_version(s)
+            version = (repo.measurements_version(s), repo.jobs_version(s))
     finally:
         cache.checked(version)  # None (a failed read) drops everything
 
@@ -275,29 +294,44 @@ async def trials(
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
     shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
                                        "narrows to one problem", json_schema_extra=SHAPE_SCHEMA)] = None,
-    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; only together with `shape` "
-                                       "(a dtype alone is refused 422)", json_schema_extra=DTYPE_SCHEMA)] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; with `shape` narrows to one "
+                                       "problem, alone to every problem of this dtype",
+                                       json_schema_extra=DTYPE_SCHEMA)] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
-    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem.
-    Each item carries its newest re-measurement, if any (`remeasured`). Pages are cached per API
-    process like GET /best answers, and dropped when the measurements or re-measurements change
-    (at most `best_cache_check_s` late)."""
-    problem = _problem_filter(shape, dtype)
-    key = ("trials", job_id, problem, outcome, limit, offset)
-    return await _cached(request, factory, key, lambda: _trials_page(factory, job_id, problem, outcome, limit, offset))
+    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem,
+    `dtype` alone to one dtype. Each item carries its newest re-measurement, if any (`remeasured`).
+    Pages are cached per API process like GET /best answers, and dropped when the measurements or
+    re-measurements change (at most `best_cache_check_s` late)."""
+    where = _trials_filter(shape, dtype, job_id, outcome)
+    key = ("trials", where, limit, offset)
+    return await _cached(request, factory, key, lambda: _trials_page(factory, where, limit, offset))
 
 
-def _trials_page(factory: sessionmaker[Session], job_id: int | None, problem: Problem | None,
-                 outcome: Outcome | None, limit: int, offset: int) -> bytes:
+@dataclass(frozen=True, slots=True)
+class _TrialsFilter:
+    job_id: int | None
+    problem: Problem | None
+    dtype: str | None  # without a problem: every problem of this dtype
+    outcome: Outcome | None
+
+
+def _trials_filter(shape: str | None, dtype: str | None, job_id: int | None, outcome: Outcome | None) -> _TrialsFilter:
+    if shape is None:
+        return _TrialsFilter(job_id, None, None if dtype is None else normalize_dtype(dtype), outcome)
+    return _TrialsFilter(job_id, Problem.parse(shape, dtype or "float16"), None, outcome)
+
+
+def _trials_page(factory: sessionmaker[Session], w: _TrialsFilter, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
-        rows = repo.list_measurements(s, job_id=job_id, problem=problem, outcome=outcome, limit=limit, offset=offset)
+        rows = repo.list_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome,
+                                      limit=limit, offset=offset)
         if (rows and len(rows) < limit) or (not rows and offset == 0):
             total = offset + len(rows)  # the last page: the count is known without a COUNT
         else:
-            total = repo.count_measurements(s, job_id=job_id, problem=problem, outcome=outcome)
+            total = repo.count_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome)
         again = repo.remeasurements_of(s, rows)
     page = Page[MeasurementOut](items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit,
                                 offset=offset)
@@ -318,15 +352,6 @@ def _unrecorded(replay: SearchSpace | None, problem: Problem) -> str | None:
     if not broken:
         return None
     return f"this service measures with recorded data (TIRTUNE_REPLAY): {'; '.join(v.reason for v in broken)}"
-
-
-def _problem_filter(shape: str | None, dtype: str | None) -> Problem | None:
-    if shape is None:
-        if dtype is not None:
-            message = "dtype filters need a shape too, e.g. shape=4096x4096x4096&dtype=bf16"
-            raise ApiError(422, "validation_error", message)
-        return None
-    return Problem.parse(shape, dtype or "float16")
 
 
 def _jobs_out(s: Session, jobs: list[JobRecord]) -> list[JobOut]:

@@ -495,7 +495,9 @@ class StudySummaryOut(BaseModel):
     dtype: str
     job_id: int | None
     trials: list[TrialPointOut]
-    cublas_tflops: float | None = Field(description="median same-run cuBLAS TFLOP/s of the OK trials")
+    cublas_tflops: float | None = Field(description="the median of the OK trials' same-run cuBLAS TFLOP/s (each "
+                                                   "from its own trial's run); the best's own run's is "
+                                                   "`best.cublas_tflops`")
     importance: list[ImportanceOut] = Field(description="eta^2 per knob over OK trials (tirtune.api.summary)")
     top: list[TopConfigOut] = Field(description="the ranking GET /best uses: same-run ratio, re-measured first")
     best: BestOut | None = Field(description="what GET /best (of this job, with job_id) answers for these rows")

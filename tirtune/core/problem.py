@@ -12,12 +12,31 @@ __all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "norm
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
 DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
-# ASCII only: `\d` and `\s` would also take full-width digits (e.g. U+FF14) and other Unicode
-# spaces. The API publishes the same pattern in its OpenAPI schema.
-SHAPE_PATTERN = r"^[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*$"
-_SHAPE = re.compile(SHAPE_PATTERN)
 # A dimension above 2**20 would need more than a GPU's memory for any sensible other two.
 MAX_DIM = 1 << 20
+
+
+def _shape_of(dimension: str) -> str:
+    # ASCII only: `\d` and `\s` would also take full-width digits (e.g. U+FF14) and other Unicode
+    # spaces.
+    return rf"^[ \t]*({dimension})[ \t]*[xX][ \t]*({dimension})[ \t]*[xX][ \t]*({dimension})[ \t]*$"
+
+
+def _one_to(limit: int) -> str:
+    """A regular expression of the decimal integers 1..`limit` (leading zeros allowed): those with
+    fewer digits than `limit`, then, digit by digit, those of its length below it, then itself."""
+    top = str(limit)
+    fewer = [f"[1-9][0-9]{{0,{len(top) - 2}}}"] if len(top) > 1 else []
+    below = [f"{top[:i]}[{int(i == 0)}-{int(d) - 1}]" + (f"[0-9]{{{len(top) - i - 1}}}" if i < len(top) - 1 else "")
+             for i, d in enumerate(top) if int(d) > int(i == 0)]
+    return f"0*(?:{'|'.join([*fewer, *below, top])})"
+
+
+# What `Problem.parse` accepts, exactly: the API publishes it in its OpenAPI schema, so a client or
+# a generated test that follows the schema sends only shapes the domain takes. Parsing itself reads
+# any digits, so that an out-of-range dimension is refused with the range, not as a bad shape.
+SHAPE_PATTERN = _shape_of(_one_to(MAX_DIM))
+_SHAPE = re.compile(_shape_of("[0-9]+"))
 
 
 def quoted(value: object, limit: int = 64) -> str:

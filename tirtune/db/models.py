@@ -97,6 +97,11 @@ class Job(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    # Every UPDATE of the row adds one, in the statement itself (ORM flushes and Core updates
+    # alike): the sum over the table moves whenever any job changes, whatever order writers commit
+    # in (repo.jobs_version; migration 0005).
+    revision: Mapped[int] = mapped_column(default=0, server_default=sa.text("0"),
+                                          onupdate=sa.literal_column("revision + 1"))
 
 
 class Measurement(Base):

@@ -18,7 +18,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from tirtune.core import Candidate, Config, Outcome, Problem, Roofline, RunResult, Sample, Source, Stack
+from tirtune.core import (
+    Candidate,
+    Config,
+    Outcome,
+    Problem,
+    Roofline,
+    RunResult,
+    Sample,
+    Source,
+    Stack,
+    normalize_dtype,
+)
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
@@ -37,11 +48,13 @@ __all__ = [
     "find_active_job",
     "find_measurement",
     "job_remeasurements",
+    "jobs_version",
     "latest_remeasurements",
     "finish_job",
     "get_job",
     "get_measurement",
     "job_progress",
+    "job_with_best",
     "list_jobs",
     "list_measurements",
     "lock_problem",
@@ -101,6 +114,18 @@ def create_job(
 def get_job(s: Session, job_id: int) -> JobRecord:
     """The job with this id; NotFound if there is none."""
     return JobRecord.from_row(_job_row(s, job_id))
+
+
+def job_with_best(s: Session, job_id: int) -> tuple[JobRecord, MeasurementRecord | None]:
+    """The job and its best trial so far (the row's `best_measurement_id`) in one query; NotFound
+    if there is no such job."""
+    stmt = (sa.select(Job, Measurement).outerjoin(Measurement, Job.best_measurement_id == Measurement.id)
+            .where(Job.id == job_id))
+    row = s.execute(stmt).first()
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    job, best = row
+    return JobRecord.from_row(job), None if best is None else MeasurementRecord.from_row(best)
 
 
 def list_jobs(
@@ -332,12 +357,14 @@ def list_measurements(
     job_id: int | None = None,
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
+    dtype: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> list[MeasurementRecord]:
-    """Measurements matching every given filter, newest first. Plain rows, not ORM objects: a
-    page of 100 is read-only, and the ORM's identity map and instances cost more than the query."""
-    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome)
+    """Measurements matching every given filter (`dtype`: of every problem of that dtype), newest
+    first. Plain rows, not ORM objects: a page of 100 is read-only, and the ORM's identity map and
+    instances cost more than the query."""
+    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome, dtype)
     result = s.execute(stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset))
     names = tuple(result.keys())
     return [MeasurementRecord.from_columns(dict(zip(names, row, strict=True))) for row in result]
@@ -349,8 +376,9 @@ def count_measurements(
     job_id: int | None = None,
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
+    dtype: str | None = None,
 ) -> int:
-    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome))
+    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome, dtype))
 
 
 def mark_stale(
@@ -469,12 +497,15 @@ def _job_filter(stmt: sa.Select[Any], state: JobState | str | None) -> sa.Select
 
 
 def _measurement_filter(
-    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None
+    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None,
+    dtype: str | None = None,
 ) -> sa.Select[Any]:
     if job_id is not None:
         stmt = stmt.where(Measurement.job_id == job_id)
     if problem is not None:
         stmt = stmt.where(*_same_problem(Measurement, problem))
+    if dtype is not None:
+        stmt = stmt.where(Measurement.dtype == normalize_dtype(dtype))
     if outcome is not None:
         stmt = stmt.where(Measurement.outcome == Outcome(outcome).value)
     return stmt
@@ -640,6 +671,17 @@ def set_job_best(s: Session, job_id: int, measurement_id: int) -> JobRecord:
     job.best_measurement_id = measurement_id
     s.flush()
     return JobRecord.from_row(job)
+
+
+def jobs_version(s: Session) -> tuple[int, int, int]:
+    """(number of jobs, newest job id, sum of the jobs' revisions): it changes whenever a job is
+    created or updated (every UPDATE adds one to the row's `revision`), so caches of answers that
+    show jobs can tell when to drop them. A sum, not the newest `updated_at`: a writer that
+    committed after a later one still moves it. A scan of the jobs (one row per tuning job), meant
+    for about one call a second."""
+    count, newest, revisions = s.execute(
+        sa.select(sa.func.count(), sa.func.max(Job.id), sa.func.sum(Job.revision))).one()
+    return count, newest or 0, int(revisions or 0)
 
 
 def measurements_version(s: Session) -> tuple[int, int, int]:

@@ -126,6 +126,9 @@ function renderStudy(summary, title) {
 }
 
 // The best is the summary's `best`: the answer GET /best gives for these rows (same ranking, same figures).
+// Its ratio, TFLOP/s and cuBLAS TFLOP/s come from one run (its re-measurement when confirmed, else its
+// trial), so on the cards TFLOP/s / cuBLAS TFLOP/s is the ratio. The chart's cuBLAS line is another
+// figure, the median over the trials' runs, and says so.
 function renderCards(summary) {
   const cards = document.getElementById("cards");
   const note = document.getElementById("best-note");
@@ -135,17 +138,19 @@ function renderCards(summary) {
   }
   const ok = summary.trials.filter((t) => t.outcome === "OK");
   const best = summary.best;
-  const card = (k, v) => el("div", { class: "card" }, el("div", { class: "v" }, v), el("div", { class: "k" }, k));
+  const card = (figure, k, v) => el("div", { class: "card", "data-figure": figure },
+    el("div", { class: "v" }, v), el("div", { class: "k" }, k));
   const how = best ? (best.confirmed ? "re-measured" : "trial figures, not re-measured") : "";
   cards.replaceChildren(
-    card("trials", String(summary.trials.length)),
-    card("OK", String(ok.length)),
-    card("refused by rules", String(summary.invalid)),
-    card(`best vs cuBLAS (${how || "same run"})`, ratio(best?.ratio)),
-    card("p10–p90 of that ratio", spread(best?.ratio_p10, best?.ratio_p90)),
-    card("best TFLOP/s", fmt(best?.tflops)),
-    card("cuBLAS TFLOP/s (same run)", fmt(summary.cublas_tflops)),
-    card(best?.source === "replay" ? "best config (replayed)" : "best config", best ? best.config_label : "–"));
+    card("trials", "trials", String(summary.trials.length)),
+    card("ok", "OK", String(ok.length)),
+    card("invalid", "refused by rules", String(summary.invalid)),
+    card("ratio", `best vs cuBLAS (${how || "same run"})`, ratio(best?.ratio)),
+    card("spread", "p10–p90 of that ratio", spread(best?.ratio_p10, best?.ratio_p90)),
+    card("tflops", "best TFLOP/s", fmt(best?.tflops)),
+    card("cublas-tflops", "cuBLAS TFLOP/s (the best's run)", fmt(best?.cublas_tflops)),
+    card("config", best?.source === "replay" ? "best config (replayed)" : "best config",
+      best ? best.config_label : "–"));
   note.textContent = best ? best.note : "";
   document.body.dataset.bestConfig = best ? best.config_label : "";
 }
@@ -185,7 +190,7 @@ function trialDatasets(summary) {
     borderColor: BEST_COLOR, backgroundColor: BEST_COLOR, stepped: "after", pointStyle: "line", pointRadius: 0, borderWidth: 2, order: 1,
   });
   if (summary && summary.cublas_tflops && trials.length) {
-    const label = `cuBLAS (same run): ${fmt(summary.cublas_tflops)} TFLOP/s`;
+    const label = `cuBLAS (median of the trials' same-run figures): ${fmt(summary.cublas_tflops)} TFLOP/s`;
     sets.push({
       type: "line", label, endLabel: label, borderColor: CUBLAS_COLOR, backgroundColor: CUBLAS_COLOR,
       borderDash: [6, 4], pointStyle: "line", pointRadius: 0, borderWidth: 1.5, order: 0,
