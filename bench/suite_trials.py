@@ -67,7 +67,10 @@ def trials(url: str) -> list[Row]:
     rows: list[Row] = []
     with sessions() as s:
         for job in s.scalars(sa.select(Job).order_by(Job.id)):
-            study = optuna.load_study(study_name=job.study_name, storage=storage)
+            try:
+                study = optuna.load_study(study_name=job.study_name, storage=storage)
+            except KeyError:  # a job that never started (a run cut by its deadline): nothing measured
+                continue
             origins = {t.number: origin(t) for t in study.get_trials(deepcopy=False)}
             measured = s.scalars(sa.select(Measurement).where(Measurement.job_id == job.id, Measurement.trial_number
                                  .is_not(None)).order_by(Measurement.trial_number, Measurement.id))
