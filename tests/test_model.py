@@ -3,6 +3,7 @@ per-job guide, the keeper, and the database rows it learns from (real SQLite and
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import uuid
@@ -124,6 +125,21 @@ def test_the_guides_first_picks_spread_over_tiles(model) -> None:  # type: ignor
     for c in picks:
         counts[tile_key(c)] = counts.get(tile_key(c), 0) + 1
     assert max(counts.values()) <= 2 and len(counts) >= 4
+    assert len({tile_key(c) for c in guide.first(8)}) == 8  # by default one a tile
+
+
+def test_the_guide_gives_a_structure_it_measured_less_a_bonus(model) -> None:  # type: ignore[no-untyped-def]
+    """With every config predicted alike, the pick is the first offered until the job has tried
+    its tile (failures count): then a config of a tile not tried wins on its bonus alone."""
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(6), settings=SMALL)
+    a = guide.ranked[0][0]
+    b = next(c for c, _ in guide.ranked if tile_key(c) != tile_key(a))
+    guide.predict = lambda configs: np.ones(len(configs))  # type: ignore[method-assign]
+    rest = [c for c, _ in guide.ranked if c not in (a, b)]
+    assert guide.best_of([a, b], exclude=rest) == a
+    twin = next(c for c, _ in guide.ranked if tile_key(c) == tile_key(a) and c != a)
+    guide.tell(twin, None)
+    assert guide.best_of([a, b], exclude=rest) == b
 
 
 def test_the_guide_learns_from_the_jobs_own_results(model) -> None:  # type: ignore[no-untyped-def]

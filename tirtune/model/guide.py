@@ -7,7 +7,10 @@ every prediction (the model's level on a problem it never saw is its least sure 
 alone reorders nothing), and from `LOCAL_MIN` results on a few small trees fitted to what the
 shift leaves reorder the configs (this problem likes k_rotate less than the others did, say).
 The next proposals are the configs it then ranks best: neighbours of the best measured configs
-and the best of the ranked pool alike.
+and the best of the ranked pool alike, with a bonus for a structure (tile_key: the tile, swap_ab,
+split_k) the job has measured less, so a few trials go to other tiles instead of all to one
+tile's L2 hints and prefetches (in the first random draws through the service, a job's top six
+were often one tile's minor variants: bench/results/generalize/).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from tirtune.model.learner import PARAMS, CostModel, lightgbm
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space.space import SearchSpace
 
-__all__ = ["LOCAL_MIN", "PER_TILE", "Guide"]
+__all__ = ["EXPLORE", "LOCAL_MIN", "PER_TILE", "Guide"]
 
-PER_TILE = 2  # first picks of one tile (tile_key) before the next tile's
+PER_TILE = 1  # first picks of one tile (tile_key) before the next tile's
+EXPLORE = 0.03  # the bonus (in log ratio, ~3%) of a structure the job has not measured, shrinking as it does
 LOCAL_MIN = 4  # the job's own results before its local trees are fitted
 LOCAL = {**PARAMS, "learning_rate": 0.1, "num_leaves": 4, "min_data_in_leaf": 2, "bagging_fraction": 1.0,
          "bagging_freq": 0, "feature_fraction": 1.0}
@@ -46,6 +50,7 @@ class Guide:
         self.space = space
         self.problem = problem
         self._own: dict[Config, float] = {}  # this job's correct results: config -> ratio
+        self._tried: dict[tuple[int, int, bool, int], int] = {}  # results told per structure (tile_key)
         self._offset = 0.0  # the mean of the job's log residuals
         self._local: Any = None  # a lightgbm.Booster over what the offset leaves
         self.ranked = rank_space(space, problem, self.predict, seeds=seeds, rng=rng or random.Random(0),
@@ -79,7 +84,10 @@ class Guide:
         return picks + rest[: n - len(picks)]
 
     def tell(self, config: Config, ratio: float | None) -> None:
-        """A result of this job: the shift and the local trees are fitted again to every correct one."""
+        """A result of this job (ratio None: it failed): the shift and the local trees are fitted
+        again to every correct one."""
+        if config not in self._own:
+            self._tried[tile_key(config)] = self._tried.get(tile_key(config), 0) + 1
         if ratio is None or not ratio > 0 or self._own.get(config) == ratio:
             return
         self._own[config] = ratio
@@ -95,10 +103,12 @@ class Guide:
         self._local = lgb.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
 
     def best_of(self, candidates: Iterable[Config], exclude: Iterable[Config] = ()) -> Config | None:
-        """The best predicted of `candidates` and the ranked pool's top, leaving out `exclude`."""
+        """The best of `candidates` and the ranked pool's top, leaving out `exclude`: predicted
+        ratio plus the exploration bonus of its structure (EXPLORE / sqrt(1 + results of it))."""
         skip = set(exclude)
         pool = [c for c, _ in self.ranked[:POOL_REVISITED] if c not in skip]
         options = list(dict.fromkeys([*(c for c in candidates if c not in skip), *pool]))
         if not options:
             return None
-        return options[int(np.argmax(self.predict(options)))]
+        bonus = np.array([EXPLORE / math.sqrt(1 + self._tried.get(tile_key(c), 0)) for c in options])
+        return options[int(np.argmax(np.log(self.predict(options)) + bonus))]

@@ -273,8 +273,8 @@ class OptunaProposer:
                 trial, config = self._open.pop(fb.trial)
                 if fb.ratio is not None:
                     self._score(config, fb.ratio, fb.trial)
-                    if self.guide is not None:
-                        self.guide.tell(config, fb.ratio)
+                if self.guide is not None and fb.outcome != "INVALID":  # a failure counts as tried
+                    self.guide.tell(config, fb.ratio)
                 trial.set_user_attr("outcome", fb.outcome)
                 if fb.message:
                     trial.set_user_attr("message", fb.message[:500])
