@@ -3,7 +3,6 @@ per-job guide, the keeper, and the database rows it learns from (real SQLite and
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 import uuid
