@@ -16,7 +16,7 @@ from tirtune.db import JobState, repo, transaction
 from tirtune.settings import Settings
 from tirtune.space import Problem
 
-BEST = {"shape": "4096x4096x4096", "dtype": "float16"}
+BEST = {"shape": "4096x4096x4096", "dtype": "float16", "predict": "false"}  # a measurement or 404
 
 
 class Clock:
