@@ -267,3 +267,23 @@ def test_a_guided_job_starts_from_the_models_picks_and_searches_by_it(db_url: st
     attrs = [t.user_attrs for t in study.get_trials(deepcopy=False)]
     assert any("model_pick" in a or "neighbour_of" in a for a in attrs)
     sessions.kw["bind"].dispose()
+
+
+def test_a_refused_tpe_sample_is_repaired_to_the_models_best_near_it(model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With a guide, the repair of a sample a rule refuses is the best predicted of the nearest
+    valid config and its valid neighbours: a config near TPE's sample, never the pool's top."""
+    from tirtune.tuner.optuna_proposer import OptunaProposer
+
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(7), settings=SMALL)
+    proposer = OptunaProposer(f"sqlite:///{tmp_path / 'study.db'}", "repair", HOPPER, problem=WIDE, guide=guide,
+                              local_share=0.0)
+    nearest = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+                     epilogue="tma_chunked")
+    assert HOPPER.is_valid(nearest, WIDE)
+    repaired = proposer._guided_repair(nearest)
+    near = [nearest, *HOPPER.neighbours(nearest, WIDE)]
+    assert repaired in near
+    assert guide.predicted(repaired) == max(guide.predicted(c) for c in near)
+    asked = proposer.ask(4)  # TPE alone: every refused sample comes back repaired, valid and new
+    assert all(HOPPER.is_valid(p.config, WIDE) for p in asked) and len({p.config for p in asked}) == 4
+    proposer.abandon()

@@ -102,12 +102,13 @@ class Guide:
         data = lgb.Dataset(rows, residual - self._offset, feature_name=list(FEATURES), free_raw_data=True)
         self._local = lgb.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
 
-    def best_of(self, candidates: Iterable[Config], exclude: Iterable[Config] = ()) -> Config | None:
-        """The best of `candidates` and the ranked pool's top, leaving out `exclude`: predicted
-        ratio plus the exploration bonus of its structure (EXPLORE / sqrt(1 + results of it))."""
+    def best_of(self, candidates: Iterable[Config], exclude: Iterable[Config] = (), *, pool: bool = True
+                ) -> Config | None:
+        """The best of `candidates` and (with `pool`) the ranked pool's top, leaving out `exclude`:
+        predicted ratio plus the exploration bonus of its structure (EXPLORE / sqrt(1 + results of it))."""
         skip = set(exclude)
-        pool = [c for c, _ in self.ranked[:POOL_REVISITED] if c not in skip]
-        options = list(dict.fromkeys([*(c for c in candidates if c not in skip), *pool]))
+        top = [c for c, _ in self.ranked[:POOL_REVISITED] if c not in skip] if pool else []
+        options = list(dict.fromkeys([*(c for c in candidates if c not in skip), *top]))
         if not options:
             return None
         bonus = np.array([EXPLORE / math.sqrt(1 + self._tried.get(tile_key(c), 0)) for c in options])
