@@ -3,7 +3,7 @@
     python -m bench.suite --trials 32        # starts `tirtune serve` itself; bench/results/suite/<date>-32trials
     python -m bench.suite --url http://127.0.0.1:8000 --trials 32 ...    # or uses a running service
 
-The twenty problems of the suite (shared/SUITE.md: ten shapes, fp16 and bf16; D = A @ B.T) are
+The twenty problems of the suite (`SHAPES` below: ten shapes, fp16 and bf16; D = A @ B.T) are
 queued as jobs with one fixed trial budget, fp16 first (a bf16 job then transfers from the same
 shape in fp16). Each job is the service's own: proposals, builds, the measuring child, and at the
 end its top trials re-measured interleaved with cuBLAS in fresh processes. The score of a problem

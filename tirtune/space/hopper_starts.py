@@ -22,7 +22,7 @@ __all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
 # The 4096^3 points (kits/2026-11-29-hopper-gemm-3-best.md, L2 flushed, median of 3 processes): ping-pong
 # consumers with chunked TMA stores, 1.024x cuBLAS at 4096^3 fp16 (1.046x at 8192^3, 1.022x bf16),
 # and the cooperative 128x256 with chunked stores (1.026x fp16, 1.020x bf16); then the best
-# hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes of TIRX_HOPPER.md.
+# hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes (docs/perf-notes.md, "hopper-gemm/1").
 HOPPER_START: tuple[Config, ...] = (
     Config(blk_m=128, blk_n=128, blk_k=64, stages=6, consumers=2, warp_specialized=True, persistent=True,
            raster_group=16, epilogue="tma_chunked", schedule="pingpong"),
