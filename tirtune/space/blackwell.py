@@ -66,7 +66,8 @@ BLACKWELL = SearchSpace(
 
 @dataclass(frozen=True, slots=True)
 class JourneyStep:
-    """One step of the seed's B200 journey (shared/seeds/000_*.txt) as a point of this space."""
+    """One step of the seed's B200 journey (V1..V9, the steps `bench/journey.py` maps to Hopper) as a point of
+    this space."""
 
     config: Config
     problem: Problem
