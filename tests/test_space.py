@@ -538,7 +538,7 @@ def test_swapped_ping_pong_kernels_in_multicast_clusters_are_refused() -> None:
     assert _rules(replace(SUITE_WRONG, swap_ab=False), square) == []
     assert _rules(replace(SUITE_WRONG, cluster=1), square) == []
     reason = HOPPER.violations(SUITE_WRONG, square)[0].reason
-    assert "cluster=1" in reason and "smoke-v5-wrong" in reason
+    assert "cluster=1" in reason and "sweeps/2026-11-30-wrong-kernel-neighbours.md" in reason
 
 
 def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() -> None:
