@@ -4,7 +4,7 @@ against PostgreSQL, on loopback only.
     python -m bench.api_load [--clients 200] [--seconds 20] [--workers 2] [--rates 200 500 1000]
                              [--trials-clients 50] [--trials-rates 100]
                              [--jobs-clients 50] [--jobs-rates 100]
-                             [--endpoints best trials jobs] [--out api-load]
+                             [--endpoints best trials jobs] [--out api-load/DATE-WHAT]
 
 1. Creates a throwaway PostgreSQL database (dropped at the end), migrates it, and fills it with
    realistic measurements: the 156 configs recorded on an H200 (bench/data/*.jsonl) replayed for
@@ -28,7 +28,8 @@ against PostgreSQL, on loopback only.
    With both GET /best and GET /jobs/{id}, the two also saturate in turns (four slices each, the
    GET /jobs/{id} clients): their throughputs compare like for like on a machine whose other work
    comes and goes.
-4. Writes bench/results/<--out>.json and .md (default api-load): p50/p90/p99/max latency, req/s,
+4. Writes bench/results/<--out>.json and .md (default api-load/<date>-<endpoints>, e.g.
+   api-load/2026-11-30-best-trials): p50/p90/p99/max latency, req/s,
    errors, date, machine, versions, and whether the goals were met (GET /best p99 <= 10 ms at
    200 req/s, GET /trials?limit=100 p99 <= 50 ms at 100 req/s, GET /jobs/{id} p99 <= 20 ms at
    100 req/s and a saturation throughput at least half of GET /best's in the same run).
@@ -63,6 +64,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from bench.filing import dated
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import JobState, make_engine, migrate, normalize_url, repo, session_factory, transaction
 from tirtune.space import Problem
@@ -497,8 +499,8 @@ def main() -> int:
                    help="offered req/s of the paced GET /jobs/{id} phases")
     p.add_argument("--endpoints", nargs="+", choices=ENDPOINTS, default=list(ENDPOINTS),
                    help="which endpoints to load (GET /best runs first when asked: the others' goals compare with it)")
-    p.add_argument("--out", default="api-load",
-                   help="results file stem under bench/results, e.g. api-load/2026-12-01-jobs")
+    p.add_argument("--out", default=None,
+                   help="results file stem under bench/results (default: api-load/<date>-<endpoints>)")
     p.add_argument("--max-requests", type=int, default=400_000, help="per phase")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
@@ -534,7 +536,7 @@ def main() -> int:
         report["load_average_1_5_15"] = {"before": load_before, "after": load_after}
     log.info("%s", json.dumps(report["phases"], indent=1))
     if not args.no_write:
-        write(report, args.out)
+        write(report, args.out or str(dated("api-load", "-".join(chosen)).relative_to(RESULTS)))
     return 0
 
 

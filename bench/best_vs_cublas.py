@@ -1,7 +1,8 @@
 """The best configs against cuBLAS: the service's own measuring child, re-measured interleaved,
-median over several fresh processes. Writes bench/results/best-vs-cublas.{json,md}.
+median over several fresh processes. Writes OUT/best-vs-cublas.{json,md} (default OUT:
+bench/results/kits; filed there as <date>-<kit>.{json,md}, bench/README.md).
 
-    python -m bench.best_vs_cublas .build/best --processes 3 --rounds 7 --out bench/results
+    python -m bench.best_vs_cublas .build/best --processes 3 --rounds 7
 
 Input: a folder made by bench/prebuild.py (manifest.json + .so files), e.g. the tuner's winners.
 Needs torch and tvm_ffi on the GPU host, not TVM. For each process: a fresh measuring child
@@ -216,7 +217,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel")
     ap.add_argument("--only", default="", help="comma-separated substrings of entry names")
     ap.add_argument("--exclude", default="", help="comma-separated substrings of entry names to leave out")
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    ap.add_argument("--out", type=Path, default=Path("bench/results/kits"))
     args = ap.parse_args()
     if args.from_verify:
         report = from_verify(args.from_verify, [n for n in args.names.split(",") if n], args.manifest)

@@ -1,6 +1,6 @@
 """Build and statically gate a random sample of valid Blackwell (sm_100a) configs, without a B200.
 
-    python bench/blackwell_gate.py --count 110 --jobs 2 --out bench/results/blackwell-gate
+    python -m bench.blackwell_gate --count 110 --jobs 2     # bench/results/blackwell/<date>-static-gate.{json,md}
 
 Each sampled (config, problem) goes through `bench.static_gate.gate`: TIRx lowering,
 `nvcc -cubin` for sm_100a, and the static checks (no spills or local memory, register / shared
@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.filing import dated
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import BLACKWELL, STATUS, TEMPLATE_VERSION
 from tirtune.workers import toolchain
@@ -147,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=110)
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/blackwell-gate"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="OUT.json and OUT.md (default: bench/results/blackwell/<date>-static-gate)")
     parser.add_argument("--render-only", action="store_true", help="rewrite OUT.md from OUT.json, build nothing")
     args = parser.parse_args(argv)
+    args.out = args.out or dated("blackwell", "static-gate")
     if args.render_only:
         args.out.with_suffix(".md").write_text(to_markdown(json.loads(args.out.with_suffix(".json").read_text())))
         return 0

@@ -147,7 +147,7 @@ def markdown(record: dict[str, Any]) -> str:
 
     summary = record["summary"]
     lines = [
-        "# Both build paths on the GPU, outputs compared bit for bit (issue 16's proof)", "",
+        "# Both build paths on the GPU, outputs compared bit for bit (the device-only build path's proof)", "",
         f"{summary['gpu']}: {summary['kernels']} kernels of `bench/build_speed.py --set proof`, each built as a host "
         "`.so` (today's path) and as a cubin + launch spec (the device-only path, run through "
         "`tirtune.workers.launcher.CubinKernel`), both run on the same seeded inputs into NaN-filled outputs.", "",

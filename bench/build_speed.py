@@ -12,7 +12,8 @@ at once. CPU seconds are process CPU (user + system) of this process and all its
 
 SASS: each kernel's `cuobjdump -sass` text from the old `.so` and from the new cubin, with the
 kernel's name, addresses and the `.text` section names normalised; instructions and their
-encodings compared. Writes bench/results/build-speed.{json,md}; `--keep` keeps the built kernels
+encodings compared. Writes OUT/build-speed.{json,md} (default OUT: bench/results/builds, filed there
+as <date>-build-speed.{json,md}); `--keep` keeps the built kernels
 (the cubin path's launch.json + cubin, the .so) for bench/build_paths.py on the GPU host.
 """
 
@@ -163,7 +164,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=6)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None, help="copy the built kernels here")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "builds")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pairs = proof_set() if args.set == "proof" else speed_set(args.configs)
@@ -252,7 +253,8 @@ def _markdown(record: dict[str, Any]) -> str:
         f"| {cpu['wall_s']['new']} | {cpu['built']['new']} |", "",
         f"New path's stages: {json.dumps(cpu['new_stages'])}", "",
         f"Both paths lower with {cpu.get('tvm_patches', 'TVM unpatched')} (before it, over 69 configs: "
-        "16.46 CPU s per build old, 3.31 new; `build-speed-proof.md`).", "",
+        "16.46 CPU s per build old, 3.31 new; bench/results/archive/builds/2026-11-30-build-speed-proof-set.md).",
+        "",
         f"SASS identical (instructions, addresses and kernel name normalised): {record['sass']['identical']} of "
         f"{record['sass']['compared']}; identical but for the constant-bank-4 slots of module-scope statics "
         f"(serial split-K's workspace: the batch cubin also holds its neighbours'): "

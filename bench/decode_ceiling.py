@@ -1,12 +1,12 @@
-"""How fast can a decode GEMM's weights stream in, under the suite's protocol? (issue 14, M = 16)
+"""How fast can a decode GEMM's weights stream in, under the suite's protocol? (M = 16)
 
-    python -m bench.decode_ceiling --out bench/results/decode-ceiling     # on the H200
-    bash bench/gpu_session.sh decode-ceiling                              # the same, in a lease
+    python -m bench.decode_ceiling                  # on the H200: bench/results/decode/<date>-ceiling
+    bash bench/gpu_session.sh decode-ceiling        # the same, on the GPU host's step runner
 
 The suite times every GEMM right after zeroing a 256 MiB buffer (the L2 flush), so the L2 starts
 full of dirty lines. The best decode kernel (16x4096x4096, 64x16x128 s8 swap, evict_first on the
 weights) moves the 33.5 MB of weights in ~15 us, 2.2-2.3 TB/s, where a device copy reaches ~4.1
-TB/s (read + write) and the issue asks 1.3x cuBLAS (~14.6 us). Whether the rest is the kernel's
+TB/s (read + write) and the decode target is 1.3x cuBLAS (~14.6 us). Whether the rest is the kernel's
 or the protocol's is what this measures, with nothing of tirtune's in the way: in one process,
 rounds interleaved, each repetition after a flush, CUDA events with the launches queued behind a
 held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.filing import dated
 from bench.gemm_profile import kit_kernels as built_for
 from bench.stream_read import VARIANTS as STREAMS
 from bench.stream_read import stream_sum
@@ -202,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/decode-ceiling"))
+    ap.add_argument("--out", type=Path, default=None,
+                    help="OUT.json and OUT.md (default: bench/results/decode/<date>-ceiling)")
     ap.add_argument("--kit", type=Path, default=None,
                     help="a bench/prebuild.py folder: its kernels for these weights are timed too")
     ap.add_argument("--profile", action="store_true",
@@ -222,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for dtype in (torch.float16, torch.bfloat16):
         rows += measure(torch, dtype, args.rounds, args.reps, args.kit)
     report = {**provenance, "weights_bytes": N * K * 2, "rows": rows}
-    write(args.out, report, _markdown(report))
+    write(args.out or dated("decode", "ceiling"), report, _markdown(report))
     return 0
 
 

@@ -1,11 +1,11 @@
-"""Hand-written GEMV-shaped decode probes beside cuBLAS and the template's decode kernels (issue 14).
+"""Hand-written GEMV-shaped decode probes beside cuBLAS and the template's decode kernels (M <= 16).
 
     nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \
          -o .build/probes/decode_probe.so bench/probes/decode_probe.cu          # here
     python -m bench.decode_probe --so .build/probes/decode_probe.so --kit .build/decode-best \
          --out $OUT/decode-probe                                               # on the H200
 
-The question it answers (docs/perf-notes.md, stop 31, "GEMV-shaped probes"): at M <= 16 the
+The question it answers (docs/perf-notes.md, "Decode", "GEMV-shaped probes"): at M <= 16 the
 template's TMA/wgmma kernels stream the weights at ~2.3 TB/s under the suite's flush; would a
 kernel that reads whole contiguous rows a warp with register loads, multiplying with mma.sync
 (`bench/probes/decode_probe.cu`), stream faster, and which of its launch shapes? The probes are
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.decode_ceiling import stack, time_fields, write
+from bench.filing import dated
 from bench.gemm_profile import kit_kernels
 from tirtune.core import Problem
 from tirtune.workers.measure import timed_events
@@ -183,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", nargs="*", default=None, help="problems (MxNxK:dtype) to run, default all")
-    ap.add_argument("--out", type=Path, default=Path("bench/results/decode-probe"))
+    ap.add_argument("--out", type=Path, default=None,
+                    help="OUT.json and OUT.md (default: bench/results/decode/<date>-probes)")
     args = ap.parse_args(argv)
     import torch
 
@@ -205,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += measure_problem(torch, problem, probes, args.kit, args.rounds, args.reps, flush, log, streams)
         log(f"done {problem.shape} {problem.dtype}")
     report = {**stack(torch), "rounds": args.rounds, "reps": args.reps, "rows": rows}
-    write(args.out, report, markdown(report))
+    write(args.out or dated("decode", "probes"), report, markdown(report))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Energy per GEMM: prebuilt kernels and cuBLAS at steady state, from NVML's energy counter.
 
-    python -m bench.energy .build/v4 --only 4096x4096x4096 --seconds 2 --rounds 3 --out bench/results
+    python -m bench.energy .build/v4 --only 4096x4096x4096 --seconds 2 --rounds 3   # OUT/energy.{json,md}
 
 The question it answers: is a kernel's speed against cuBLAS set by the board's power limit? For
 each problem, every kernel and cuBLAS (`torch.mm`) run back to back for `--seconds` each, in
@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--exclude", default="", help="comma-separated substrings of entry names to leave out")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=Path("bench/results"))
+    ap.add_argument("--out", type=Path, default=Path("bench/results/kits"))
     ap.add_argument("--name", default="energy")
     args = ap.parse_args()
     import torch

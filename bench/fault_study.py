@@ -8,7 +8,7 @@ stored (SQLite, `faults.db`) and written to `faults.json`; the study passes when
 its expected outcome, every good config measured OK, and the GPU still works afterwards (a good
 config measured again, a torch matmul in a fresh process).
 
-    python -m bench.fault_study --out bench/results            # ~3-4 min on the H200
+    python -m bench.fault_study            # ~3-4 min on the H200: bench/results/measurement/faults.json
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main() -> int:
     ap.add_argument("--good", type=int, default=50)
     ap.add_argument("--run-timeout", type=float, default=20.0, help="watchdog per candidate (the deadlock waits this)")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--out", default="bench/results/measurement")
     args = ap.parse_args()
     began = time.monotonic()
     out = Path(args.out)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Steps of one lease on the H200 device machine (no internet there; wheels are carried in .wh/).
+# Steps run on the H200 GPU host (no internet there; wheels are carried in .wh/). What a step keeps is
+# written under $OUT; it is filed as bench/results/<topic>/<date>-<what>.<ext> (bench/README.md).
 #   bash bench/gpu_session.sh unpack N        # one call per wheel part, back to back
 #   bash bench/gpu_session.sh tune SHAPE DTYPE TRIALS
 #   bash bench/gpu_session.sh record LIMIT SHAPE:DTYPE...   # a seeded sample of LIMIT valid configs per problem
 #   bash bench/gpu_session.sh cache TARBALL      # unpack a build cache made elsewhere (record_space --build-only)
 #   bash bench/gpu_session.sh prebuild SET DIR [JOBS]   # bench/prebuild.py set into DIR (then: best DIR)
 #   bash bench/gpu_session.sh scaling ARGS...   # bench/scaling.py ARGS --out $OUT (studies on 1, 2 GPUs, cold/warm)
-#   bash bench/gpu_session.sh proof             # issue 16's proof: the proof set built both ways here, then
+#   bash bench/gpu_session.sh proof             # the cubin path's proof: the proof set built both ways here, then
 #                                               # both run on the same inputs, bitwise: $OUT/build-paths.json
-#   bash bench/gpu_session.sh bg NAME CMD...    # CMD in a session of its own (outlives the call), files in
+#   bash bench/gpu_session.sh bg NAME CMD...    # CMD in a process session of its own (outlives the call), files in
 #                                               # /root/tirtune/NAME ($OUT for it); then: collect NAME
 #   bash bench/gpu_session.sh collect NAME      # wait (at most SUITE_WAIT_S) for bg NAME, bring back its files
-#   bash bench/gpu_session.sh queue "NAME TIMEOUT_S COMMAND"...   # a lease's steps one after another in a
-#                                               # session of its own (outlives the call): each runs with
+#   bash bench/gpu_session.sh queue "NAME TIMEOUT_S COMMAND"...   # steps one after another in a process
+#                                               # session of their own (outlives the call): each runs with
 #                                               # OUT=/root/tirtune/NAME, its output in NAME/step.log, its
 #                                               # exit status in NAME.done (124: cut at TIMEOUT_S)
 #   bash bench/gpu_session.sh pick NAME...      # wait (at most SUITE_WAIT_S) for those steps, bring their
@@ -160,7 +161,7 @@ case "$1" in
     exit $rc ;;
   prebuilt)
     # Needs only torch, tvm-ffi and the prebuilt .so files (no TVM): a tvm-ffi wheel under .whl/ is
-    # installed on the side when the stash has none. (Was bench/v4_device.sh, the hopper-gemm/4 session.)
+    # installed on the side when the stash has none.
     ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
       && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
     SET=${2:-.build/v4}; ONLY=${3:-4096x4096x4096}
@@ -175,7 +176,7 @@ case "$1" in
     grep -E "^\|" "$OUT/energy.log" | cut -c1-200 ;;
   build-paths)
     # KIT from `python -m bench.build_speed --set proof --keep KIT` (or KIT.tgz beside it): each kernel's
-    # .so and cubin + launch spec run on the same inputs (issue 16's proof); tvm-ffi from .whl/,
+    # .so and cubin + launch spec run on the same inputs (the cubin path's proof); tvm-ffi from .whl/,
     # cuda-bindings from the image.
     ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
       && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
@@ -189,7 +190,7 @@ case "$1" in
     # A prebuilt kit (bench/prebuild.py set, or SET.tgz beside where SET is expected), tvm-ffi from
     # .whl/: every kernel once under a watchdog (a fresh process after a hang), then, unless MODE is
     # smoke, the correct ones timed against same-run cuBLAS (ONLY: problems to time, comma-separated
-    # name fragments; default all). Was bench/v5_device.sh, the hopper-gemm/5 session.
+    # name fragments; default all).
     ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
       && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
     SET=$2; MODE=${3:-all}; ONLY=${4:-}; NAME=$(basename "$SET")

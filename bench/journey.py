@@ -21,7 +21,7 @@ through TMA multicast instead. `--build` compiles the nine into --out with the m
 bench/verify_template.py verifies and times on the GPU host (V1 and V2 use their teaching shapes;
 V3-V9 are 4096^3 fp16, the comparable rows).
 
-Measured on an H200 (bench/results/journey_h200.md, ratio to cuBLAS): V3 0.40, V4 0.68, V5 0.68,
+Measured on an H200 (bench/results/kits/2026-11-29-journey.md, ratio to cuBLAS): V3 0.40, V4 0.68, V5 0.68,
 V6 0.30, V7 0.37, V8 0.34, V9 0.46, all correct. Unlike the seed, V4/V5 run several CTAs per SM
 (32 KiB of shared memory each), which overlaps loads and MMAs across CTAs, and persistence (V6,
 one CTA per SM at depth 2) loses that; docs/perf-notes.md has the discussion.

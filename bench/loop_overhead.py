@@ -1,15 +1,16 @@
 """The job loop's own pace, with no GPU and no compiler: how close it keeps stand-in GPUs to busy.
 
-A study on two H200s measured its GPUs busy only half the time (bench/results/scaling.md: 4096^3,
-each GPU 0.48-0.53), so the host side of the loop (asking Optuna, telling it, recording each
-trial) sets the pace there. This runs the service's own JobLoop, OptunaProposer and database on the
-hopper-gemm/5 space, with stand-ins at our own interfaces only: a builder that answers at once (a
-warm build cache) and a runner whose `gpus` slots each take `gpu_s` seconds a candidate (the
-H200's measured 0.35 s at 4096^3) and share out concurrent callers the way GpuRunner's actors do.
-Reported: wall, trials per minute, the slots' busy fraction, and where the loop thread's time went
-(ask, the wait for builds, the wait for measurements, recording and telling).
+A study on two H200s measured its GPUs busy only half the time
+(bench/results/scaling/2026-11-30-1-vs-2-gpus.md: 4096^3, each GPU 0.48-0.53), so the host side of
+the loop (asking Optuna, telling it, recording each trial) sets the pace there. This runs the
+service's own JobLoop, OptunaProposer and database on the hopper-gemm/5 space, with stand-ins at our
+own interfaces only: a builder that answers at once (a warm build cache) and a runner whose `gpus`
+slots each take `gpu_s` seconds a candidate (the H200's measured 0.35 s at 4096^3) and share out
+concurrent callers the way GpuRunner's actors do. Reported: wall, trials per minute, the slots' busy
+fraction, and where the loop thread's time went (ask, the wait for builds, the wait for
+measurements, recording and telling).
 
-    python -m bench.loop_overhead --gpus 1 2 --trials 64 --out bench/results/loop-overhead
+    python -m bench.loop_overhead --gpus 1 2 --trials 64 --out bench/results/scaling/2026-12-01-loop-overhead
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One decoder layer's linear projections: torch.nn.Linear (cuBLAS) against tirtune.nn.Linear.
 
-    python -m bench.model_layer --out bench/results/model-layer                 # Qwen2.5-7B, 8192 and 16 tokens
+    python -m bench.model_layer      # Qwen2.5-7B, 8192 and 16 tokens: bench/results/model-layer/<date>-layer
     python -m bench.model_layer --config config.json --tokens 8192,16 --out ...  # another HF-style config
-    bash bench/gpu_session.sh tune-model 32 && bash bench/gpu_session.sh model-layer   # on the H200 lease
+    bash bench/gpu_session.sh tune-model 32 && bash bench/gpu_session.sh model-layer   # on the H200 host
 
 The layer (tirtune.space.models): qkv (fused, with Qwen2's q/k/v bias unless --no-qkv-bias), o,
 gate_up (fused), SiLU(gate) * up, down, at M = tokens; the o projection reads a random stand-in of
@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.filing import dated
 from tirtune.workers.measure import Nvml, timed_events
 from tirtune.workers.verify import TOLERANCE, relative_error
 
@@ -59,13 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tokens", default="8192,16", help="token counts, comma-separated (default 8192,16)")
     p.add_argument("--no-qkv-bias", action="store_true", help="qkv without bias (Qwen2 has one)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per round (default 20)")
-    p.add_argument("--out", type=Path, default=Path("bench/results/model-layer"))
+    p.add_argument("--out", type=Path, default=None,
+                   help="OUT.json and OUT.md (default: bench/results/model-layer/<date>-layer)")
     args = p.parse_args(argv)
     logging.basicConfig(level=os.environ.get("TIRTUNE_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = json.loads(args.config.read_text()) if args.config else QWEN25_7B
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     result = run(config, tokens, qkv_bias=not args.no_qkv_bias, reps=args.reps)
+    args.out = args.out or dated("model-layer", "layer")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(to_markdown(result))

@@ -1,6 +1,6 @@
 """The cost model on problems it did not learn from: leave-one-shape-out over the shipped prior.
 
-    python -m bench.model_study --out bench/results/generalize/model-study     # + .json, .md
+    python -m bench.model_study --out bench/results/generalize/DATE-model-study     # + .json, .md
 
 For each shape of the prior (tirtune/model/data) with enough distinct configs measured, the model
 is trained on every other shape (both dtypes of the shape left out) and asked about this one:

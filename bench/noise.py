@@ -9,7 +9,7 @@
 
 Writes noise.json. No Ray: builds run as plain subprocesses, measurements in supervised children.
 
-    python -m bench.noise --out bench/results            # ~2-3 min on the H200
+    python -m bench.noise            # ~2-3 min on the H200: bench/results/measurement/noise.json
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved re-measurements of the top configs")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--data", default=str(ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"))
-    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--out", default="bench/results/measurement")
     args = ap.parse_args()
     began = time.monotonic()
     problem = Problem.parse(args.shape, args.dtype)

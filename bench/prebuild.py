@@ -242,7 +242,7 @@ def _valid_as_drawn(space: SearchSpace, config: Config, problem: Problem) -> boo
 
 def _drawable(space: SearchSpace, config: Config, problem: Problem) -> bool:
     """A random draw's test: valid as drawn, within the 128 accumulators a consumer thread every
-    drawn set was drawn under (/5 takes up to 192 since stop 27), so they draw what they drew."""
+    drawn set was drawn under (hopper-gemm/5 now takes up to 192), so they draw what they drew."""
     return v4_accumulator_limit(config, problem) is None and _valid_as_drawn(space, config, problem)
 
 
@@ -310,9 +310,9 @@ SET_V4_PERF: list[tuple[Config, Problem]] = [
 ]
 
 
-# hopper-gemm/5 (issue 14): swap_ab, narrow tiles, split-K clusters (DSMEM reduction), one-row
-# operands. Per problem: the new candidates, then hopper-gemm/4 layouts as same-run references.
-# "swap": the kernel's tile is blk_m rows of the problem's N by blk_n columns of its M.
+# hopper-gemm/5 (small, skinny, ragged and decode GEMMs): swap_ab, narrow tiles, split-K clusters (DSMEM
+# reduction), one-row operands. Per problem: the new candidates, then hopper-gemm/4 layouts as same-run
+# references. "swap": the kernel's tile is blk_m rows of the problem's N by blk_n columns of its M.
 SW, WS1 = {"swap_ab": True}, {"consumers": 1, "warp_specialized": True}
 GEMV = Problem(1, 4096, 4096, "float16")
 DECODE = Problem(16, 4096, 4096, "float16")
@@ -412,11 +412,11 @@ SET_V5_RAGGED: list[tuple[Config, Problem]] = [
 ]
 
 
-# hopper-gemm/5, second round (issue 14 after the first GPU run): the TMA loads' L2 eviction
-# priorities (l2_hint "<A>/<B>" of the kernel's operands: with swap_ab A is the problem's B), the
-# tensor maps' 256-byte L2 promotion, the descriptor prefetch (pftm), four swizzle atoms a stage
-# (blk_k 256) and A-multicast clusters for M = 128. Each problem: the run-1 best (or reference)
-# first, then the variants, so every comparison is inside one process.
+# hopper-gemm/5, second round (after the first GPU run, bench/results/kits/2026-11-30-hopper-gemm-5.md): the
+# TMA loads' L2 eviction priorities (l2_hint "<A>/<B>" of the kernel's operands: with swap_ab A is the
+# problem's B), the tensor maps' 256-byte L2 promotion, the descriptor prefetch (pftm), four swizzle atoms a
+# stage (blk_k 256) and A-multicast clusters for M = 128. Each problem: the run-1 best (or reference) first,
+# then the variants, so every comparison is inside one process.
 FIRST_A, FIRST_B = {"l2_hint": "first/none"}, {"l2_hint": "none/first"}
 P256, PFTM = {"l2_promotion": "256B"}, {"prefetch_tensormap": True}
 ALL_A = {**FIRST_A, **P256, **PFTM}  # the streamed operand is the kernel's A (swapped decode)
@@ -536,11 +536,11 @@ SET_TAIL_CHECK: list[tuple[Config, Problem]] = [
 ]
 
 
-# trim (stop 23): each ragged problem's two best tiles untrimmed (the same-process baseline) and
-# trimmed (no MMAs past the problem's edges: a dead m64 block, the last column's padding, the last
-# k-tile's steps past K); then correctness where trimming meets the other paths: 128-row consumers
-# (a dead second m-block), ping-pong, swap-AB, the epilogue warpgroup, a cluster, the thread
-# loader, K a multiple of 8 only, a one-row operand, bf16.
+# trim (bench/results/kits/2026-11-30-trim.md): each ragged problem's two best tiles untrimmed (the
+# same-process baseline) and trimmed (no MMAs past the problem's edges: a dead m64 block, the last column's
+# padding, the last k-tile's steps past K); then correctness where trimming meets the other paths: 128-row
+# consumers (a dead second m-block), ping-pong, swap-AB, the epilogue warpgroup, a cluster, the thread loader,
+# K a multiple of 8 only, a one-row operand, bf16.
 SET_TRIM_PERF: list[tuple[Config, Problem]] = [
     (config, problem)
     for problem in (RAGGED_3K, RAGGED_3K_BF16, RAGGED_4K, RAGGED_4K_BF16)
@@ -571,10 +571,10 @@ SET_DECODE_BEST: list[tuple[Config, Problem]] = [
 ]
 
 
-# Stop 30: deeper rings for the decode tiles (stages past 8, the old rule's limit), beside the
-# suite's best (64x16x128 s8, the control) under the suite's protocol: more bytes in flight per SM
-# (s11: 225 KB), the same bytes in finer stages (blk_k 64, s16 and s20), blk_k 256 unsplit, and
-# the deepest split-K ring; bf16 and M = 1 for the deepest.
+# Kit decode-deep (bench/results/kits/2026-12-01-decode-deep.md): deeper rings for the decode tiles (stages
+# past 8, the old rule's limit), beside the suite's best (64x16x128 s8, the control) under the suite's
+# protocol: more bytes in flight per SM (s11: 225 KB), the same bytes in finer stages (blk_k 64, s16 and s20),
+# blk_k 256 unsplit, and the deepest split-K ring; bf16 and M = 1 for the deepest.
 _DECODE_PF = replace(_DECODE_BEST, prefetch_tensormap=True)
 SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
     *((replace(_DECODE_PF, **knobs), Problem(16, 4096, 4096, "float16")) for knobs in (
@@ -586,11 +586,11 @@ SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
         {}, {"stages": 12})),
 ]
 
-# Stop 31: k_rotate (each tile's k loop from its own k-tile on) on the decode tiles, beside the
-# suite's best as the control, under the suite's protocol (bench/decode_probe.py --kit): whether
-# 64 CTAs that all read the same column block of their rows at once (addresses differing only in
-# their high bits) lose DRAM throughput to it; shallower rings (fewer dirty L2 lines evicted),
-# the split, M = 1 and the model's wider decode GEMMs beside.
+# Kit decode-rotate (bench/results/decode/2026-12-02-probes-k-rotate.md): k_rotate (each tile's k loop from
+# its own k-tile on) on the decode tiles, beside the suite's best as the control, under the suite's protocol
+# (bench/decode_probe.py --kit): whether 64 CTAs that all read the same column block of their rows at once
+# (addresses differing only in their high bits) lose DRAM throughput to it; shallower rings (fewer dirty L2
+# lines evicted), the split, M = 1 and the model's wider decode GEMMs beside.
 _DECODE_ROT = replace(_DECODE_BEST, k_rotate=True)
 SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
     *((config, Problem(16, 4096, 4096, dtype)) for dtype in ("float16", "bfloat16")
@@ -604,9 +604,9 @@ SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
       for config in (_DECODE_BEST, _DECODE_ROT)),
 ]
 
-# Stop 31, second round (after decode-probe-stop31b.md: k_rotate took the swapped 64x16 tile from
-# 15.26 to 14.59 us, 1.216x -> 1.279x): the unswapped narrow tiles, which put the weights on
-# wgmma's N and so give 128 (64x32) or 256 (64x16) CTAs a tile row instead of the swapped tile's
+# Kit decode-narrow (bench/results/decode/2026-12-02-probes-narrow.md), after decode-rotate (k_rotate took the
+# swapped 64x16 tile from 15.26 to 14.59 us, 1.216x -> 1.279x): the unswapped narrow tiles, which put the
+# weights on wgmma's N and so give 128 (64x32) or 256 (64x16) CTAs a tile row instead of the swapped tile's
 # 64, with and without the rotation; the swapped control and its rotated twin beside them.
 _NARROW_ROT = Config(blk_m=64, blk_n=32, blk_k=128, stages=8, consumers=1, warp_specialized=True,
                      l2_hint="none/first", k_rotate=True)
@@ -620,9 +620,10 @@ SET_DECODE_NARROW: list[tuple[Config, Problem]] = [
     *((config, Problem(1, 4096, 4096, "float16")) for config in (replace(_DECODE_ROT, blk_n=8), _NARROW_ROT)),
 ]
 
-# The stop-26 suite's bests where it loses (3000x5000x2000, 4000^3) and, as the control where it
-# wins, at 4096^3 (bench/results/suite.md), for `gpu_session.sh gemm-profile`: what differs from
-# the kernel cuBLAS picks there (its tile, grid, cluster, time and DRAM bytes under Nsight Compute).
+# The bests of the suite run of 2026-12-01 (bench/results/archive/suite/2026-12-01-local-search.md) where it
+# loses (3000x5000x2000, 4000^3) and, as the control where it wins, at 4096^3, for `gpu_session.sh
+# gemm-profile` (bench/results/profiles/2026-12-01-gemm-ragged.md): what differs from the kernel cuBLAS picks
+# there (its tile, grid, cluster, time and DRAM bytes under Nsight Compute).
 _RAGGED_152 = Config(blk_m=128, blk_n=152, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked", reg_split="240/24")
 SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
@@ -633,7 +634,7 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
             epilogue="tma_chunked", reg_split="240/24"), Problem(4000, 4000, 4000, "float16")),
     (Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
             epilogue="tma_chunked", l2_hint="first/none"), Problem(4096, 4096, 4096, "float16")),
-    # Probes (stop 27): the two 3000x5000x2000 tiles at the problem padded to whole tiles and
+    # Probes: the two 3000x5000x2000 tiles at the problem padded to whole tiles and
     # k-tiles (3072x5016x2048: 24x33 tiles of 128x152, 32 k-tiles; 3072x5120x2048 for 128x192),
     # so a profile separates what the ragged edges cost from what the shape (K = 2000: 32 k-tiles
     # a tile, six tiles an SM) costs; and 128x256 at 3000x5000x2000, the square problems' tile.
@@ -643,10 +644,10 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
             epilogue="tma_chunked"), Problem(3000, 5000, 2000, "float16")),
 ]
 
-# Stop 27: cuBLAS's tile at 3000x5000x2000 in our axes (256x152, two consumers of 128 rows, 152
-# accumulators a thread), beside this template's best there (128x152), at the problem and padded
-# to whole tiles; its width fitted to 4000^3 (256x168) beside that problem's best (128x256); and
-# 256x192 (3000x5000: 3 rounds of 12 x 27 tiles).
+# Kit ragged-wide (bench/results/kits/2026-12-01-ragged-wide.md): cuBLAS's tile at 3000x5000x2000 in our axes
+# (256x152, two consumers of 128 rows, 152 accumulators a thread), beside this template's best there
+# (128x152), at the problem and padded to whole tiles; its width fitted to 4000^3 (256x168) beside that
+# problem's best (128x256); and 256x192 (3000x5000: 3 rounds of 12 x 27 tiles).
 _WIDE = Config(blk_m=256, blk_n=152, blk_k=64, stages=3, consumers=2, persistent=True, raster_group=8,
                epilogue="tma_chunked")
 SET_RAGGED_WIDE: list[tuple[Config, Problem]] = [
@@ -667,10 +668,10 @@ SET_RAGGED_WIDE: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3000, 5016, 2048, "float16")),
 ]
 
-# Stop 27, after the probes: K = 2000 alone costs 128x152 2.5% (3072x5016x2000 0.976 against
-# 1.001 padded), M and N alone nothing. Does a 2-CTA cluster, multicasting the operand its CTAs
-# share (each CTA issuing half of its loads), pay that back? 160 wide: 32 tiles along N, even,
-# so both cluster axes are valid at 3000x5000 (152's 33 columns are not); padded beside.
+# Kit ragged-cluster (bench/results/kits/2026-12-01-ragged-cluster.md), after the probes: K = 2000 alone costs
+# 128x152 2.5% (3072x5016x2000 0.976 against 1.001 padded), M and N alone nothing. Does a 2-CTA cluster,
+# multicasting the operand its CTAs share (each CTA issuing half of its loads), pay that back? 160 wide: 32
+# tiles along N, even, so both cluster axes are valid at 3000x5000 (152's 33 columns are not); padded beside.
 _W160 = replace(_RAGGED_152, blk_n=160)
 _W256_160 = replace(_WIDE, blk_n=160)
 SET_RAGGED_CLUSTER: list[tuple[Config, Problem]] = [
@@ -681,20 +682,20 @@ SET_RAGGED_CLUSTER: list[tuple[Config, Problem]] = [
       for cluster, axis in ((1, "m"), (2, "m"), (2, "n"))],
 ]
 
-# Stop 27: what of K = 2000 costs 128x152 2.5% (M and N whole tiles): rows 4000 bytes apart (3 of
-# 4 rows start off a 128-byte line: a box row spans two lines) or the last k-tile's partial box
-# (16 of 64 columns, filled by TMA past K)? 1984: 31 whole k-tiles, every row aligned; 2016: half
-# the rows off a line; 2000: three quarters; 2040: seven eighths, all three ending in a partial
+# Kit ragged-k (bench/results/kits/2026-12-01-ragged-k.md): what of K = 2000 costs 128x152 2.5% (M and N whole
+# tiles): rows 4000 bytes apart (3 of 4 rows start off a 128-byte line: a box row spans two lines) or the last
+# k-tile's partial box (16 of 64 columns, filled by TMA past K)? 1984: 31 whole k-tiles, every row aligned;
+# 2016: half the rows off a line; 2000: three quarters; 2040: seven eighths, all three ending in a partial
 # k-tile. Misaligned rows predict a cost growing with the share; the partial box the same cost.
 SET_RAGGED_K: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3072, 5016, k, "float16")) for k in (1984, 2000, 2016, 2040, 2048)
 ]
 
-# Stop 28: the last k-tile peeled (peel_k): K = 2000 in 64-deep k-tiles pads its last tile from 16
-# columns to 64, so 3 of 128 k16 steps are zeros (2.3% of the MMAs; 4000: 2 of 252, 0.8%). Each
-# timed tile unpeeled then peeled in the same processes; then the peeled path's edges for
-# correctness: one k-tile in all (K = 8, 40: the loop runs no iteration), a 128-deep k-tile with 1
-# and 7 of 8 steps live, ping-pong, a cluster, the thread-less prefetching consumer, swap-AB.
+# Kit peel (its figures are not on file): the last k-tile peeled (peel_k): K = 2000 in 64-deep k-tiles pads
+# its last tile from 16 columns to 64, so 3 of 128 k16 steps are zeros (2.3% of the MMAs; 4000: 2 of 252,
+# 0.8%). Each timed tile unpeeled then peeled in the same processes; then the peeled path's edges for
+# correctness: one k-tile in all (K = 8, 40: the loop runs no iteration), a 128-deep k-tile with 1 and 7 of 8
+# steps live, ping-pong, a cluster, the thread-less prefetching consumer, swap-AB.
 _PEEL_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=16,
                    epilogue="tma_chunked", prefetch_tensormap=True)
 SET_PEEL_PERF: list[tuple[Config, Problem]] = [
@@ -732,12 +733,11 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
             epilogue="tma_chunked", peel_k=True), Problem(1000, 1000, 1000, "float16")),
 ]
 
-# Stop 28, after the peel kit: ping-pong consumers on 128x152 won 3000x5000x2000 (1.017x peeled,
-# through the service 1.014x / 1.004x, by its commit message: the kit's and the run's files were
-# lost with the session; stop 29's kit-ragged-starts.md measured 1.009x / 0.993x, and the service
-# 1.001x / 0.991x, suite-ragged-stop29.md). 4000^3 stayed at 0.970-0.978 with 128x256:
-# ping-pong widths there, the round-filling ones (144: 0.939 of the SMs' tile work, 168: 0.939)
-# beside 128, 152, 176, 192, each peeled (4000 leaves 32 columns in the last k-tile: 2 of 4 steps).
+# Kit ragged-pingpong (not run yet), after the peel kit: ping-pong consumers on 128x152 won 3000x5000x2000
+# (bench/results/kits/2026-12-01-ragged-starts.md: 1.009x / 0.993x; through the service 1.001x / 0.991x,
+# bench/results/suite/2026-12-01-ragged-peeled-starts.md). 4000^3 stayed at 0.970-0.978 with 128x256:
+# ping-pong widths there, the round-filling ones (144: 0.939 of the SMs' tile work, 168: 0.939) beside 128,
+# 152, 176, 192, each peeled (4000 leaves 32 columns in the last k-tile: 2 of 4 steps).
 _PINGPONG_152 = Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
                        epilogue="tma_chunked", schedule="pingpong", reg_split="240/24", peel_k=True)
 SET_RAGGED_PINGPONG: list[tuple[Config, Problem]] = [
@@ -754,8 +754,8 @@ def _ragged_starts() -> list[tuple[Config, Problem]]:
     """The first five starts a ragged suite job asks (Branch.start_configs, as the service hands
     them out) on the suite's ragged problems, the head start (ping-pong 128x152, peeled) also
     unpeeled at 3000x5000x2000 fp16, then the peeled path's correctness edges (SET_PEEL_CHECK).
-    Stop 29: the peel kit of stop 28 (the evidence for that head start) was measured but its files
-    were lost with the session; this kit measures the starts as they now stand."""
+    The peel kit's figures (the evidence for that head start) are not on file; this kit measures
+    the starts as they now stand (bench/results/kits/2026-12-01-ragged-starts.md)."""
     from tirtune.space.branches import branch
 
     hopper = branch("sm_90a")
@@ -766,7 +766,7 @@ def _ragged_starts() -> list[tuple[Config, Problem]]:
     return [*chosen, (replace(head, peel_k=False), problem), *SET_PEEL_CHECK]
 
 
-# The small and ragged problems the /5 sweeps draw over (issue 14's M, N and K), in their order.
+# The small and ragged problems the /5 sweeps draw over, in their order.
 SWEEP_PROBLEMS: tuple[Problem, ...] = tuple(
     Problem(m, n, k, dtype)
     for m, n, k, dtype in (
@@ -816,7 +816,7 @@ def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, P
 
 
 def _fuzz_rotate(count: int, seed: int) -> list[tuple[Config, Problem]]:
-    """Valid hopper-gemm/5 points with k_rotate (stop 31) on the sweep's small and ragged problems
+    """Valid hopper-gemm/5 points with k_rotate on the sweep's small and ragged problems
     and the decode shapes, drawn from the whole grid (the later /5 knobs too) with the rotation
     on: every k loop then starts mid-K and wraps, so K tails (72, 136, 14336 = 112 k-tiles of 128),
     split-K ranges and persistent CTAs' later tiles start off zero."""
@@ -878,11 +878,11 @@ def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return chosen
 
 
-# The one wrong result of the suite's run (2026-11-30, job 4 trial 20, 1024^3 fp16: relative
-# error 1.3e-01; the check refused it, nothing served it): a swapped persistent ping-pong kernel in
-# 2-CTA clusters along the kernel's M with the register epilogue. Its kit (v5-wrong) ran on the
-# H200 (bench/results/smoke-v5-wrong.md: 18 of 28 wrong, all swapped ping-pong in 2-CTA clusters)
-# and the rule swap_ab_pingpong_unclustered refuses the combination since.
+# The one wrong result of the suite's run (2026-11-30, job 4 trial 20, 1024^3 fp16: relative error 1.3e-01;
+# the check refused it, nothing served it): a swapped persistent ping-pong kernel in 2-CTA clusters along the
+# kernel's M with the register epilogue. Its kit (v5-wrong) ran on the H200
+# (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md: 18 of 28 wrong, all swapped ping-pong in 2-CTA
+# clusters) and the rule swap_ab_pingpong_unclustered refuses the combination since.
 SUITE_WRONG = Config(
     blk_m=64, blk_n=128, blk_k=64, stages=8, consumers=2, warp_specialized=True, persistent=True,
     raster_group=1, epilogue="register", cluster=2, cluster_dim="m", schedule="pingpong", reg_split="232/24",
@@ -931,7 +931,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "v5-perf": lambda: SET_V5_PERF,
     "v5-ragged": lambda: SET_V5_RAGGED,
     "v5-fuzz": lambda: _fuzz_v5(120, seed=6),
-    # The issue's correctness sweep: 300 points (the first 120 are v5-fuzz's, the same draws).
+    # The hopper-gemm/5 correctness sweep (bench/results/sweeps/2026-11-30-hopper-gemm-5.md): 300 points (the
+    # first 120 are v5-fuzz's, the same draws).
     "v5-sweep": lambda: _fuzz_v5(300, seed=6),
     "v5b": lambda: SET_V5B_PERF + SET_V5B_RAGGED + _fuzz_v5(10, seed=7, later=True),
     "v5b-fuzz": lambda: _fuzz_v5(120, seed=8, later=True),

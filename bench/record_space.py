@@ -24,7 +24,7 @@ largest relative error of the correct ones and the best ratio to cuBLAS; this is
 sweep (every measurement is verified against a float32 reference before it is timed):
 
     python -m bench.record_space 4096x4096x4096 1000x1000x1000 48x4096x2048:bfloat16 \
-        --limit 100 --out /tmp/sweep --summary bench/results/sweep
+        --limit 100 --out /tmp/sweep --summary bench/results/sweeps/DATE-WHAT
 
 `--summarize FILE... --summary PREFIX` writes the same report from recorded JSONL files (several
 runs, other limits per problem), measuring nothing.

@@ -1,7 +1,8 @@
 """Markdown tables for the JSON results of bench/fault_study.py and bench/noise.py.
 
-    python -m bench.render_md bench/results/faults.json bench/results/noise.json
-writes faults.md and noise.md beside them.
+    python -m bench.render_md bench/results/measurement/2026-11-29-faults.json \
+        bench/results/measurement/2026-11-29-noise.json
+writes each one's .md beside it (a fault study's table or a noise report's, by the JSON's contents).
 """
 
 from __future__ import annotations

@@ -1,29 +1,30 @@
 """Scaling over GPUs: the same studies run with 1 and 2 (4, 8) GPUs, one runner actor per GPU.
 
     python -m bench.scaling 4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 \
-        --caches cold warm --build-path cubin --out bench/results
+        --caches cold warm --build-path cubin     # OUT/scaling.{json,md}, OUT: bench/results/scaling
 
-For each problem and GPU count: a cold study (a fresh database and an empty build cache), then,
-with --caches warm, the same study again on a fresh database over the cache the cold one filled
-(same Optuna seed: the same proposals, every build a cache hit). Each study is the service's own
-path: the builder of --build-path (TirxBuilder's .so, or CubinBuilder's device-only cubin with its
-persistent lowering processes), GpuRunner with that many actors, JobLoop with its re-measurement
-of the top trials. Recorded per study: wall time, trials per minute over the whole search (the
-first build included), GPU seconds per candidate, each GPU's busy fraction (time it held a
-candidate / the search's span), and the best config with its trial and re-measured ratios. Then
-every problem's winners are re-measured interleaved in one process, so whether the 1- and 2-GPU
-bests agree is judged on figures that compare, against the noise measured on this GPU
-(bench/results/noise.json). --cpus sets the build processes (default: as the service, the CPUs less
-two a GPU, `cubin_builder.build_processes`; 14 is what the service runs on one 16-core H200 host,
-so `--cpus 14` stands for that host on a 32-core one). --suite-trials N then queues the suite's
-twenty problems at once on a service (bench/suite.py) that sees 2, then 1 ... GPUs and runs
---suite-jobs jobs per GPU at a time (TIRTUNE_CONCURRENT_JOBS), and records each run's wall time;
-the suites run first, most GPUs first, each keeping its own report and database (suite-2gpu.json,
-.sqlite) beside scaling.json. Writes scaling.json and scaling.md under --out (issue 18's schema)
-after every study and suite run; each study's database (every trial with its config and outcome) is
-kept under OUT/studies/. The whole of issue 18 on nvidia-h200-x2, in the background (14 build
-processes: what the service runs on one 16-core H200 host, so the 1-GPU cold 4096^3 study is also
-issue 16's):
+For each problem and GPU count: a cold study (a fresh database and an empty build cache), then, with
+--caches warm, the same study again on a fresh database over the cache the cold one filled (same
+Optuna seed: the same proposals, every build a cache hit). Each study is the service's own path: the
+builder of --build-path (TirxBuilder's .so, or CubinBuilder's device-only cubin with its persistent
+lowering processes), GpuRunner with that many actors, JobLoop with its re-measurement of the top
+trials. Recorded per study: wall time, trials per minute over the whole search (the first build
+included), GPU seconds per candidate, each GPU's busy fraction (time it held a candidate / the
+search's span), and the best config with its trial and re-measured ratios. Then every problem's
+winners are re-measured interleaved in one process, so whether the 1- and 2-GPU bests agree is
+judged on figures that compare, against the noise measured on this GPU
+(bench/results/measurement/2026-11-29-noise.json). --cpus sets the build processes (default: as the
+service, the CPUs less two a GPU, `cubin_builder.build_processes`; 14 is what the service runs on
+one 16-core H200 host, so `--cpus 14` stands for that host on a 32-core one). --suite-trials N then
+queues the suite's twenty problems at once on a service (bench/suite.py) that sees 2, then 1 ...
+GPUs and runs --suite-jobs jobs per GPU at a time (TIRTUNE_CONCURRENT_JOBS), and records each run's
+wall time; the suites run first, most GPUs first, each keeping its own report and database
+(suite-2gpu.json, .sqlite) beside scaling.json. Writes scaling.json and scaling.md under --out
+(filed as bench/results/scaling/<date>-<what>.{json,md}) after every study and suite run; each
+study's database (every trial with its config and outcome) is kept under OUT/studies/. The full
+study on a two-GPU host (nvidia-h200-x2), in the background (14 build processes: what the service
+runs on one 16-core H200 host, so the 1-GPU cold 4096^3 study is also the cold-study target's,
+docs/perf-notes.md "Targets"):
 
     bash bench/gpu_session.sh bg scaling "TIRTUNE_BUILD_PATH=cubin python3 -m bench.scaling \
         4096x4096x4096:float16 16x4096x4096:float16 --trials 64 --gpus 1 2 --caches cold warm \
@@ -53,7 +54,7 @@ from tirtune.workers.cubin_builder import build_processes
 from tirtune.workers.gpu_runner import GpuRunner, tvm_version
 from tirtune.workers.tirx_builder import TirxBuilder
 
-NOISE_FILE = Path(__file__).resolve().parent / "results" / "noise.json"
+NOISE_FILE = Path(__file__).resolve().parent / "results" / "measurement" / "2026-11-29-noise.json"
 
 
 def _builder(kind: str, cache: Path, cpus: int) -> Any:
@@ -311,7 +312,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--out", default="bench/results/scaling")
     ap.add_argument("--caches", nargs="+", choices=("cold", "warm"), default=["cold", "warm"],
                     help="per GPU count: a cold study, then (warm) the same over the cache it filled")
     ap.add_argument("--build-path", choices=("so", "cubin"), default=None,

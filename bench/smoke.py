@@ -1,6 +1,6 @@
 """Hang-safe first run of prebuilt kernels: each one checked, under a watchdog.
 
-    python -m bench.smoke .build/v4 --out bench/results/smoke-v4.jsonl [--watchdog-s 10]
+    python -m bench.smoke .build/v4 --out smoke.jsonl [--watchdog-s 10]
 
 Before timing new code paths (bench/best_vs_cublas.py gives a whole problem group one long
 timeout, so one deadlocked kernel costs minutes of device time), every kernel of the manifest
@@ -16,7 +16,8 @@ One JSON line per kernel is appended to --out, so the loop resumes where it stop
 `--summarize smoke.jsonl --summary smoke.md` writes the markdown table (outcomes counted by kind);
 `--failed smoke.jsonl` prints the names of the kernels that were not OK, comma-separated (for
 `best_vs_cublas --exclude`). Rows carry the check that judged them (`check`); rows without one
-(bench/results/smoke-v4*.jsonl) were judged by this script's earlier check: one run, no guard bands.
+(bench/results/kits/2026-11-29-hopper-gemm-4-smoke.jsonl, bench/results/sweeps/2026-11-29-hopper-gemm-4.jsonl)
+were judged by this script's earlier check: one run, no guard bands.
 
 Needs torch and tvm_ffi on the GPU host, not TVM.
 """

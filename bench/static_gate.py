@@ -18,7 +18,7 @@
 
 `sass_fingerprint` summarizes the SASS (opcode histogram and a hash of the normalized listing)
 so that a stored copy flags any codegen change. None of this says the kernel is correct, free of
-deadlocks or fast: that needs a B200 (see shared/TIRX_BLACKWELL.md).
+deadlocks or fast: that needs a B200 (docs/architecture.md, "The Blackwell branch").
 """
 
 from __future__ import annotations

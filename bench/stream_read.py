@@ -7,7 +7,7 @@ weights carry), and adds them up in fp32, writing one float per program so the l
 No MMA, no activations, no output tile: what a GEMM at M = 16 must at least spend reading its
 33.5 MB, for a few launch shapes (few long programs to many short ones). Its best figure is the
 read ceiling the 1.3x target is measured against; torch's own reduction (`read`) is a poor one,
-slower than our GEMM (decode-ceiling.md).
+slower than our GEMM (bench/results/decode/2026-12-01-ceiling.md).
 """
 
 from __future__ import annotations

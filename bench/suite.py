@@ -1,9 +1,9 @@
 """The public suite through the service: twenty GEMMs tuned by POST /tune, scored by GET /best.
 
-    python -m bench.suite --trials 32 --out bench/results/suite          # starts `tirtune serve` itself
+    python -m bench.suite --trials 32        # starts `tirtune serve` itself; bench/results/suite/<date>-32trials
     python -m bench.suite --url http://127.0.0.1:8000 --trials 32 ...    # or uses a running service
 
-The twenty problems of the suite (shared/SUITE.md: ten shapes, fp16 and bf16; D = A @ B.T) are
+The twenty problems of the suite (`SHAPES` below: ten shapes, fp16 and bf16; D = A @ B.T) are
 queued as jobs with one fixed trial budget, fp16 first (a bf16 job then transfers from the same
 shape in fp16). Each job is the service's own: proposals, builds, the measuring child, and at the
 end its top trials re-measured interleaved with cuBLAS in fresh processes. The score of a problem
@@ -13,7 +13,8 @@ limit measured in the same process, tirtune.core.roofline). The geomean is over 
 
 With no --url the script starts `python -m tirtune serve` on a free loopback port with its own
 database (`--database`, default a SQLite file beside the output) and stops it at the end, so the
-figures come from this run's jobs only. Writes OUT.json and OUT.md:
+figures come from this run's jobs only. Writes OUT.json and OUT.md (default OUT:
+bench/results/suite/<date>-<trials>trials):
 {"date", "gpu", "driver", "cuda", "tvm", "torch", "template_version", "trials_per_problem",
  "problems": [{"problem", "dtype", "config", "ratio", "ratio_p10", "ratio_p90", "tflops",
  "cublas_tflops", "roofline_fraction", ...}], "geomean"}.
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench.filing import dated
 
 SHAPES = (
     ("4096x4096x4096", "square"),
@@ -181,7 +184,7 @@ def report(scored: list[dict[str, Any]], trials: int, wall_s: float, source: str
         "template_version": measured[0]["template_version"] if measured else None,
         "trials_per_problem": trials,
         "wall_s": round(wall_s, 1),
-        # How the started service ran the jobs (issue 18 compares 1 and 2 GPUs, jobs run at once).
+        # How the started service ran the jobs (bench/scaling.py compares 1 and 2 GPUs, jobs run at once).
         "concurrent_jobs": int(os.environ.get("TIRTUNE_CONCURRENT_JOBS", "1")),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "problems": scored,
@@ -238,7 +241,8 @@ def markdown(r: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=32, help="the fixed trial budget of every problem (<= 64)")
-    ap.add_argument("--out", type=Path, default=Path("bench/results/suite"), help="OUT.json and OUT.md")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="OUT.json and OUT.md (default: bench/results/suite/<date>-<trials>trials)")
     ap.add_argument("--url", default=None, help="a running service; default: start one")
     ap.add_argument("--database", default=None, help="the started service's database (default: OUT.sqlite)")
     ap.add_argument("--only", nargs="*", default=(),
@@ -249,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 1 <= args.trials <= 64:
         ap.error("--trials must be 1..64 (the suite's fixed budget is at most 64)")
+    args.out = args.out or dated("suite", f"{args.trials}trials")
     chosen = problems(args.only)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()

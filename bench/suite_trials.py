@@ -1,6 +1,6 @@
 """Every trial a suite's jobs measured, with where the search took it from.
 
-    python -m bench.suite_trials SUITE.sqlite --out bench/results/suite-trials.csv
+    python -m bench.suite_trials SUITE.sqlite --out bench/results/suite/2026-12-02-run1-trials.csv
 
 Reads a suite's database (bench/suite.py --database: the service's tables and the jobs' Optuna
 studies in one) and writes one CSV row per measurement of each job's own trials: problem, dtype,

@@ -17,7 +17,7 @@ real measurement. Reported: the median over seeds of the best same-run ratio fou
 fraction of the best recorded, and the trials until within 2% of it (median; '>N' if not reached).
 
     python -m bench.tuner_study bench/data/hopper-gemm-3-*.jsonl --trials 64 --seeds 5 \
-        --batch 16 --ahead 2 --out bench/results/tuner-study
+        --batch 16 --ahead 2          # bench/results/tuner-study/<date>-study.{json,md}
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.filing import dated
 from tirtune.space import Config, Problem
 from tirtune.space.branches import branch
 from tirtune.space.hopper import space_for
@@ -126,7 +127,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=16, help="a job's batch (one per CPU on a GPU host: 16)")
     ap.add_argument("--ahead", type=int, default=2, help="batches asked ahead of the one measured (JobLoop: 2)")
     ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
-    ap.add_argument("--out", default="bench/results/tuner-study", help="writes OUT.json and OUT.md")
+    ap.add_argument("--out", default=None,
+                    help="writes OUT.json and OUT.md (default: bench/results/tuner-study/<date>-study)")
     args = ap.parse_args()
     replay = ReplayRunner(args.data)
     space = replay.restrict(space_for(replay.template_version))
@@ -170,7 +172,7 @@ def main() -> int:
         "local_share": LOCAL_SHARE,
         "problems": rows,
     }
-    out = Path(args.out)
+    out = Path(args.out) if args.out else dated("tuner-study", "study")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     out.with_suffix(".md").write_text(render(report))

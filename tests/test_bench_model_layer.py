@@ -1,5 +1,5 @@
 """bench/model_layer.py without a GPU: its layer is Qwen2.5-7B's, and its report renders every field
-the issue asks for (the GPU run itself is the benchmark's)."""
+of the layer comparison (the GPU run itself is the benchmark's)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bench/ncu_csv.py on Nsight Compute's own raw CSV (a cut of the stop-26 decode profile from the
+"""bench/ncu_csv.py on Nsight Compute's own raw CSV (a cut of the decode profile of 2026-12-01 from the
 H200: ncu's notes, the header, the units row, two set-up kernels outside any range, three ranged
 ones), and bench/gemm_profile.py's CPU side (problems, a kit's kernels, its refusals)."""
 

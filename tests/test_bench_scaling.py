@@ -1,4 +1,4 @@
-"""bench/scaling.py's report: issue 18's schema rendered, speed-ups against the 1-GPU rows."""
+"""bench/scaling.py's report: the scaling study's schema rendered, speed-ups against the 1-GPU rows."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def test_the_suite_runs_through_post_tune_and_scores_with_get_best(replaying_ser
 
 
 def test_a_problem_scored_before_its_job_ended_is_named_so() -> None:
-    """A deadline-cut run (stop 29's ragged run: three of four jobs still re-measuring at the
+    """A deadline-cut run (bench/results/suite/2026-12-01-ragged-peeled-starts.md: three of four jobs
+    still re-measuring at the
     deadline) must not read as a finished one: the report lists the unfinished jobs and the
     figures that are a trial's, not a re-measurement's, and the table shows both per problem."""
     done = {"problem": "4000x4000x4000", "dtype": "float16", "class": "ragged", "state": "DONE", "ratio": 0.977,

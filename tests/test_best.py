@@ -1,5 +1,6 @@
-"""One best (issue 13): ranked by the same-run ratio, confirmed by re-measurement, with its spread
-and the runner-up; the same answer on every surface; replayed figures labelled and kept apart.
+"""One best (docs/design.md, "One best, by the same-run ratio"): ranked by the same-run ratio,
+confirmed by re-measurement, with its spread and the runner-up; the same answer on every surface;
+replayed figures labelled and kept apart.
 
 Real SQLite and PostgreSQL; the recorded H200 study (bench/data/*.sqlite) and recordings
 (bench/data/*.jsonl) through the replay runner at our Runner seam.

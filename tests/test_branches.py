@@ -208,7 +208,8 @@ def test_a_peeled_start_is_kept_only_where_k_has_a_tail_to_skip() -> None:
 
 
 def test_no_start_is_trimmed_and_the_search_does_not_draw_trim() -> None:
-    """trim was measured slower in every pair (kit-trim.md): no shape class starts from it, and the
+    """trim was measured slower in every pair (bench/results/kits/2026-11-30-trim.md): no shape class
+    starts from it, and the
     space's grid holds only trim=False (the template still builds trim=True: the kits, the tests)."""
     hopper = branch("sm_90a")
     assert hopper.space.knobs["trim"] == (False,)

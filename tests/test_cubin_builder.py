@@ -64,7 +64,7 @@ def test_nvcc_calls_fill_the_cores_before_they_batch(kernels: int, processes: in
 @pytest.mark.parametrize(
     ("cpus", "gpus", "processes"),
     [
-        (16, 1, 14),  # one H200 host: two cores left to its runner (build-speed.md, stop 26)
+        (16, 1, 14),  # one H200 host: two cores left to its runner (scaling/2026-12-01-cold-study-16cores.md)
         (32, 2, 28),
         (2, 0, 2),  # a machine that only builds keeps every core
         (2, 1, 1),  # never none

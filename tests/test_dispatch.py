@@ -173,11 +173,11 @@ def test_a_bias_goes_into_cublas_unless_the_kernels_lead_pays_for_adding_it(
 
 
 def test_the_bias_cost_model_against_the_h200_layer() -> None:
-    """bench/results/model-layer.md (2026-11-30): Qwen2.5-7B's qkv (with bias) at 8192 tokens was
-    tuned to 1.001x (cuBLAS 0.3436 ms) and lost 0.1 ms to the add; at 16 tokens 1.128x (cuBLAS
-    0.0185 ms) and lost ~1 us net. Both go to torch.addmm. A K-heavy GEMM's lead pays for the add
-    (down-projection-like 8192x3584x18944, 1.1x of 1.47 ms saves 0.13 ms against a 0.08 ms add);
-    the same 1.1x at 8192x4608x3584 does not."""
+    """The Qwen2.5-7B layer of 2026-11-30 (docs/perf-notes.md, "The Qwen2.5-7B layer"): its qkv
+    (with bias) at 8192 tokens was tuned to 1.001x (cuBLAS 0.3436 ms) and lost 0.1 ms to the add; at
+    16 tokens 1.128x (cuBLAS 0.0185 ms) and lost ~1 us net. Both go to torch.addmm. A K-heavy GEMM's
+    lead pays for the add (down-projection-like 8192x3584x18944, 1.1x of 1.47 ms saves 0.13 ms
+    against a 0.08 ms add); the same 1.1x at 8192x4608x3584 does not."""
     from tirtune.dispatch.dispatcher import bias_add_ms, bias_add_pays
 
     def chosen(problem: Problem, ratio: float, cublas_ms: float | None) -> Chosen:
@@ -450,7 +450,8 @@ def test_a_cubin_path_module_is_served_downloaded_cached_and_loaded_as_a_bundle(
 
 
 def test_a_lead_within_the_rounds_spread_is_not_established() -> None:
-    """The Qwen2.5-7B layer's figures (bench/results/archive/tune-model-stop26.json): down@8192 tuned at
+    """The Qwen2.5-7B layer's figures (bench/results/archive/model-layer/2026-12-01-tune-model-before-lead-rule.json):
+    down@8192 tuned at
     1.011x with p10 0.936 and o@8192 at 1.013x with p10 0.996 go to cuBLAS; gate_up@8192 at 1.057x
     with p10 1.001 keeps its kernel; a ratio at or below 1 never serves; no stored spread: the ratio."""
     from tirtune.dispatch.dispatcher import unproven_lead

@@ -1,4 +1,4 @@
-"""A job whose every candidate fails says why in one line (issue 14): the root cause of the most
+"""A job whose every candidate fails says why in one line: the root cause of the most
 common failure, in the job's message, its state FAILED, the CLI's stop line and the dashboard.
 
 Real database, the real job loop; the builder is a stand-in at our Builder seam that fails each

@@ -2,7 +2,7 @@
 
 A fake driver module records the calls; the tensor maps' bytes, the pointer and scalar parameters
 are read back from the packed void*[] with ctypes. The GPU test (marked `gpu`) launches a real
-cubin; it runs in the H200 session (bench/build_paths.py compares both build paths bitwise).
+cubin; it runs on the H200 host (bench/build_paths.py compares both build paths bitwise).
 """
 
 from __future__ import annotations

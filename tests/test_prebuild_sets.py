@@ -73,7 +73,8 @@ def test_the_new_fuzz_sets_use_a_later_option_in_every_config() -> None:
 def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_points_valid_when_it_ran() -> None:
     """v5-wrong: the config the suite's run found wrong (its digest as stored on the H200), then
     configs one knob away from it that were valid when it ran, then it on neighbouring problems.
-    It ran (bench/results/smoke-v5-wrong.md); the rule added after it refuses its failing points."""
+    It ran (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md); the rule added after it refuses
+    its failing points."""
     from bench.prebuild import LATER_RULES, SETS, _valid_as_drawn
     from tirtune.space import HOPPER
 
@@ -114,9 +115,11 @@ NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", 
 
 
 def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
-    """Kits decode-rotate / decode-narrow (stop 31): every kernel valid; the suite's decode best is
-    the first kernel of each, and every rotated decode tile of decode-rotate has its unrotated twin
-    in the same kit, on the same problem, so a run reads the rotation's effect in one process."""
+    """Kits decode-rotate / decode-narrow (bench/results/decode/2026-12-02-probes-k-rotate.md and
+    bench/results/decode/2026-12-02-probes-narrow.md): every kernel valid; the suite's decode best
+    is the first kernel of each, and every rotated decode tile of decode-rotate has its unrotated
+    twin in the same kit, on the same problem, so a run reads the rotation's effect in one
+    process."""
     from dataclasses import replace
 
     from bench.prebuild import _DECODE_BEST
@@ -207,9 +210,9 @@ def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
 
 
 def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
-    """Kit `ragged-starts` (stop 29) holds, per ragged suite problem, the first five configs the
-    branch hands a job there, in that order, each valid; the ping-pong head also unpeeled; then the
-    peeled path's correctness edges."""
+    """Kit `ragged-starts` (bench/results/kits/2026-12-01-ragged-starts.md) holds, per ragged suite
+    problem, the first five configs the branch hands a job there, in that order, each valid; the
+    ping-pong head also unpeeled; then the peeled path's correctness edges."""
     from dataclasses import replace
 
     from bench.prebuild import SET_PEEL_CHECK

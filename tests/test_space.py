@@ -255,7 +255,7 @@ def test_rules_of_the_schedule_and_register_knobs() -> None:
     assert rules.rebalances_registers(Config(128, 128, 64, 4, 2, True))
 
 
-def test_a_consumer_thread_holds_up_to_192_accumulators_since_stop_27() -> None:
+def test_a_consumer_thread_holds_up_to_192_accumulators_in_hopper_gemm_5() -> None:
     """cuBLAS's tile at 3000x5000x2000 (256x152 cooperative: 152 accumulators a consumer thread) is
     in hopper-gemm/5's space; 200 is past the limit; hopper-gemm/1-4 keep 128 (their recordings)."""
     ragged = Problem(3000, 5000, 2000)
@@ -329,7 +329,7 @@ def test_deep_rings_build_where_shared_memory_fits_but_the_grid_stops_at_8() -> 
     assert _rules(replace(tile, stages=12), decode) == ["smem_fits"]
     assert _rules(replace(tile, blk_k=64, stages=20), decode) == []
     assert _rules(replace(tile, blk_k=64, stages=21), decode) == ["pipeline_depth_in_range"]
-    # Measured slower than 8 (kit-decode-deep.md): valid for a kit, never drawn by a search.
+    # Measured slower than 8 (bench/results/kits/2026-12-01-decode-deep.md): valid for a kit, never drawn by a search.
     assert HOPPER.holds(tile) and not HOPPER.holds(replace(tile, stages=11))
 
 
@@ -525,7 +525,8 @@ def test_rules_of_swap_ab() -> None:
 
 def test_swapped_ping_pong_kernels_in_multicast_clusters_are_refused() -> None:
     """The suite's one wrong kernel (bench/prebuild.SUITE_WRONG) and its wrong neighbours on the
-    H200 (smoke-v5-wrong.md: clusters of 2 along M and N, 4 and 8 stages) are refused; the same
+    H200 (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md: clusters of 2 along M and N, 4 and 8
+    stages) are refused; the same
     kernel without swap, or without a cluster, was right and stays valid."""
     from bench.prebuild import SUITE_WRONG
 
@@ -537,7 +538,7 @@ def test_swapped_ping_pong_kernels_in_multicast_clusters_are_refused() -> None:
     assert _rules(replace(SUITE_WRONG, swap_ab=False), square) == []
     assert _rules(replace(SUITE_WRONG, cluster=1), square) == []
     reason = HOPPER.violations(SUITE_WRONG, square)[0].reason
-    assert "cluster=1" in reason and "smoke-v5-wrong" in reason
+    assert "cluster=1" in reason and "sweeps/2026-11-30-wrong-kernel-neighbours.md" in reason
 
 
 def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() -> None:

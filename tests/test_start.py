@@ -81,8 +81,9 @@ def test_a_bf16_job_starts_from_the_same_shape_tuned_in_fp16_first(db_factory: F
 
 
 def test_a_best_the_space_no_longer_searches_is_not_transferred(db_factory: Factory) -> None:
-    """A trimmed config measured best on a ragged problem (trim was searched in stop 23) is not a
-    start of the next ragged problem: the space no longer draws trim, and Optuna could not take it."""
+    """A trimmed config measured best on a ragged problem (trim was searched until
+    bench/results/kits/2026-11-30-trim.md) is not a start of the next ragged problem: the space no
+    longer draws trim, and Optuna could not take it."""
     ragged = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
     trimmed = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
                      trim=True)

@@ -145,8 +145,8 @@ CASES = {
         _c(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
         Problem(3000, 5000, 2000, "float16"),
     ),
-    # cuBLAS's tile at 3000x5000x2000 (stop 27): two consumers of 128 rows, 152 accumulators a
-    # thread, chunked stores with a 24-wide last box; no spill.
+    # cuBLAS's tile at 3000x5000x2000 (profiles/2026-12-01-gemm-ragged.md): two consumers of 128 rows, 152
+    # accumulators a thread, chunked stores with a 24-wide last box; no spill.
     "ragged-m256-n152-chunked": (
         _c(256, 152, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
         Problem(3000, 5000, 2000, "float16"),
@@ -167,13 +167,13 @@ CASES = {
         _c(64, 64, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True, trim=True),
         Problem(100, 4095, 200, "float16"),
     ),
-    # peel_k (stop 28): the last k-tile (16 of 64 columns live) after the loop, one k16 step.
+    # peel_k: the last k-tile (16 of 64 columns live) after the loop, one k16 step.
     "peel-k2000-n152-chunked": (
         _c(128, 152, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="240/24",
            peel_k=True),
         Problem(3000, 5000, 2000, "float16"),
     ),
-    # k_rotate (stop 31): the decode tile's k loop from its own k-tile on; with a split (each
+    # k_rotate: the decode tile's k loop from its own k-tile on; with a split (each
     # CTA's half of K rotated within it) over a K tail the rotation moves into the loop.
     "krot-decode": (
         _c(64, 16, 128, 8, 1, True, swap_ab=True, l2_hint="first/none", k_rotate=True),

@@ -47,9 +47,10 @@ class Settings(BaseSettings):
     builds_in_flight: int = Field(default=0, description="Candidates compiling at once; 0 = one per CPU.")
     build_path: Literal["so", "cubin"] = Field(
         default="cubin",
-        description="How candidates are built: 'cubin' (issue 16: device code only, several kernels per nvcc "
+        description="How candidates are built: 'cubin' (device code only, several kernels per nvcc "
         "call, persistent lowering processes on this node, launched through the cuda-bindings launcher; proven "
-        "on the H200: 69 of 69 kernels' outputs bitwise equal to the .so path's, bench/results/build-paths.md) "
+        "on the H200: 69 of 69 kernels' outputs bitwise equal to the .so path's, "
+        "bench/results/builds/2026-11-30-build-paths.md) "
         "or 'so' (a process and a host .so per candidate, Ray CPU tasks: the path before it).",
     )
     replay: Path | None = Field(

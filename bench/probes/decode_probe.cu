@@ -1,4 +1,4 @@
-// Decode-GEMM probes (issue 14, M <= 16): hand-written CUDA, for measurement only.
+// Decode-GEMM probes (M <= 16): hand-written CUDA, for measurement only.
 //
 // Not a tirtune kernel and never served: bench/decode_probe.py times these beside cuBLAS and the
 // template's TIRx decode kernels under the suite's protocol, to decide whether a GEMV-shaped path
@@ -206,7 +206,7 @@ struct Probe {
 #define R(NAME, RG, KS, U, MODE) \
   {NAME, launch<RG, KS, U, false, MODE, false, true>, launch<RG, KS, U, false, MODE, true, true>}
 
-// Stop 31's first lease (bench/results/decode-probe-stop31a.md) ran the P rows without rotation:
+// The first run (bench/results/decode/2026-12-02-probes.md) timed the P rows without rotation:
 // every one slower than the template's TMA kernel; these keep the best of them, each beside its
 // rotated twin (R: the CTA's k-blocks from its own one on).
 const Probe PROBES[] = {

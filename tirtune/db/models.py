@@ -170,7 +170,8 @@ class Measurement(Base):
 
 
 class Remeasurement(Base):
-    """A top trial measured again before the job calls one best (DESIGN.md decision 3).
+    """A top trial measured again before the job calls one best (docs/design.md, "One best, by the
+    same-run ratio").
 
     The candidates of one `session` were timed in the same measuring process, interleaved round
     by round with cuBLAS, so their figures compare with each other better than the trials' do.

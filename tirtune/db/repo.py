@@ -595,7 +595,7 @@ def _runs_on(capabilities: Sequence[str]) -> sa.ColumnElement[bool]:
     return sa.or_(*(cc.like(c[:-1] + "%") if c.endswith(".x") else cc == c for c in capabilities))
 
 
-# --- re-measurements of a job's top trials (issue 3) --------------------------------------------
+# --- re-measurements of a job's top trials (docs/measurement.md, "Re-measurement before a best is named") ---
 
 
 def record_remeasurements(

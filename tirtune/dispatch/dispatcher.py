@@ -10,9 +10,10 @@ a refused module runs on torch.mm (cuBLAS), and the reason is logged once per pr
 A tuned kernel serves only where its lead over cuBLAS is established (`unproven_lead` is None): its
 ratio above 1 in nine of ten timed rounds (ratio_p10 > 1), or, with no spread stored, its ratio
 above 1. Elsewhere cuBLAS serves, the reason logged once: a kernel whose measured lead lies within
-its own rounds' spread may cost a model time rather than save it (the Qwen2.5-7B layer,
-bench/results/model-layer.md, stop 26: down@8192, tuned at 1.011x with p10 0.936, cost the layer
-0.09 ms in place). `require_lead=False` (TIRTUNE_DISPATCH_UNPROVEN) serves every tuned kernel.
+its own rounds' spread may cost a model time rather than save it (the Qwen2.5-7B layer of
+2026-12-01, bench/results/archive/model-layer/2026-12-01-qwen2.5-7b-before-lead-rule.md: down@8192,
+tuned at 1.011x with p10 0.936, cost the layer 0.09 ms in place). `require_lead=False`
+(TIRTUNE_DISPATCH_UNPROVEN) serves every tuned kernel.
 
 `linear(a, b, bias)` adds a bias: the tuned kernels have none in their epilogue, so it costs a
 second pass over D, while cuBLAS adds it inside its GEMM (torch.addmm). The tuned kernel serves a
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 # torch dtype name -> the Problem's dtype
 _DTYPES = {f"torch.{name}": name for name in DTYPES}
 
-# A bias added after the GEMM on the H200 (bench/results/model-layer.md, 2026-11-30, L2 flushed):
+# A bias added after the GEMM on the H200 (docs/perf-notes.md, "The Qwen2.5-7B layer", 2026-11-30; L2 flushed):
 # 8192x4608 bf16 took ~0.098 ms (D read and written, 151 MB: ~1.5 TB/s), 16x4608 ~3 us (a launch
 # and a pass over a cold D).
 BIAS_ADD_FIXED_MS = 0.003

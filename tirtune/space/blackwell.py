@@ -1,7 +1,7 @@
 """The Blackwell (sm_100a) search space of the GEMM template.
 
 Compile-checked, not yet run on a B200: every kernel of this space lowers and passes ptxas for
-sm_100a (see bench/results/blackwell-gate.md), but none has been verified or timed on a Blackwell
+sm_100a (see bench/results/blackwell/2026-11-29-static-gate.md), but none has been verified or timed on a Blackwell
 GPU. `STATUS` says so wherever results for this space are shown.
 
 What the knobs mean on Blackwell (`tirtune.space.templates.blackwell_gemm`):
@@ -66,7 +66,8 @@ BLACKWELL = SearchSpace(
 
 @dataclass(frozen=True, slots=True)
 class JourneyStep:
-    """One step of the seed's B200 journey (shared/seeds/000_*.txt) as a point of this space."""
+    """One step of the seed's B200 journey (V1..V9, the steps `bench/journey.py` maps to Hopper) as a point of
+    this space."""
 
     config: Config
     problem: Problem

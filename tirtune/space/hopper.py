@@ -47,15 +47,15 @@ holds the knobs it lacks at their defaults):
   L2 miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).
   prefetch_tensormap: warp 0 prefetches every tensor map's descriptor when the kernel starts
   (prefetch.tensormap), before the first TMA needs it.
-- trim (hopper-gemm/5, stop 23): the MMAs of a ragged problem's edge tiles skip what lies past
+- trim (hopper-gemm/5): the MMAs of a ragged problem's edge tiles skip what lies past
   the problem: an m64 block whose rows all lie past M issues no wgmma, the last tile column
   multiplies with a narrower wgmma (its valid columns rounded up to 8), the last k-tile stops
   after its last k16 step that starts before K. The loads, barriers and stores are unchanged.
-- peel_k (hopper-gemm/5, stop 28): only trim's last cut, without its branches: the consumers'
+- peel_k (hopper-gemm/5): only trim's last cut, without its branches: the consumers'
   k loop runs one k-tile short and the last k-tile follows as straight-line code issuing only
   its k16 steps that start before K (K = 2000 in 64-deep k-tiles: 1 of 4), so the K tail's
   zero padding costs no MMA and the loop's body is the unpeeled one.
-- k_rotate (hopper-gemm/5, stop 31): each tile loads its k-tiles starting at its own one (its
+- k_rotate (hopper-gemm/5): each tile loads its k-tiles starting at its own one (its
   linear index modulo the k-tiles, wrapping), so the CTAs streaming a weight matrix at the same
   time read different column blocks of their rows; only where one operand is streamed once.
 """
@@ -163,7 +163,7 @@ def same_kernel(config: Config) -> Config:
     return config
 
 
-# hopper-gemm/5 (issue 14: small, skinny, ragged and decode GEMMs): swap_ab (D^T = B A^T, the
+# hopper-gemm/5 (small, skinny, ragged and decode GEMMs): swap_ab (D^T = B A^T, the
 # problem's M on wgmma's N), narrow tiles (blk_n 8-48 and 96: small problems fill the 132 SMs and
 # a swapped small M fits wgmma's N), 8-stage rings, split-K clusters reducing through distributed
 # shared memory, and one-row operands (M or N = 1). Every hopper-gemm/4 config generates the same kernel as
@@ -176,7 +176,7 @@ HOPPER = SearchSpace(
     template_version=TEMPLATE_VERSION,
     knobs={
         # MMAs trimmed to a ragged problem's valid part (the edge tiles' dead rows, columns, k):
-        # measured slower in every pair (stop 24, bench/results/kit-trim.md: 3000x5000x2000
+        # measured slower in every pair (bench/results/kits/2026-11-30-trim.md: 3000x5000x2000
         # 128x192 0.967x -> 0.881x, 4000^3 bf16 128x256 0.967x -> 0.936x; the per-k-tile branches
         # around the wgmma runs cost more than the skipped MMAs save), so the search no longer
         # draws it: the template keeps the knob (trim=True is valid, built by the kits), the grid
@@ -190,7 +190,7 @@ HOPPER = SearchSpace(
         "blk_k": (64, 128, 256),
         # A deep ring keeps a memory-bound decode tile's loads in flight. The template builds up to
         # MAX_STAGES (20) where shared memory fits, but deeper decode rings measured slower under
-        # the suite's flush (stop 30, bench/results/kit-decode-deep.md: 64x16x128 s8 1.267x, s10
+        # the suite's flush (bench/results/kits/2026-12-01-decode-deep.md: 64x16x128 s8 1.267x, s10
         # 1.228x, s11 1.191x; 64x16x64 s20 1.064x), so the grid stops at 8.
         "stages": (1, 2, 3, 4, 5, 6, 8),
         "swap_ab": (False, True),

@@ -127,13 +127,15 @@ SMEM_LIMIT_BYTES = 232_448
 # Barriers, the 1024 B alignment of the 128B-swizzled tiles, and slack.
 SMEM_OVERHEAD_BYTES = 2_048
 # The deepest ring the template builds (its barriers are arrays of `stages`; smem_fits bounds the
-# bytes): 20 stages of a 64x16x64 decode tile fill 200 KB. Built and correct to 20 (stop 30, kit
-# decode-deep); the search's grid stops at 8, since deeper decode rings measured slower.
+# bytes): 20 stages of a 64x16x64 decode tile fill 200 KB. Built and correct to 20 (kit decode-deep,
+# bench/results/kits/2026-12-01-decode-deep.md); the search's grid stops at 8, since deeper decode
+# rings measured slower.
 MAX_STAGES = 20
 # fp32 accumulator registers a consumer thread may hold: the rest of the 255-register cap (240
 # after setmaxnreg) is addressing, descriptors and loop state (registers_fit asks ~40 of them).
-# 128 until stop 27: cuBLAS's own kernel at 3000x5000x2000 on the H200 is a cooperative 256x152
-# tile (nvjet_sm90_hsh_152x256_64x4_1x2, bench/results/gemm-profile.md), 152 accumulators a
+# hopper-gemm/5 takes 192 (/1-4 keep 128): cuBLAS's own kernel at 3000x5000x2000 on the H200 is a
+# cooperative 256x152 tile (nvjet_sm90_hsh_152x256_64x4_1x2,
+# bench/results/profiles/2026-12-01-gemm-ragged.md), 152 accumulators a
 # consumer thread; 256x152 and 256x192 with the chunked TMA store compile without a spill
 # (ptxas -v, nvcc 13.0, sm_90a; tests/test_template_build.py).
 MAX_ACCUMULATOR_REGS = 192
@@ -603,14 +605,15 @@ def swap_ab_supported(config: Config, problem: Problem) -> str | None:
 def swap_ab_pingpong_unclustered(config: Config, problem: Problem) -> str | None:
     """swap_ab with ping-pong consumers in a multicast cluster computes wrong results on the H200:
     64x128x64 s8 c2 persistent ping-pong cl2m swap at 1024^3 fp16 (relative error 0.13, found by a
-    suite job's check), and 17 of its one-knob neighbours (bench/results/smoke-v5-wrong.md): with
+    suite job's check), and 17 of its one-knob neighbours
+    (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md): with
     clusters of 2 along M or N, at 4 and 8 stages, at 512x1024x1024 and 2048^3 too; without swap or
     without a cluster the same kernels are right. The cause is not found, so the whole combination
     is refused, not only the stage counts and cluster sizes that failed (docs/perf-notes.md)."""
     if config.swap_ab and config.schedule == "pingpong" and config.cluster > 1:
         return (
             f"swap_ab with schedule=pingpong needs cluster=1 (got cluster={config.cluster}): the combination "
-            "computed wrong results on the H200 (bench/results/smoke-v5-wrong.md)"
+            "computed wrong results on the H200 (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md)"
         )
     return None
 

@@ -7,8 +7,8 @@ job answers configs it already recorded from its rows, so no config is measured 
 The best so far is the trial with the highest same-run ratio (not the most TFLOP/s). When the
 budget is spent, the top trials by that ratio are re-measured interleaved, in
 `remeasure_processes` measuring processes, and the job's best is chosen from those figures by
-`repo.best_of`, the rule every surface uses (tirtune.db.best; DESIGN.md decision 3,
-docs/measurement.md).
+`repo.best_of`, the rule every surface uses (tirtune.db.best; docs/design.md, "One best, by the
+same-run ratio"; docs/measurement.md).
 """
 
 from __future__ import annotations

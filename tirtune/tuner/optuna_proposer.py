@@ -48,11 +48,13 @@ class OptunaProposer:
     valid configs one knob away from the best configs told so far (`SearchSpace.neighbours`,
     nearest values first), taking turns between the best two; before anything is told, from the
     first two starting points (the job's likeliest best: transfer, then its shape class's
-    defaults). Why (the suite on the H200, 20 problems x 32 trials): with TPE alone every job's
-    best was a starting point and TPE's own samples never came within 2% of it (stop 24,
-    `archive/suite-trials-stop24.csv`: 16-wide batches asked two ahead left TPE nothing to learn
-    from at 32 trials); with the local search 14 of 20 jobs' bests were neighbours (stop 26,
-    `suite-trials.csv`). Neighbours are asked as trials of their own (TPE sees them).
+    defaults). Why (the suite on the H200, 20 problems x 32 trials; docs/design.md, "How a job
+    searches"): with TPE alone every job's best was a starting point and TPE's own samples never
+    came within 2% of it (bench/results/archive/suite/2026-11-30-32trials-spare-child-trials.csv:
+    16-wide batches asked two ahead left TPE nothing to learn from at 32 trials); with the local
+    search 14 of 20 jobs' bests were neighbours
+    (bench/results/archive/suite/2026-12-01-local-search-trials.csv). Neighbours are asked as
+    trials of their own (TPE sees them).
     """
 
     def __init__(

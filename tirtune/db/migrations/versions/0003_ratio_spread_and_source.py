@@ -1,4 +1,4 @@
-"""The same-run ratio's spread, and where every figure comes from (issue 13).
+"""The same-run ratio's spread, and where every figure comes from (GPU or replay).
 
 Revision ID: 0003
 Revises: 0002

@@ -1,4 +1,4 @@
-"""The physical limit beside cuBLAS: the bytes a GEMM must move and the roofline's ceilings (issue 14).
+"""The physical limit beside cuBLAS: the bytes a GEMM must move and the roofline's ceilings.
 
 Revision ID: 0004
 Revises: 0003
