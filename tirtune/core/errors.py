@@ -1,10 +1,17 @@
-"""The error of the value types: bad input about a problem or a configuration."""
+"""The root exception, and the error of the value types: bad input about a problem or a configuration.
+
+`TirtuneError` lives here, at the bottom of the import graph, so that every package's `errors.py`
+can derive from it without importing the root module (`tirtune/__init__.py` re-exports it, and
+lazily resolves `tirtune.gemm` and `tirtune.nn`, which stand above everything).
+"""
 
 from __future__ import annotations
 
-from tirtune import TirtuneError
+__all__ = ["SpaceError", "TirtuneError"]
 
-__all__ = ["SpaceError"]
+
+class TirtuneError(Exception):
+    """Root of every error tirtune raises on purpose; each package derives its own from it."""
 
 
 class SpaceError(TirtuneError, ValueError):
