@@ -32,13 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.runner.replay_runner import ReplayRunner
 from tirtune.space import Config, Problem
 from tirtune.space.branches import branch
 from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback
-from tirtune.workers.replay_runner import ReplayRunner
 
 STRATEGIES = ("local", "tpe", "local-cold", "tpe-cold", "random")
 CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)

@@ -24,9 +24,16 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 
 def test_the_api_never_imports_the_tuner_and_the_value_types_import_nothing_above_them() -> None:
     graph = g.package_graph()
-    assert "tuner" not in graph["api"] and "workers" not in graph["api"]
-    assert "workers" not in graph["db"]
+    assert not {"tuner", "builder", "runner"} & graph["api"]
+    assert not {"builder", "runner"} & graph["db"]
     assert graph["core"] == set()
+
+
+def test_building_and_measuring_meet_only_below_them() -> None:
+    """The builder writes what the runner reads (`core/artifacts.py`, `core/launch.py`): neither
+    imports the other."""
+    graph = g.package_graph()
+    assert "runner" not in graph["builder"] and "builder" not in graph["runner"]
 
 
 def test_the_root_face_only_reaches_the_user_surface() -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core.artifacts import CUBIN_ARTIFACT
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
+from tirtune.core.launch import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
+from tirtune.runner.errors import WorkerError
 
 __all__ = ["CubinKernel", "LaunchError", "TorchStreamKernel", "encode_arguments", "load_artifact", "load_bundle",
            "pack_params", "tensor_map_dtype"]
