@@ -11,8 +11,9 @@ content-addressed cache entry as the `.so` path's, under its own key suffix:
 
 `kernel.tlaunch` is the artifact: the LaunchSpec and the cubin in one JSON file (base64), so the
 shipped bytes (`BuildResult.payload`) are all a runner on another host needs;
-`launcher.load_bundle` turns them into a callable kernel. Like TirxBuilder, only successes are
-cached, and an entry is published by renaming a complete directory.
+`tirtune.runner.launcher.load_bundle` turns them into a callable kernel (the format is
+`tirtune.core.launch`'s `bundle`). Like TirxBuilder, only successes are cached, and an entry is
+published by renaming a complete directory.
 """
 
 from __future__ import annotations
