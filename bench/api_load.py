@@ -67,8 +67,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from bench.filing import dated
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import JobState, make_engine, migrate, normalize_url, repo, session_factory, transaction
+from tirtune.runner.replay_runner import from_record
 from tirtune.space import Problem
-from tirtune.workers.replay_runner import from_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ bench/results/kits; filed there as <date>-<kit>.{json,md}, bench/README.md).
 
 Input: a folder made by bench/prebuild.py (manifest.json + .so files), e.g. the tuner's winners.
 Needs torch and tvm_ffi on the GPU host, not TVM. For each process: a fresh measuring child
-(`tirtune.workers.measure.serve`, as the GPU runner uses: it warms the card with cuBLAS GEMMs
+(`tirtune.runner.measure.serve`, as the GPU runner uses: it warms the card with cuBLAS GEMMs
 first), then per problem one RemeasureRequest: every kernel verified against a float32 reference
 (NaN-poisoned output, guard bands, run twice), then all of them and cuBLAS timed round by round
 with the L2 flushed before every repetition. A kernel's ratio in a process is cuBLAS's median
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import MeasureReply, RemeasureReply, RemeasureRequest, serve
-from tirtune.workers.supervisor import ChildSupervisor
+from tirtune.runner.measure import MeasureReply, RemeasureReply, RemeasureRequest, serve
+from tirtune.runner.supervisor import ChildSupervisor
 
 
 def _tflops(p: dict[str, Any], ms: float | None) -> float | None:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.filing import dated
+from tirtune.builder import toolchain
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import BLACKWELL, STATUS, TEMPLATE_VERSION
-from tirtune.workers import toolchain
 
 # Mostly the seed's problem; some bf16 and some shapes with tails along M, N and K.
 PROBLEMS = (
@@ -205,7 +205,7 @@ def _commit() -> str:
         "tirtune/space/blackwell.py",
         "tirtune/space/blackwell_rules.py",
         "bench/static_gate.py",
-        "tirtune/workers/toolchain.py",
+        "tirtune/builder/toolchain.py",
     ]
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *ours], cwd=root, check=False).returncode != 0
     return head.stdout.strip() + ("+dirty" if dirty else "")

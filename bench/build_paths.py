@@ -7,7 +7,7 @@ per kernel `NAME.so` (today's path: kernel + tvm-ffi host wrapper), `NAME.cubin`
 `NAME.launch.json` (the device-only path: a cubin of its nvcc batch and the LaunchSpec read from
 TVM's host IR), and manifest.json (config, problem). For each kernel a measuring child makes A
 and B from a seeded generator, fills two outputs with NaN, runs the `.so` on one and the cubin
-through `tirtune.workers.launcher.CubinKernel` on the other, and compares them bit for bit (and
+through `tirtune.runner.launcher.CubinKernel` on the other, and compares them bit for bit (and
 each against a float32 reference, so "equal" never means "equally wrong"). A hang is killed by
 the watchdog and the next kernel gets a fresh child. Needs torch, tvm-ffi and cuda-bindings; no TVM.
 """
@@ -29,8 +29,8 @@ def _serve(conn: Any, kit: str, seed: int) -> None:
     import torch
     import tvm_ffi
 
-    from tirtune.workers.launch_spec import LaunchSpec
-    from tirtune.workers.launcher import CubinKernel
+    from tirtune.core.launch import LaunchSpec
+    from tirtune.runner.launcher import CubinKernel
 
     torch.backends.cuda.matmul.allow_tf32 = False
     device = torch.device("cuda", 0)
@@ -150,7 +150,7 @@ def markdown(record: dict[str, Any]) -> str:
         "# Both build paths on the GPU, outputs compared bit for bit (the device-only build path's proof)", "",
         f"{summary['gpu']}: {summary['kernels']} kernels of `bench/build_speed.py --set proof`, each built as a host "
         "`.so` (today's path) and as a cubin + launch spec (the device-only path, run through "
-        "`tirtune.workers.launcher.CubinKernel`), both run on the same seeded inputs into NaN-filled outputs.", "",
+        "`tirtune.runner.launcher.CubinKernel`), both run on the same seeded inputs into NaN-filled outputs.", "",
         f"Bitwise equal: **{summary['bitwise_equal']} of {summary['kernels']}**; both correct against a float32 "
         f"reference: {summary['correct_both']}; failed: {', '.join(summary['failed']) or 'none'}.", "",
         "| kernel | config | problem | bitwise equal | rel. error (both) |", "| --- | --- | --- | --- | ---: |",

@@ -3,7 +3,7 @@
     python -m bench.build_speed [--configs 12] [--batch 6] [--jobs 2] [--keep DIR]
     python -m bench.build_speed --set proof --keep .build/paths --out .build/paths-speed   # the GPU kit
 
-Old path: one `python -m tirtune.workers.compile_one` process per candidate (Python + TVM import,
+Old path: one `python -m tirtune.builder.compile_one` process per candidate (Python + TVM import,
 lowering, nvcc of the whole file to a host `.so`), `--jobs` at once, as the builder runs today.
 New path: a `LoweringPool` of `--jobs` persistent processes lowers every candidate (device CUDA +
 LaunchSpec), then `compile_batch` compiles `--batch` kernels per `nvcc -cubin`, `--jobs` batches
@@ -35,12 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder import toolchain
+from tirtune.builder.build_pool import LoweringPool
+from tirtune.builder.device_build import BatchItem, compile_batch
+from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Config, Outcome, Problem
 from tirtune.space import TEMPLATE_VERSION
-from tirtune.workers import toolchain
-from tirtune.workers.build_pool import LoweringPool
-from tirtune.workers.device_build import BatchItem, compile_batch
-from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("build_speed")
 RESULTS = Path(__file__).parent / "results"
@@ -194,10 +194,10 @@ def main() -> int:
             "built": {"old": built_old, "new": built_new},
             "wall_s": {"old": round(w1 - w0, 1), "new": round(w2 - w1, 1)},
             "new_stages": figures,
-            # Both paths lower through tirtune/workers/tvm_patches.py (TVMScript's parser lookup without
+            # Both paths lower through tirtune/builder/tvm_patches.py (TVMScript's parser lookup without
             # inspect.getouterframes): 16.46 (old) and 3.31 (new) CPU s per build before it, 69 configs.
             "tvm_patches": "parser lookup by frame walk, doc trees kept per source, prim_func's caller frames "
-                           "without getframeinfo (tirtune/workers/tvm_patches.py)",
+                           "without getframeinfo (tirtune/builder/tvm_patches.py)",
         },
         "sass": {"identical": sass_same, "identical_but_global_slots": sass_slots,
                  "compared": sum(1 for r in rows if "sass" in r)},

@@ -9,7 +9,7 @@ weights) moves the 33.5 MB of weights in ~15 us, 2.2-2.3 TB/s, where a device co
 TB/s (read + write) and the decode target is 1.3x cuBLAS (~14.6 us). Whether the rest is the kernel's
 or the protocol's is what this measures, with nothing of tirtune's in the way: in one process,
 rounds interleaved, each repetition after a flush, CUDA events with the launches queued behind a
-held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
+held GPU (`tirtune.runner.measure.timed_events`), medians over rounds:
 
 - `cublas`: torch.mm(x, W.T) at M = 1 and 16 (the suite's reference);
 - `read`: W.sum(dtype=float32), a pure stream of the 33.5 MB (torch's reduction, one tiny output);
@@ -23,7 +23,7 @@ held GPU (`tirtune.workers.measure.timed_events`), medians over rounds:
 - with `--kit FOLDER` (a `bench/prebuild.py` folder, e.g. `--set decode-best`): each of its kernels
   for these weights (N = K = 4096, M 1 or 16, the dtype) after either flush, `tirtune_m16 LABEL`
   and `tirtune_after_clean_flush_m16 LABEL`, checked first by the measuring child's check
-  (`tirtune.workers.verify`; a kernel it refuses is left out, said on stderr), so our kernel and cuBLAS are seen
+  (`tirtune.runner.verify`; a kernel it refuses is left out, said on stderr), so our kernel and cuBLAS are seen
   under both protocols side by side.
 
 With `--profile` each fp16 case is launched once, no flush and no timing, inside an NVTX range
@@ -55,8 +55,8 @@ from bench.gemm_profile import kit_kernels as built_for
 from bench.stream_read import VARIANTS as STREAMS
 from bench.stream_read import stream_sum
 from tirtune.core import Problem
-from tirtune.workers.measure import timed_events
-from tirtune.workers.verify import verify
+from tirtune.runner.measure import timed_events
+from tirtune.runner.verify import verify
 
 FLUSH_BYTES = 256 << 20
 N = K = 4096
@@ -99,7 +99,7 @@ def cases(torch: Any, dtype: Any, device: Any,
             out[v.label] = (lambda v=v: stream_sum(w, sums, v), "zero", 0, size)
             out[f"{v.label} after_clean_flush"] = (lambda v=v: stream_sum(w, sums, v), "read", 0, size)
     if kernels:
-        from tirtune.workers.launcher import load_artifact
+        from tirtune.runner.launcher import load_artifact
 
         name = str(dtype).removeprefix("torch.")
         for label, m, module in kernels:

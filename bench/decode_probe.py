@@ -13,9 +13,9 @@ measurement only, never served: a result here is hand-picked, not a suite result
 
 Per problem, in one process: cuBLAS (torch.mm), the kit's kernels for that problem (a
 `bench/prebuild.py` folder) and every probe, each checked first by the measuring child's check
-(`tirtune.workers.verify`; a read-only probe is not checked: it computes nothing) and, where triton
+(`tirtune.runner.verify`; a read-only probe is not checked: it computes nothing) and, where triton
 is installed, `bench/stream_read.py`'s plain read of the weights (1024 and 4096 programs), then timed in
-interleaved rounds with the suite's protocol (`tirtune.workers.measure.timed_events`: a 256 MiB
+interleaved rounds with the suite's protocol (`tirtune.runner.measure.timed_events`: a 256 MiB
 zeroing flush before every launch, CUDA events, launches queued behind a held GPU). Each case's
 ratio of a round is that round's cuBLAS median over the case's; the table gives the median ratio
 and its p10-p90 over rounds, the median time and the bandwidth over the bytes a GEMM must move (A,
@@ -37,8 +37,8 @@ from bench.decode_ceiling import stack, time_fields, write
 from bench.filing import dated
 from bench.gemm_profile import kit_kernels
 from tirtune.core import Problem
-from tirtune.workers.measure import timed_events
-from tirtune.workers.verify import verify
+from tirtune.runner.measure import timed_events
+from tirtune.runner.verify import verify
 
 FLUSH_BYTES = 256 << 20
 PROBLEMS = (
@@ -101,7 +101,7 @@ def problem_cases(torch: Any, problem: Problem, probes: Probes | None, kit: Path
     errors: dict[str, float | None] = {"cublas": None}
     runs: list[tuple[str, Callable[[Any], None], bool]] = []
     if kit is not None:
-        from tirtune.workers.launcher import load_artifact
+        from tirtune.runner.launcher import load_artifact
 
         for label, _, module in kit_kernels(kit, [problem]):
             fn = load_artifact(str(module))

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import Nvml
+from tirtune.runner.measure import Nvml
 
 
 def steady(torch: Any, nvml: Nvml, launch: Any, seconds: float) -> dict[str, float]:

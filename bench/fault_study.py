@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.faults.kernels import FAULTS
+from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import BuildResult, Candidate, Outcome, RunResult
 from tirtune.db import open_database, repo, transaction
+from tirtune.runner.gpu_runner import GpuRunner
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.runtime import start_ray
-from tirtune.workers.gpu_runner import GpuRunner
-from tirtune.workers.tirx_builder import TirxBuilder
 
 TORCH_CHECK = ("import torch; a = torch.randn(4096, 4096, device='cuda', dtype=torch.float16); "
                "c = (a @ a.T).float(); ref = a.float() @ a.float().T; torch.cuda.synchronize(); "

@@ -5,7 +5,7 @@
 For each problem (MxNxK or MxNxK:dtype, fp16 by default): torch.mm(A, B.T) once to warm up, then
 once inside the range "cublas MxNxK dtype"; with --kit FOLDER (a `bench/prebuild.py` folder) each
 of its kernels built for that problem, checked first by the measuring child's check
-(`tirtune.workers.verify`; one it refuses is left out, said on stderr), then launched the same
+(`tirtune.runner.verify`; one it refuses is left out, said on stderr), then launched the same
 way in "tirtune MxNxK dtype LABEL". Run under Nsight Compute (`gemm-profile` in
 bench/gpu_session.sh) it says which kernel cuBLAS picks (its name carries its tile, e.g.
 nvjet_sm90_hsh_256x128_...), its grid and cluster, its time and DRAM traffic, beside ours: where a
@@ -44,7 +44,7 @@ def kit_kernels(folder: Path, problems: Collection[Problem]) -> list[tuple[str, 
 
 def launches(torch: Any, problem: Problem, kit: Path | None) -> list[tuple[str, Any]]:
     """(range name, launch) of cuBLAS and of the kit's verified kernels for `problem`."""
-    from tirtune.workers.verify import verify
+    from tirtune.runner.verify import verify
 
     dtype = getattr(torch, problem.dtype)
     a = torch.randn(problem.m, problem.k, dtype=dtype, device="cuda")
@@ -52,7 +52,7 @@ def launches(torch: Any, problem: Problem, kit: Path | None) -> list[tuple[str, 
     found: list[tuple[str, Any]] = [(f"cublas {problem.shape} {problem.dtype}", lambda: torch.mm(a, b.T))]
     if kit is None:
         return found
-    from tirtune.workers.launcher import load_artifact
+    from tirtune.runner.launcher import load_artifact
 
     for label, _, module in kit_kernels(kit, [problem]):
         fn = load_artifact(str(module))

@@ -18,7 +18,7 @@ interleaved in rounds (the first of a round rotating), medians; each GEMM alone 
 layer, eagerly and (tirtune) as a replayed CUDA graph, which shows the call path allocates and
 synchronizes nothing it must not.
 Outputs are compared with the relative Frobenius error (`max_rel_error`: the largest over the
-layer's outputs, judged against tirtune.workers.verify's tolerance). Writes OUT.json and OUT.md:
+layer's outputs, judged against tirtune.runner.verify's tolerance). Writes OUT.json and OUT.md:
 {"date", "gpu", "driver", "torch", "tvm_ffi", "template_version", "model", "dtype", "cases":
  [{"tokens", "torch_ms", "tirtune_ms", "tirtune_graph_ms", "speedup", "max_rel_error", "within_tolerance",
    "breakdown": [{"op", "torch_ms", "tirtune_ms"}] (each op in its place in the layer),
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.filing import dated
-from tirtune.workers.measure import Nvml, timed_events
-from tirtune.workers.verify import TOLERANCE, relative_error
+from tirtune.runner.measure import Nvml, timed_events
+from tirtune.runner.verify import TOLERANCE, relative_error
 
 QWEN25_7B = {"model_type": "qwen2", "name": "Qwen2.5-7B", "hidden_size": 3584, "intermediate_size": 18944,
              "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 128, "torch_dtype": "bfloat16"}

@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import BuildResult, Candidate, RunResult, Stack
+from tirtune.runner.gpu_runner import reply_to_result, tvm_version
+from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.runner.supervisor import ChildSupervisor
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.workers.gpu_runner import reply_to_result, tvm_version
-from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.supervisor import ChildSupervisor
-from tirtune.workers.tirx_builder import compile_candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 BEST = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)

@@ -28,10 +28,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.rules import RAGGED_BLK_N, swap_ab_pingpong_unclustered, v4_accumulator_limit
-from tirtune.workers.tirx_builder import compile_candidate
 
 logger = logging.getLogger("prebuild")
 

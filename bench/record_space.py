@@ -43,13 +43,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import BuildResult, Candidate, Outcome, RunResult
+from tirtune.runner.replay_runner import ReplayRunner, to_record
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.space.branches import branch
 from tirtune.tuner.runtime import make_workers
-from tirtune.workers.replay_runner import ReplayRunner, to_record
-from tirtune.workers.tirx_builder import compile_candidate
 
 
 def _problems(specs: list[str], default_dtype: str) -> list[Problem]:

@@ -45,21 +45,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.cubin_builder import build_processes
+from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import Candidate
 from tirtune.db import migrate, repo
 from tirtune.db.session import open_database
+from tirtune.runner.gpu_runner import GpuRunner, tvm_version
 from tirtune.space import HOPPER, Problem
 from tirtune.tuner.job import JobLoop, Progress
-from tirtune.workers.cubin_builder import build_processes
-from tirtune.workers.gpu_runner import GpuRunner, tvm_version
-from tirtune.workers.tirx_builder import TirxBuilder
 
 NOISE_FILE = Path(__file__).resolve().parent / "results" / "measurement" / "2026-11-29-noise.json"
 
 
 def _builder(kind: str, cache: Path, cpus: int) -> Any:
     if kind == "cubin":
-        from tirtune.workers.cubin_builder import CubinBuilder
+        from tirtune.builder.cubin_builder import CubinBuilder
 
         return CubinBuilder(cache_dir=cache, processes=cpus, warm=True)  # as the service makes it
     return TirxBuilder(cache_dir=cache)

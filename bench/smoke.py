@@ -5,7 +5,7 @@
 Before timing new code paths (bench/best_vs_cublas.py gives a whole problem group one long
 timeout, so one deadlocked kernel costs minutes of device time), every kernel of the manifest
 runs on fresh random inputs, in order, through the measuring child's check
-(`tirtune.workers.verify.verify`: a NaN-poisoned output inside NaN guard bands, every element
+(`tirtune.runner.verify.verify`: a NaN-poisoned output inside NaN guard bands, every element
 written, relative Frobenius error within `TOLERANCE`, two runs bit-identical). Each launch is
 polled up to --watchdog-s; a kernel that has not finished is recorded as HANG and this process
 exits (the CUDA context is stuck), and the wrapper loop starts a fresh process after it.
@@ -33,10 +33,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.measure import Nvml
-from tirtune.workers.verify import TOLERANCE, verify
+from tirtune.runner.measure import Nvml
+from tirtune.runner.verify import TOLERANCE, verify
 
-CHECK = "tirtune.workers.verify"  # written into every row: what judged it
+CHECK = "tirtune.runner.verify"  # written into every row: what judged it
 
 
 class _Hang(Exception):
@@ -92,11 +92,11 @@ def summary(rows: list[dict[str, Any]], title: str) -> str:
     env = next((r["env"] for r in rows if r.get("env")), {})
     checked = all(r.get("check") == CHECK for r in rows)
     how = (
-        "Each kernel through the measuring child's check (tirtune.workers.verify: NaN-poisoned output inside "
+        "Each kernel through the measuring child's check (tirtune.runner.verify: NaN-poisoned output inside "
         "NaN guard bands, relative Frobenius error against a float32 reference, two runs bit-identical)"
         if checked
         else "Each kernel once on fresh random inputs into a NaN-poisoned output, relative Frobenius error "
-        "against a float32 reference (this script's check before it used tirtune.workers.verify: one run, "
+        "against a float32 reference (this script's check before it used tirtune.runner.verify: one run, "
         "no guard bands)"
     )
     # The largest error per dtype against the measuring child's tolerance, whatever bound a row

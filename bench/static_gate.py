@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder import toolchain
 from tirtune.core import Config, Problem
 from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
-from tirtune.workers import toolchain
 
 __all__ = [
     "ARCH",

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.filing import dated
+from tirtune.runner.replay_runner import ReplayRunner
 from tirtune.space import Config, Problem
 from tirtune.space.branches import branch
 from tirtune.space.hopper import space_for
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback
-from tirtune.workers.replay_runner import ReplayRunner
 
 STRATEGIES = ("local", "tpe", "local-cold", "tpe-cold", "random")
 CHECKPOINTS = (1, 4, 8, 16, 32, 64, 128)

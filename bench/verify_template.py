@@ -4,7 +4,7 @@
         [--only SUBSTR] [--json out.json]
 
 For each manifest entry (written by bench/prebuild.py): load the .so with tvm_ffi and check it on
-fresh random inputs, twice, with the service's own check (`tirtune.workers.verify.verify`).
+fresh random inputs, twice, with the service's own check (`tirtune.runner.verify.verify`).
 Correct kernels are then timed (CUDA events, warm-up, median of --reps) against
 torch.mm(A, B.T) (cuBLAS) timed in the same process: --rounds alternate the two (reps/rounds
 calls each per round), and the ratio reported is the median over rounds of cuBLAS time over
@@ -13,7 +13,7 @@ kernel time, so a drift of the card's clocks during the measurement hits both si
 
 Correctness is the measuring child's: D poisoned with NaN inside NaN guard bands, every element
 written, rel_err = ||D - ref||_F / ||ref||_F against ref = A.float() @ B.float().T within
-`tirtune.workers.verify.TOLERANCE` (1e-3 fp16, 8e-3 bf16), and two runs on the same inputs
+`tirtune.runner.verify.TOLERANCE` (1e-3 fp16, 8e-3 bf16), and two runs on the same inputs
 bit-identical. With fp32 accumulation the error is the output rounding: about 3e-4 for fp16 and
 2e-3 for bf16; a wrong tile, a stale stage or a misplaced fragment gives O(1). (Result files
 written before this script used `verify` were judged by a looser check of its own: rel_err <= 1e-2
@@ -35,12 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tirtune.workers.verify import TOLERANCE, verify
+from tirtune.runner.verify import TOLERANCE, verify
 
 WARMUP = 10
 ROOT = Path(__file__).resolve().parents[1]
 # What judged the rows, written into every result (older files carry none: the looser check).
-CHECK = f"tirtune.workers.verify (tolerance {TOLERANCE}, guard bands, two runs)"
+CHECK = f"tirtune.runner.verify (tolerance {TOLERANCE}, guard bands, two runs)"
 
 
 def _torch_dtype(name: str) -> Any:
@@ -61,7 +61,7 @@ def _inputs(problem: dict[str, Any], seed: int, device: str = "cuda") -> tuple[A
 
 
 def check(fn: Any, problem: dict[str, Any], seed: int = 0, device: str = "cuda") -> dict[str, Any]:
-    """`fn(a, b, d)` on fresh inputs, judged by the service's check (`tirtune.workers.verify`)."""
+    """`fn(a, b, d)` on fresh inputs, judged by the service's check (`tirtune.runner.verify`)."""
     a, b, _ = _inputs(problem, seed, device)
     verdict = verify(lambda d: fn(a, b, d), a, b, problem["dtype"])
     row: dict[str, Any] = {"rel_err": verdict.rel_error, "ok": verdict.ok}

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bench.faults import FAULTS_DIR_ENV
 from tirtune.db import make_engine, migrate, normalize_url, session_factory
-from tirtune.workers.scratch import owned_folder, sweep
+from tirtune.runner.scratch import owned_folder, sweep
 
 PG_DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 BACKENDS = [

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import BuildResult, Candidate, Outcome
-from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.replay_runner import from_record
+from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.runner.replay_runner import from_record
 
 __all__ = [
     "dying_child", "misbehaving_template", "gpu_less_child", "misbehaving_child", "replay_child", "replay_compile",

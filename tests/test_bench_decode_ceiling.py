@@ -60,7 +60,7 @@ def test_a_kit_kernel_is_timed_after_both_flushes_and_a_wrong_one_is_left_out(
     import torch
 
     from bench import decode_ceiling
-    from tirtune.workers import launcher
+    from tirtune.runner import launcher
 
     def load(path: str) -> object:
         if path.endswith("wrong.so"):

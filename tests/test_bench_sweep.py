@@ -46,7 +46,7 @@ def test_the_sweep_summary_counts_outcomes_and_wrong_results(tmp_path: Path) -> 
 
 def test_the_sweep_summary_from_recorded_files_spans_every_file(tmp_path: Path) -> None:
     from tirtune.core import Provenance
-    from tirtune.workers.replay_runner import ReplayRunner, to_record
+    from tirtune.runner.replay_runner import ReplayRunner, to_record
     stack = Stack("NVIDIA H200", "580", "13.0", "0.27")
     big, small = Problem(4096, 4096, 4096), Problem(48, 4096, 2048, "bfloat16")
 
@@ -97,8 +97,8 @@ def test_the_tuner_study_replays_only_recorded_configs_and_scores_against_the_be
     data = BENCH / "data" / "hopper-4096x4096x4096-float16.jsonl"
     sample = tmp_path / "sample.jsonl"
     sample.write_text("\n".join(data.read_text().splitlines()[::4]) + "\n")
+    from tirtune.runner.replay_runner import ReplayRunner
     from tirtune.space import HOPPER_V1
-    from tirtune.workers.replay_runner import ReplayRunner
 
     replay = ReplayRunner([sample])
     problem = Problem(4096, 4096, 4096)

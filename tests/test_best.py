@@ -24,9 +24,9 @@ from tirtune.cli import main
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.db import open_database, repo, transaction, url_of
 from tirtune.db.records import MeasurementRecord
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.settings import Settings, get_settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
 Factory = sessionmaker[Session]
 ROOT = Path(__file__).resolve().parents[1]

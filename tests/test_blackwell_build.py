@@ -23,9 +23,9 @@ import pytest
 import tvm
 
 from bench import static_gate
+from tirtune.builder import toolchain
 from tirtune.space.blackwell import JOURNEY, TEMPLATE_VERSION, JourneyStep
 from tirtune.space.templates import blackwell_gemm
-from tirtune.workers import toolchain
 
 FINGERPRINTS = Path(__file__).parent / "data" / "blackwell_sass_fingerprints.json"
 
@@ -165,7 +165,7 @@ def _version(tool: str, marker: str) -> str:
 @pytest.mark.nvcc
 def test_compile_one_builds_the_blackwell_template_for_sm_100a(tmp_path: Path) -> None:
     """The builder's child process takes the target from the template module (a loadable .so)."""
-    from tirtune.workers import compile_one
+    from tirtune.builder import compile_one
 
     step = JOURNEY["v1"]
     code = compile_one.main(

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import static_gate
+from tirtune.builder import toolchain
 from tirtune.space import HOPPER, Config, Problem, SpaceError
 from tirtune.space.blackwell import BLACKWELL, JOURNEY, STATUS, TEMPLATE_VERSION
 from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
@@ -21,7 +22,6 @@ from tirtune.space.branches import (
     parse_compute_capability,
 )
 from tirtune.space.templates import blackwell_gemm, gemm
-from tirtune.workers import toolchain
 
 P4096 = Problem(4096, 4096, 4096)
 

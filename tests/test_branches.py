@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.api.schemas import TuneRequest
+from tirtune.builder import compile_one, toolchain
 from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.space import SpaceError
@@ -27,7 +28,6 @@ from tirtune.space.branches import (
 )
 from tirtune.space.shapes import ShapeClass
 from tirtune.space.templates import gemm
-from tirtune.workers import compile_one, toolchain
 
 # One problem per shape class (the classes' own docstring examples).
 CLASS_EXAMPLES = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tirtune.builder.build_pool import LoweringPool
 from tirtune.core import Candidate, Config, Outcome, Problem
 from tirtune.space import TEMPLATE_VERSION
-from tirtune.workers.build_pool import LoweringPool
 
 PROBLEM = Problem(1000, 1000, 1000, "float16")
 
@@ -35,7 +35,7 @@ def test_hung_and_dying_lowerings_are_replaced_and_the_rest_lowered() -> None:
 
 def test_children_start_together_not_one_import_after_another(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every child is started before the pool waits for the first one's TVM import."""
-    from tirtune.workers import build_pool
+    from tirtune.builder import build_pool
 
     started: list[int] = []
     alive_at_first_wait: list[int] = []
@@ -75,7 +75,7 @@ def test_lowering_processes_run_nicer_than_the_service_so_a_measuring_child_gets
     import os
     import shutil
 
-    from tirtune.workers import toolchain
+    from tirtune.builder import toolchain
 
     with LoweringPool(processes=1, timeout_s=30, template="tests.stand_in_children:misbehaving_template",
                       arch="sm_90a") as pool:

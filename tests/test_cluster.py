@@ -22,15 +22,15 @@ import ray
 from ray.cluster_utils import Cluster
 from stand_in_children import replay_child, replay_compile
 
+from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import Candidate, Outcome, Stack
 from tirtune.db import repo
 from tirtune.db.session import open_database
+from tirtune.runner.errors import WorkerError
+from tirtune.runner.gpu_runner import GpuRunner, pool_by_model
 from tirtune.space import Config, Problem
 from tirtune.space.hopper import HOPPER_V1
 from tirtune.tuner.job import JobLoop
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.gpu_runner import GpuRunner, pool_by_model
-from tirtune.workers.tirx_builder import TirxBuilder
 
 TESTS = Path(__file__).resolve().parent
 RECORDED = TESTS.parent / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

@@ -8,15 +8,15 @@ from collections.abc import Sequence
 import pytest
 from contracts import mismatches
 
+from tirtune.builder.builder import Builder
+from tirtune.builder.cubin_builder import CubinBuilder
+from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import BuildResult, Candidate
+from tirtune.runner.gpu_runner import GpuRunner
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
+from tirtune.runner.runner import Runner
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Proposer
-from tirtune.workers.builder import Builder
-from tirtune.workers.cubin_builder import CubinBuilder
-from tirtune.workers.gpu_runner import GpuRunner
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
-from tirtune.workers.runner import Runner
-from tirtune.workers.tirx_builder import TirxBuilder
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.builder import toolchain
+from tirtune.builder.cubin_builder import ARTIFACT, CubinBuilder
 from tirtune.core import Candidate, Config, Outcome, Problem
 from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, sha256_hex
+from tirtune.core.launch import unbundle
 from tirtune.space import TEMPLATE_VERSION
-from tirtune.workers import toolchain
-from tirtune.workers.cubin_builder import ARTIFACT, CubinBuilder
-from tirtune.workers.launch_spec import unbundle
 
 
 @pytest.mark.nvcc
@@ -56,7 +56,7 @@ def test_builds_a_batch_and_serves_it_from_the_cache(tmp_path: Path) -> None:
     ],
 )
 def test_nvcc_calls_fill_the_cores_before_they_batch(kernels: int, processes: int, batch: int, size: int) -> None:
-    from tirtune.workers.cubin_builder import batch_size
+    from tirtune.builder.cubin_builder import batch_size
 
     assert batch_size(kernels, processes, batch) == size
 
@@ -72,7 +72,7 @@ def test_nvcc_calls_fill_the_cores_before_they_batch(kernels: int, processes: in
     ],
 )
 def test_the_builders_leave_each_local_gpu_its_runners_cores(cpus: int, gpus: int, processes: int) -> None:
-    from tirtune.workers.cubin_builder import build_processes
+    from tirtune.builder.cubin_builder import build_processes
 
     assert build_processes(cpus, gpus) == processes
 

@@ -27,11 +27,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.api import JobRunner, create_app
 from tirtune.core import BuildResult, RunResult
 from tirtune.db import migrate, open_database
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.settings import Settings
 from tirtune.space import space_for
 from tirtune.tuner.runtime import Workers
 from tirtune.tuner.service import JobService
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

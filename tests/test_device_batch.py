@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tirtune.workers import toolchain
-from tirtune.workers.device_build import BatchItem, batch_source, compile_batch
+from tirtune.builder import toolchain
+from tirtune.builder.device_build import BatchItem, batch_source, compile_batch
 
 SOURCE = """
 #include <cuda_fp16.h>

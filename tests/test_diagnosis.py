@@ -1,4 +1,4 @@
-"""The one-line root cause of a failed build (workers/diagnosis.py), on real tool output.
+"""The one-line root cause of a failed build (builder/diagnosis.py), on real tool output.
 
 The texts under tests/data/diagnosis/ were recorded from the real tools: TVM 0.27 lowering the
 hopper-gemm/4 template for a one-row A (1x4096x4096 fp16, TMA refuses the tensor map), nvcc 13.0
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.builder import toolchain
+from tirtune.builder.diagnosis import ROOT_CAUSE_CHARS, root_cause
+from tirtune.builder.tirx_builder import failure_message
 from tirtune.space import Config, Problem
-from tirtune.workers import toolchain
-from tirtune.workers.diagnosis import ROOT_CAUSE_CHARS, root_cause
-from tirtune.workers.tirx_builder import failure_message
 
 DATA = Path(__file__).parent / "data" / "diagnosis"
 

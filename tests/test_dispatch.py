@@ -427,7 +427,7 @@ def test_a_cubin_path_module_is_served_downloaded_cached_and_loaded_as_a_bundle(
     cubin launcher (its stand-in here), not tvm-ffi."""
     from tirtune.core.artifacts import kind_named
     from tirtune.dispatch.loader import TvmFfiLoader
-    from tirtune.workers import launcher
+    from tirtune.runner import launcher
 
     record(db_factory, BEST)
     theirs = tmp_path / "service-cache"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bench.faults import kernels
+from tirtune.builder import toolchain
+from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem
-from tirtune.workers import toolchain
-from tirtune.workers.tirx_builder import TirxBuilder
 
 ray = pytest.importorskip("ray")
 

@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tirtune
 from tirtune.dispatch.op import gemm_op, gemm_out_op, linear_op
-from tirtune.workers.verify import TOLERANCE
+from tirtune.runner.verify import TOLERANCE
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -92,7 +92,7 @@ def test_linear_is_a_drop_in_for_torch_nn_linear(dtype: torch.dtype, bias: bool)
 
 
 def close(mine: torch.Tensor | None, ref: torch.Tensor | None) -> None:
-    """float32: equal to rounding; bf16: within the project's tolerance (tirtune.workers.verify),
+    """float32: equal to rounding; bf16: within the project's tolerance (tirtune.runner.verify),
     since torch.nn.Linear adds the bias inside the GEMM (one rounding) and tirtune after it (two)."""
     assert mine is not None and ref is not None and mine.shape == ref.shape and mine.dtype == ref.dtype
     if ref.dtype == torch.float32:

@@ -1,5 +1,5 @@
 """The real measuring child on a Hopper GPU: small kernels built by the service's builder, verified
-(tirtune.workers.verify) and timed against cuBLAS by `tirtune.workers.measure`, through the
+(tirtune.runner.verify) and timed against cuBLAS by `tirtune.runner.measure`, through the
 supervisor and through the GPU runner's Ray actor.
 
 Marked `gpu`: skipped without a compute capability 9.x GPU (tests/conftest.py). On a GPU host with
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem
+from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.runner.supervisor import ChildSupervisor
+from tirtune.runner.verify import TOLERANCE
 from tirtune.space import HOPPER
-from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.supervisor import ChildSupervisor
-from tirtune.workers.tirx_builder import compile_candidate
-from tirtune.workers.verify import TOLERANCE
 
 pytestmark = pytest.mark.gpu
 
@@ -121,7 +121,7 @@ def test_a_remeasurement_times_verified_kernels_interleaved_with_one_cublas(
 
 def test_the_gpu_runner_measures_through_its_ray_actor(cache: Path) -> None:
     ray = pytest.importorskip("ray")
-    from tirtune.workers.gpu_runner import GpuRunner
+    from tirtune.runner.gpu_runner import GpuRunner
 
     build = _build(cache, WS, MEDIUM)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

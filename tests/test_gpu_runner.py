@@ -18,8 +18,8 @@ import ray
 from stand_in_children import misbehaving_child
 
 from tirtune.core import BuildResult, Candidate, Outcome
+from tirtune.runner.gpu_runner import GpuRunner
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.workers.gpu_runner import GpuRunner
 
 TESTS = Path(__file__).resolve().parent
 

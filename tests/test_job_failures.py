@@ -11,13 +11,13 @@ from pathlib import Path
 
 from test_job_remeasure import DATA, FixedProposer, _configs
 
+from tirtune.builder.diagnosis import root_cause
+from tirtune.builder.tirx_builder import failure_message
 from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.db import open_database, repo, transaction
+from tirtune.runner.replay_runner import ReplayRunner
 from tirtune.space import HOPPER_V1, Problem
 from tirtune.tuner.job import JobLoop, why_nothing_ran
-from tirtune.workers.diagnosis import root_cause
-from tirtune.workers.replay_runner import ReplayRunner
-from tirtune.workers.tirx_builder import failure_message
 
 P = Problem(4096, 4096, 4096, "float16")
 TIRX_FAILURE = (Path(__file__).parent / "data" / "diagnosis" / "tirx_dispatch_tma_stride.txt").read_text()

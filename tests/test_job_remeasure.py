@@ -10,10 +10,10 @@ from pathlib import Path
 
 from tirtune.core import BuildResult, Candidate, Outcome, RunResult, Stack
 from tirtune.db import open_database, repo, transaction
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.space import HOPPER_V1, Config, Problem
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.proposer import Feedback, Proposal
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"
 P = Problem(4096, 4096, 4096, "float16")

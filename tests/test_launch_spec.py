@@ -14,9 +14,9 @@ import re
 
 import pytest
 
+from tirtune.builder import device_build, toolchain
 from tirtune.core import Config, Problem
-from tirtune.workers import device_build, toolchain
-from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, ExtractError, KernelArg, LaunchSpec, TensorMapSpec
+from tirtune.core.launch import DYN_SMEM_ATTR_FROM, ExtractError, KernelArg, LaunchSpec, TensorMapSpec
 
 CASES = [
     (Config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tirtune.workers.launch_spec import KernelArg, LaunchSpec, TensorMapSpec
-from tirtune.workers.launcher import CubinKernel, LaunchError, encode_arguments, pack_params, tensor_map_dtype
+from tirtune.core.launch import KernelArg, LaunchSpec, TensorMapSpec
+from tirtune.runner.launcher import CubinKernel, LaunchError, encode_arguments, pack_params, tensor_map_dtype
 
 MAP_A = TensorMapSpec(0, 0, "float16", 2, (4096, 1000), (8192,), (64, 128), (1, 1), 0, 3, 2, 0)
 MAP_D = TensorMapSpec(2, 256, "bfloat16", 2, (1000, 1000), (2000,), (64, 64), (1, 1), 0, 3, 1, 0)

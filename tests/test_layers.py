@@ -24,15 +24,25 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 
 def test_the_api_never_imports_the_tuner_and_the_value_types_import_nothing_above_them() -> None:
     graph = g.package_graph()
-    assert "tuner" not in graph["api"] and "workers" not in graph["api"]
-    assert "workers" not in graph["db"]
-    assert graph["core"] <= {"root"}
+    assert not {"tuner", "builder", "runner"} & graph["api"]
+    assert not {"builder", "runner"} & graph["db"]
+    assert graph["core"] == set()
+
+
+def test_building_and_measuring_meet_only_below_them() -> None:
+    """The builder writes what the runner reads (`core/artifacts.py`, `core/launch.py`): neither
+    imports the other."""
+    graph = g.package_graph()
+    assert "runner" not in graph["builder"] and "builder" not in graph["runner"]
 
 
 def test_the_root_face_only_reaches_the_user_surface() -> None:
-    """`tirtune.gemm` / `tirtune.nn` are the only names the root resolves lazily, and the API and
-    the tuner never import the dispatcher (which the API's artifacts feed)."""
+    """`tirtune.gemm` / `tirtune.nn` are the only names the root resolves lazily, the root exception
+    and the version the only ones it re-exports, nothing of tirtune imports the root, and the API
+    and the tuner never import the dispatcher (which the API's artifacts feed)."""
     assert g.face_imports() == {"tirtune.dispatch.op", "tirtune.nn"}
+    assert g.module_graph()["tirtune"] == {"tirtune.core.errors", "tirtune.core.version", *g.face_imports()}
+    assert not [m for m, targets in g.module_graph().items() if "tirtune" in targets]
     graph = g.package_graph()
     assert "dispatch" not in graph["api"] and "dispatch" not in graph["tuner"] and "nn" not in graph["cli"]
 
@@ -47,8 +57,8 @@ def test_the_checker_sees_lazy_and_upward_imports(tmp_path: Path, monkeypatch: p
     (tmp_path / "tirtune" / "api" / "app.py").write_text("def hook():\n    from tirtune.tuner import service\n")
     monkeypatch.setattr(g, "ROOT", tmp_path)
     monkeypatch.setattr(g, "PACKAGE", tmp_path / "tirtune")
-    assert g.wrong_way() == ["tirtune.api.app -> tirtune.tuner.service (api, layer 1 -> tuner, layer 1)",
-                             "tirtune.tuner.service -> tirtune.api.app (tuner, layer 1 -> api, layer 1)"]
+    assert g.wrong_way() == ["tirtune.api.app -> tirtune.tuner.service (api, layer 2 -> tuner, layer 2)",
+                             "tirtune.tuner.service -> tirtune.api.app (tuner, layer 2 -> api, layer 2)"]
     assert g.cycles(g.module_graph()) == [["tirtune.api.app", "tirtune.tuner.service"]]
 
 

@@ -56,7 +56,7 @@ def test_neighbours_are_valid_one_knob_away_nearest_values_first_and_build_disti
 def test_the_knobs_the_template_ignores_are_the_ones_normal_form_resets() -> None:
     """Lowered through TVM: cluster_dim without a cluster and split_k_reduce without a split
     change no byte of the kernel; with a cluster (a split) they do, so normal_form keeps them."""
-    from tirtune.workers import toolchain
+    from tirtune.builder import toolchain
 
     def source(config: Config, problem: Problem) -> str:
         return hashlib.sha256(toolchain.lower_to_cuda(config, problem).encode()).hexdigest()

@@ -236,10 +236,10 @@ def test_a_guided_job_starts_from_the_models_picks_and_searches_by_it(db_url: st
     import optuna
 
     from tirtune.db import open_database
+    from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
     from tirtune.space.hopper import space_for
     from tirtune.tuner.job import JobLoop
     from tirtune.tuner.models import model_keeper
-    from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
     data = Path(__file__).resolve().parents[1] / "bench" / "data" / "hopper-gemm-3-48x4096x2048-bfloat16.jsonl"
     problem = Problem(48, 4096, 2048, "bfloat16")

@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from tirtune.api import create_app
 from tirtune.cli import main, service_app
 from tirtune.db import JobRecord, JobState, migrate, open_database, repo, transaction
+from tirtune.runner.errors import WorkerError
 from tirtune.settings import Settings, get_settings
 from tirtune.space import Problem
 from tirtune.tuner.runtime import make_workers, replay_space
 from tirtune.tuner.service import JobService
-from tirtune.workers.errors import WorkerError
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 RECORDED = {"4096x4096x4096 float16", "8192x8192x1024 float16", "4096x14336x4096 bfloat16",

@@ -24,9 +24,9 @@ from optuna.trial import TrialState
 
 from tirtune.core import BuildResult, Candidate, Config, Outcome, RunResult
 from tirtune.db import JobState, normalize_url, open_database, repo, transaction
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.space import HOPPER, Problem, space_for
 from tirtune.tuner.job import JobLoop
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "hopper-4096x4096x4096-float16.jsonl"

@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem, Roofline, Stack
 from tirtune.db import repo, transaction
+from tirtune.runner.gpu_runner import merge_replies, reply_to_result
+from tirtune.runner.measure import MeasureReply
 from tirtune.space import TEMPLATE_VERSION
-from tirtune.workers.gpu_runner import merge_replies, reply_to_result
-from tirtune.workers.measure import MeasureReply
 
 H200 = Stack("NVIDIA H200", "580.159.04", "13.0", "0.27.0", "9.0")
 DECODE = Problem(16, 4096, 4096)

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tirtune.workers.scratch import owned_folder, sweep
+from tirtune.runner.scratch import owned_folder, sweep
 
 PREFIX = "tirtune-scratch-test-"
-MAKE = "import sys; from pathlib import Path; from tirtune.workers.scratch import owned_folder; " \
+MAKE = "import sys; from pathlib import Path; from tirtune.runner.scratch import owned_folder; " \
        "print(owned_folder(sys.argv[1], Path(sys.argv[2])))"
 
 

@@ -20,20 +20,20 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import BuildResult, RunResult
 from tirtune.db import JobState, open_database, repo, transaction
+from tirtune.runner.errors import WorkerError
+from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.settings import Settings
 from tirtune.space import Problem, space_for
 from tirtune.tuner.processes import alive, descendants
 from tirtune.tuner.runtime import Workers
 from tirtune.tuner.service import JobService
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "hopper-gemm-3-4096x4096x4096-float16.jsonl"
 # `tirtune serve` on a machine whose driver reports one GPU (a stand-in at our own seam, the probe),
 # so that the service starts a local Ray; Ray itself finds none and the job fails, saying so.
 SERVE_WITH_A_REPORTED_GPU = (
-    "import sys; import tirtune.workers.gpu_probe as probe; "
+    "import sys; import tirtune.runner.gpu_probe as probe; "
     "probe.visible_gpus = lambda: probe.VisibleGpus(1, ''); "
     "from tirtune.cli import main; sys.exit(main(['serve', '--port', sys.argv[1]]))"
 )

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from stand_in_children import dying_child, gpu_less_child, misbehaving_child
 
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureRequest
-from tirtune.workers.supervisor import ChildSupervisor
+from tirtune.runner.errors import WorkerError
+from tirtune.runner.measure import MeasureRequest
+from tirtune.runner.supervisor import ChildSupervisor
 
 
 def _req(artifact: str) -> MeasureRequest:
@@ -141,7 +141,7 @@ def test_close_ends_the_child_and_the_spare() -> None:
 
 
 def test_the_real_childs_spare_imports_torch_and_no_other_is_guessed() -> None:
-    from tirtune.workers.supervisor import _prepare_measuring
+    from tirtune.runner.supervisor import _prepare_measuring
 
     assert ChildSupervisor().prepare is _prepare_measuring
     assert ChildSupervisor(target=misbehaving_child).prepare is None

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.builder import toolchain
 from tirtune.space import Config, Problem, SpaceError, rules
 from tirtune.space.templates import build, plan
-from tirtune.workers import toolchain
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:

@@ -36,11 +36,11 @@ from typing import Any
 
 import pytest
 
+from tirtune.builder import toolchain
 from tirtune.space import HOPPER, HOPPER_V3, Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.blackwell import JOURNEY as BLACKWELL_JOURNEY
 from tirtune.space.templates import gemm
-from tirtune.workers import toolchain
 
 HASHES = Path(__file__).parent / "data" / "kernel_source_hashes.json"
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tirtune.workers import measure
+from tirtune.runner import measure
 
 
 class _Event:

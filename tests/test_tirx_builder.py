@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from contracts import mismatches
 
+from tirtune.builder.builder import Builder
+from tirtune.builder.tirx_builder import BUILD_MARK, TirxBuilder
 from tirtune.core import Candidate, Outcome
 from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
-from tirtune.workers.builder import Builder
-from tirtune.workers.tirx_builder import BUILD_MARK, TirxBuilder
 
 ray = pytest.importorskip("ray")
 
@@ -91,7 +91,7 @@ def test_timeout_kills_the_compile(tmp_path: Path) -> None:
 
 def test_workers_can_import_tirtune_from_a_checkout() -> None:
     # The builder must work when tirtune is not installed: the runtime env carries the path.
-    from tirtune.workers.tirx_builder import _runtime_env
+    from tirtune.builder.tirx_builder import _runtime_env
 
     env = _runtime_env()
     if env:

@@ -1,4 +1,4 @@
-"""The run-time changes inside TVM (tirtune/workers/tvm_patches.py): same CUDA, same lookup, stable keys."""
+"""The run-time changes inside TVM (tirtune/builder/tvm_patches.py): same CUDA, same lookup, stable keys."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
+from tirtune.builder import toolchain, tvm_patches
 from tirtune.core import Config, Problem
-from tirtune.workers import toolchain, tvm_patches
 
 
 def _lower_with(method: object, config: Config, problem: Problem) -> str:

@@ -1,4 +1,4 @@
-"""The one correctness check (tirtune.workers.verify), on CPU tensors: every way a kernel can be
+"""The one correctness check (tirtune.runner.verify), on CPU tensors: every way a kernel can be
 wrong is named, the tolerance is the table's per dtype, and the bench scripts judge by it too."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tirtune.workers.verify import GUARD_ROWS, TOLERANCE, Verdict, verify
+from tirtune.runner.verify import GUARD_ROWS, TOLERANCE, Verdict, verify
 
 torch = pytest.importorskip("torch")
 

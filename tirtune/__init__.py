@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tirtune.core.errors import TirtuneError
+from tirtune.core.version import __version__
+
 __all__ = ["TirtuneError", "__version__", "gemm", "nn"]
-
-__version__ = "0.1.0"
-
-
-class TirtuneError(Exception):
-    """Root of every error tirtune raises on purpose; each package derives its own from it."""
 
 
 def __getattr__(name: str) -> Any:
-    """`tirtune.gemm` and `tirtune.nn`, imported on first use (PEP 562): they need torch, and the
-    root stays the bottom of the import graph for everything else (tests/import_graph.py reads
-    this function as the package's face, not as a dependency)."""
+    """`tirtune.gemm` and `tirtune.nn`, imported on first use (PEP 562): they need torch, and
+    `import tirtune` does not. The root module is the package's face, the top of the import graph
+    (tests/import_graph.py): it re-exports the root exception and the version from `tirtune.core`,
+    and nothing of tirtune imports it."""
     if name == "gemm":
         from tirtune.dispatch.op import gemm
 

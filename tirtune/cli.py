@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from tirtune import TirtuneError, __version__
+from tirtune.core.errors import TirtuneError
+from tirtune.core.version import __version__
 from tirtune.settings import Settings, get_settings
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from tirtune import __version__
 from tirtune.api.cache import ResponseCache
 from tirtune.api.dashboard import install_dashboard
 from tirtune.api.docs import install_docs
@@ -27,6 +26,7 @@ from tirtune.api.errors import install_error_handlers
 from tirtune.api.limits import BodyLimit
 from tirtune.api.predicted import model_keeper
 from tirtune.api.routes import router
+from tirtune.core.version import __version__
 from tirtune.db import DbError, make_engine, migrate
 from tirtune.db import session_factory as make_session_factory
 from tirtune.settings import Settings, get_settings

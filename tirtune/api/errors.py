@@ -12,8 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tirtune import TirtuneError
 from tirtune.api.schemas import ErrorBody, ErrorOut
+from tirtune.core.errors import TirtuneError
 from tirtune.db import DbError, NotFound
 from tirtune.space import SpaceError
 

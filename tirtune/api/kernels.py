@@ -32,7 +32,7 @@ class ServedKernel:
     digest: str
     build_key: str
     measurement: MeasurementRecord
-    kind: ArtifactKind  # a host .so (tvm-ffi) or a cubin bundle (tirtune.workers.launcher)
+    kind: ArtifactKind  # a host .so (tvm-ffi) or a cubin bundle (tirtune.runner.launcher)
 
     def headers(self) -> dict[str, str]:
         """Digest and provenance; ASCII only (a header is latin-1 at most, a GPU name could be anything)."""

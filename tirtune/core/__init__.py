@@ -1,14 +1,14 @@
 """The value types every layer shares: problems, configs, candidates, outcomes and results.
 
-The bottom of the import graph (docs/architecture.md): `core` imports nothing of tirtune but the
-root exception, and `space`, `workers`, `db`, `tuner` and `api` all stand on it. Frozen
-dataclasses only; no I/O.
+The bottom of the import graph (docs/architecture.md): `core` imports nothing else of tirtune,
+and every other package stands on it; the root exception `TirtuneError` is defined here
+(`core/errors.py`). Frozen dataclasses only; no I/O.
 """
 
 from __future__ import annotations
 
 from tirtune.core.config import V2_KNOBS, Config
-from tirtune.core.errors import SpaceError
+from tirtune.core.errors import SpaceError, TirtuneError
 from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
 from tirtune.core.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.core.roofline import Roofline
@@ -30,5 +30,6 @@ __all__ = [
     "Source",
     "SpaceError",
     "Stack",
+    "TirtuneError",
     "normalize_dtype",
 ]

@@ -6,13 +6,13 @@ two kinds (`KINDS`): the `.so` path's (TirxBuilder)
     kernel.cu  kernel.so  build.log  build.json
 
 and, under the same name plus "-cubin", the device-only path's (CubinBuilder): a launch spec and
-a cubin in one file, which `tirtune.workers.launcher.load_bundle` runs
+a cubin in one file, which `tirtune.runner.launcher.load_bundle` runs
 
     kernel.cu  kernel.cubin  launch.json  kernel.tlaunch  build.json
 
 `build.json` is written last (its presence marks a complete build) and records `kernel_sha256`,
 the digest of the artifact (`kernel.so`, `kernel.tlaunch`) as it was written: whoever loads or
-serves it checks the bytes against it. The builder (`tirtune.workers.tirx_builder`), the API's `GET /kernels/{key}` and
+serves it checks the bytes against it. The builder (`tirtune.builder.tirx_builder`), the API's `GET /kernels/{key}` and
 the dispatcher (`tirtune.dispatch`) all find builds by these names, so they live here, below all
 three.
 """

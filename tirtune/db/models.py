@@ -27,10 +27,10 @@ NAMING_CONVENTION = {
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 # Kept as plain strings here (the CHECK constraints need the literal values); records.py maps
-# them onto JobState and workers.Outcome.
+# them onto JobState and core.Outcome.
 JOB_STATES = ("QUEUED", "RUNNING", "DONE", "FAILED", "CANCELLED")
 OUTCOMES = ("OK", "INVALID", "COMPILE_ERROR", "LAUNCH_ERROR", "TIMEOUT", "WRONG_RESULT")
-# Where a row's figures come from (workers.Source): this service's GPU runner or a replayed recording.
+# Where a row's figures come from (core.Source): this service's GPU runner or a replayed recording.
 SOURCES = ("gpu", "replay")
 
 

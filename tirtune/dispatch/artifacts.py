@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.tirx_builder import Compiler, compile_candidate
 from tirtune.core import Candidate, Problem
 from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, KINDS, ArtifactKind, entry_name, kind_named, sha256_hex
 from tirtune.dispatch.choice import Chosen
 from tirtune.dispatch.errors import ArtifactRefused, NoArtifact
 from tirtune.dispatch.http import Http
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_version
-from tirtune.workers.tirx_builder import Compiler, compile_candidate
 
 __all__ = ["ArtifactStore", "Fetched"]
 

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune import TirtuneError
 from tirtune.core import DTYPES, Problem, SpaceError
+from tirtune.core.errors import TirtuneError
 from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader

@@ -1,6 +1,6 @@
 """Loading a built module into this process, once: `TvmFfiLoader` (what the measuring child does,
-`tirtune.workers.measure`), behind a lock held only while a module is first loaded: either kind
-of artifact through `tirtune.workers.launcher.load_artifact` (a host `.so` with tvm-ffi, a cubin
+`tirtune.runner.measure`), behind a lock held only while a module is first loaded: either kind
+of artifact through `tirtune.runner.launcher.load_artifact` (a host `.so` with tvm-ffi, a cubin
 bundle with the launcher), launching on torch's current stream."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class TvmFfiLoader:
 
 
 def _launcher(path: Path) -> Kernel:
-    from tirtune.workers.launcher import load_artifact
+    from tirtune.runner.launcher import load_artifact
 
     kernel: Kernel = load_artifact(path)
     return kernel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tirtune import TirtuneError
+from tirtune.core.errors import TirtuneError
 
 __all__ = ["TunerError"]
 

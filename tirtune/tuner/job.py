@@ -24,20 +24,20 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from tirtune.builder.builder import Builder
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.db import repo, transaction
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
+from tirtune.runner.runner import Runner
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.tuner.start import guided_starts, start_sources
-from tirtune.workers.builder import Builder
-from tirtune.workers.runner import Runner
 
 __all__ = ["JobLoop", "JobSummary", "Progress", "why_nothing_ran"]
 
@@ -455,7 +455,7 @@ def _feedback(trial: int, record: MeasurementRecord) -> Feedback:
 def why_nothing_ran(rows: Sequence[MeasurementRecord]) -> str | None:
     """None if some candidate of the job ran correctly; else one line naming the most common
     failure and its root cause (the first line of its message: for a failed build, the reason
-    from TIRx's dispatch table or the compiler's first error, see workers/diagnosis.py), or, when
+    from TIRx's dispatch table or the compiler's first error, see builder/diagnosis.py), or, when
     every proposed config broke a rule, the rule most often broken."""
     if any(r.outcome is Outcome.OK for r in rows):
         return None

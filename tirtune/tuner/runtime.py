@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from tirtune.builder.builder import Builder
+from tirtune.runner.runner import Runner
 from tirtune.settings import Settings
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch, branch_for_gpu
 from tirtune.space.errors import SpaceError
@@ -20,8 +22,6 @@ from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
 from tirtune.tuner.processes import descendants, multiprocessing_helpers, terminate
 from tirtune.tuner.signals import action_kept
-from tirtune.workers.builder import Builder
-from tirtune.workers.runner import Runner
 
 __all__ = [
     "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "check_local_gpus", "make_workers", "no_gpu_reason",
@@ -180,7 +180,7 @@ def no_gpu_reason(settings: Settings) -> str | None:
     be other hosts' (only Ray can tell)."""
     if settings.ray_address:
         return None
-    from tirtune.workers.gpu_probe import visible_gpus
+    from tirtune.runner.gpu_probe import visible_gpus
 
     found = visible_gpus()
     return None if found.count else found.reason
@@ -202,22 +202,22 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
     recording breaks its rule `recorded`. `no_gpu_hint` ends the error when there is no GPU."""
     replay = replay if replay is not None else settings.replay
     if replay is not None:
-        from tirtune.workers.replay_runner import ReplayBuilder, ReplayRunner
+        from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 
         recorded = ReplayRunner([replay], delay_s=settings.replay_delay_s)
         space = recorded.restrict(space_for(recorded.template_version))
         return Workers(ReplayBuilder(), recorded, batch_size=4, space=space)
     check_local_gpus(settings, no_gpu_hint)
     cpus = start_ray(settings)
+    from tirtune.builder.tirx_builder import TirxBuilder
+    from tirtune.runner.errors import WorkerError
+    from tirtune.runner.gpu_runner import GpuRunner
     from tirtune.space.branches import DEFAULT_ARCH
-    from tirtune.workers.errors import WorkerError
-    from tirtune.workers.gpu_runner import GpuRunner
-    from tirtune.workers.tirx_builder import TirxBuilder
 
     builder: Any = None
     processes = cpus
     if settings.build_path == "cubin":
-        from tirtune.workers.cubin_builder import CubinBuilder, build_processes
+        from tirtune.builder.cubin_builder import CubinBuilder, build_processes
 
         # This machine's cores, less those its GPUs' runners need while they time kernels.
         processes = settings.builds_in_flight or build_processes(os.cpu_count() or 1, local_gpus())
@@ -261,7 +261,7 @@ def replay_space(settings: Settings) -> SearchSpace | None:
     TIRTUNE_REPLAY; WorkerError naming the path (and line) when the recording cannot be read."""
     if settings.replay is None:
         return None
-    from tirtune.workers.replay_runner import ReplayRunner
+    from tirtune.runner.replay_runner import ReplayRunner
 
     recorded = ReplayRunner([settings.replay])
     return recorded.restrict(space_for(recorded.template_version))

@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune import TirtuneError
+from tirtune.core.errors import TirtuneError
 from tirtune.db import repo, transaction, url_of
 from tirtune.settings import Settings
 from tirtune.tuner.job import JobLoop

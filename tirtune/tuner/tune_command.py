@@ -24,13 +24,13 @@ from tirtune.db import repo, shown_url, transaction
 from tirtune.db.best import BestChoice, Ranked, choose
 from tirtune.db.records import MeasurementRecord, RemeasurementRecord
 from tirtune.db.session import open_database
+from tirtune.runner.replay_runner import ReplayRunner
 from tirtune.settings import Settings
 from tirtune.space import branches
 from tirtune.tuner.job import JobLoop
 from tirtune.tuner.job import Progress as JobProgress
 from tirtune.tuner.models import model_keeper
 from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus, make_workers
-from tirtune.workers.replay_runner import ReplayRunner
 
 __all__ = ["Serve", "report_console", "run_tune", "summarize"]
 

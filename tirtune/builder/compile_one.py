@@ -1,4 +1,4 @@
-"""Compile one candidate into a directory: `python -m tirtune.workers.compile_one ...`.
+"""Compile one candidate into a directory: `python -m tirtune.builder.compile_one ...`.
 
 Runs in its own process (so a builder can kill a hung compile by its process group) and writes
 into `--out`:
@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder import toolchain
 from tirtune.core import Config, Problem
 from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_template
 from tirtune.space.templates.gemm import load
-from tirtune.workers import toolchain
 
 __all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "ROOT_CAUSE_MARK", "load_template", "main"]
 
@@ -81,7 +81,7 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tirtune.workers.compile_one", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tirtune.builder.compile_one", description=__doc__)
     parser.add_argument("--config", required=True, help="Config as JSON")
     parser.add_argument("--problem", required=True, help="Problem as JSON ({m, n, k, dtype})")
     parser.add_argument("--out", required=True, type=Path, help="directory to write into")

@@ -9,7 +9,7 @@ succeeded, so a crash never leaves a half artifact under a valid key; `build.jso
 completion mark checked on lookup. Only successful builds are cached: a failure (compile error,
 timeout) may be transient (a loaded machine, a killed worker) and is cheap to retry.
 
-Each Ray task compiles in a child process (`python -m tirtune.workers.compile_one`) in its own
+Each Ray task compiles in a child process (`python -m tirtune.builder.compile_one`) in its own
 process group, so a timeout kills nvcc and ptxas too. The caller owns `ray.init`.
 
 A successful build comes back with the module's bytes (`BuildResult.payload`): in a Ray cluster
@@ -34,11 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
+from tirtune.builder.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC, ROOT_CAUSE_MARK
+from tirtune.builder.diagnosis import root_cause
+from tirtune.builder.toolchain import tail
 from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, entry_name
-from tirtune.workers.compile_one import DEFAULT_TEMPLATE, EXIT_LOWERING, EXIT_NVCC, ROOT_CAUSE_MARK
-from tirtune.workers.diagnosis import root_cause
-from tirtune.workers.toolchain import tail
 
 __all__ = [
     "BUILD_MARK", "Compiler", "TirxBuilder", "compile_and_ship", "compile_candidate", "failure_message", "shipped"
@@ -128,7 +128,7 @@ def compile_candidate(
         cmd = [
             sys.executable,
             "-m",
-            "tirtune.workers.compile_one",
+            "tirtune.builder.compile_one",
             "--config",
             json.dumps(candidate.config.to_json()),
             "--problem",

@@ -19,7 +19,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from tirtune.core import Candidate, Config, Outcome, Problem
-from tirtune.workers.launch_spec import LaunchSpec
+from tirtune.core.launch import LaunchSpec
 
 __all__ = ["Lowered", "LoweringPool"]
 
@@ -41,13 +41,13 @@ class Lowered:
 
 def _serve(conn: Any, template: str, arch: str) -> None:
     """Child: import once (at BUILD_NICENESS: it yields to a measuring child), then lower until EOF."""
-    from tirtune.workers import toolchain
+    from tirtune.builder import toolchain
 
     toolchain.lower_priority()
     import tvm  # noqa: F401  (once per process: the point of the pool)
 
+    from tirtune.builder import device_build
     from tirtune.space.templates.gemm import load
-    from tirtune.workers import device_build
 
     build = load(template)
     conn.send(("ready", os.getpid()))

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.diagnosis import root_cause
+from tirtune.builder.errors import WorkerError
 from tirtune.core import Config, Problem
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
-from tirtune.workers.diagnosis import root_cause
-from tirtune.workers.errors import WorkerError
 
 __all__ = [
     "ARCH",
@@ -155,7 +155,7 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: 
     try:
         import tvm
 
-        from tirtune.workers import tvm_patches
+        from tirtune.builder import tvm_patches
 
         if template is None:
             from tirtune.space.templates import build as template

@@ -1,7 +1,7 @@
 """A generic launcher for device-only kernels: a cubin + a LaunchSpec + tensors, through cuda-bindings.
 
-It replays what TVM's exported CUDA host wrapper does on every call (`launch_spec` says where
-each step is read from): encode every tensor map the kernel takes (cuTensorMapEncodeTiled with
+It replays what TVM's exported CUDA host wrapper does on every call (`tirtune.builder.launch_spec`
+says where each step is read from): encode every tensor map the kernel takes (cuTensorMapEncodeTiled with
 the spec's dtype, rank, dims, strides, box, element strides, interleave, swizzle, L2 promotion
 and OOB fill, on the argument's data pointer + offset), raise the function's dynamic
 shared-memory maximum when the kernel uses 48 KiB or more, allow non-portable cluster sizes when
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core.artifacts import CUBIN_ARTIFACT
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.launch_spec import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
+from tirtune.core.launch import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
+from tirtune.runner.errors import WorkerError
 
 __all__ = ["CubinKernel", "LaunchError", "TorchStreamKernel", "encode_arguments", "load_artifact", "load_bundle",
            "pack_params", "tensor_map_dtype"]

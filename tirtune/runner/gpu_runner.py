@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from tirtune.core import BuildResult, Outcome, Provenance, RunResult, Source, SpaceError, Stack
+from tirtune.runner.errors import WorkerError
+from tirtune.runner.measure import FOLLOWER_WARM_S, MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
+from tirtune.runner.scratch import owned_folder, sweep
+from tirtune.runner.supervisor import ChildSupervisor
 from tirtune.space.branches import branch_for_gpu
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import FOLLOWER_WARM_S, MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
-from tirtune.workers.scratch import owned_folder, sweep
-from tirtune.workers.supervisor import ChildSupervisor
 
 __all__ = ["ActorUsage", "GpuRunner", "merge_replies", "pool_by_model", "reply_to_result", "tvm_version"]
 

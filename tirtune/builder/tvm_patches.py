@@ -4,8 +4,8 @@
 finds the active parser by calling `inspect.getouterframes(inspect.currentframe())` and reading
 each frame's globals. `getouterframes` builds a FrameInfo per frame, and for each it resolves the
 frame's source file through `inspect.getmodule`, which scans every loaded module when the file is
-TVMScript's `<ast>`: about 60% of a template trace, once per macro call (issue 16,
-shared/notes/build-speed.md).
+TVMScript's `<ast>`: about 60% of a template trace, once per macro call (profiled while
+speeding up the build, `bench/build_speed.py`).
 
 The replacement walks the same frames in the same order (`frame.f_back` from the current one)
 and returns the first parser found in a frame's globals, raising the same RuntimeError when there
@@ -28,7 +28,7 @@ recorded kernel hash has, now always. The key is used for nothing else.
 3. Speed. What it wraps: `tvm.script.parser.core.doc.parse`, which turns a function's source
 into TVMScript's doc AST (Python's `ast.parse`, then a node-by-node copy into doc classes). The
 parser calls it for every `T.prim_func` and every macro use, on the template's same few sources,
-each trace: a third of a warm lowering (issue 16). The wrapper keeps the tree per source text with
+each trace: a third of a warm lowering (`bench/build_speed.py`). The wrapper keeps the tree per source text with
 a record of every node's fields, and before handing the tree out again puts every field back as
 parsed: the parser writes into the tree (it pops `T.inline` decorators and shifts their line
 numbers, gives slices a step, flips an augmented target's context), and those writes must not

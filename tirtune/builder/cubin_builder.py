@@ -1,6 +1,6 @@
 """CubinBuilder: device code only, several kernels per nvcc call, persistent lowering processes.
 
-The issue-16 build path, the default (`TIRTUNE_BUILD_PATH=cubin`; TirxBuilder's `.so` path with
+The device-only build path, the default (`TIRTUNE_BUILD_PATH=cubin`; TirxBuilder's `.so` path with
 `so`; on the H200 both give bitwise the same outputs, bench/results/build-paths.md): a
 `LoweringPool` lowers the misses (TVM imported once per process, a hung lowering killed),
 `device_build.compile_batch` compiles them `batch` per
@@ -11,8 +11,9 @@ content-addressed cache entry as the `.so` path's, under its own key suffix:
 
 `kernel.tlaunch` is the artifact: the LaunchSpec and the cubin in one JSON file (base64), so the
 shipped bytes (`BuildResult.payload`) are all a runner on another host needs;
-`launcher.load_bundle` turns them into a callable kernel. Like TirxBuilder, only successes are
-cached, and an entry is published by renaming a complete directory.
+`tirtune.runner.launcher.load_bundle` turns them into a callable kernel (the format is
+`tirtune.core.launch`'s `bundle`). Like TirxBuilder, only successes are cached, and an entry is
+published by renaming a complete directory.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder.build_pool import Lowered, LoweringPool
+from tirtune.builder.compile_one import DEFAULT_TEMPLATE
+from tirtune.builder.device_build import BatchItem, ItemResult, compile_batch
+from tirtune.builder.tirx_builder import BUILD_MARK, _cache_key, shipped
 from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.core.artifacts import CUBIN_ARTIFACT, CUBIN_SUFFIX, DIGEST_FIELD, sha256_hex
-from tirtune.workers.build_pool import Lowered, LoweringPool
-from tirtune.workers.compile_one import DEFAULT_TEMPLATE
-from tirtune.workers.device_build import BatchItem, ItemResult, compile_batch
-from tirtune.workers.launch_spec import bundle
-from tirtune.workers.tirx_builder import BUILD_MARK, _cache_key, shipped
+from tirtune.core.launch import bundle
 
 __all__ = ["ARTIFACT", "RUNNER_CORES", "CubinBuilder", "batch_size", "build_processes"]
 

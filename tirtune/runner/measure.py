@@ -2,8 +2,8 @@
 
 This module runs inside a child process owned by `ChildSupervisor`; it is the only place that
 touches CUDA, so a kernel that corrupts the context or hangs takes down only this process.
-Protocol (DESIGN.md decision 3, docs/measurement.md): fresh random inputs per check, checked by
-`tirtune.workers.verify.verify` (output poisoned with NaN inside NaN guard bands, relative
+Protocol (docs/measurement.md): fresh random inputs per check, checked by
+`tirtune.runner.verify.verify` (output poisoned with NaN inside NaN guard bands, relative
 Frobenius error against a float32 reference, the same inputs run twice and compared bit for bit),
 then timing with CUDA events after a warm-up, L2 flushed before every repetition, kernel and
 cuBLAS interleaved in rounds, medians and percentiles reported. A `RemeasureRequest` times
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tirtune.workers.verify import TOLERANCE, verify
+from tirtune.runner.verify import TOLERANCE, verify
 
 __all__ = [
     "FOLLOWER_WARM_S", "TOLERANCE", "WARM_S", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply",
@@ -258,7 +258,7 @@ class _Bench:
 
     def _load(self, artifact: str) -> Any:
         if artifact not in self.modules:
-            from tirtune.workers.launcher import load_artifact
+            from tirtune.runner.launcher import load_artifact
 
             self.modules[artifact] = load_artifact(artifact)
         return self.modules[artifact]

@@ -6,10 +6,11 @@ box.., element_strides.., descriptor_dtype=, rank=, interleave=, swizzle=, l2_pr
 oob_fill=, force_cu_dtype=)` and then one `tirx.call_ffi_kernel(name, operands.., launch values..,
 launch_params=[tags])`, whose tags name the launch values (blockIdx.x: grid, threadIdx.x: block,
 clusterCtaIdx.x/y: cluster dims, tirx.use_dyn_shared_memory: dynamic shared-memory bytes).
-`extract` walks that IR and freezes it into a `LaunchSpec`; `tirtune.workers.launcher` replays it
-through the CUDA driver API exactly as the exported CUDA host wrapper does (`export_cuda_host`):
-encode each map, raise the dynamic shared-memory maximum when the bytes reach 48 KiB, allow
-non-portable cluster sizes when the kernel has a cluster, launch with the cluster attribute.
+`extract` walks that IR and freezes it into a `LaunchSpec` (`tirtune.core.launch`, the format both
+sides share); `tirtune.runner.launcher` replays it through the CUDA driver API exactly as the
+exported CUDA host wrapper does (`export_cuda_host`): encode each map, raise the dynamic
+shared-memory maximum when the bytes reach 48 KiB, allow non-portable cluster sizes when the kernel
+has a cluster, launch with the cluster attribute.
 
 Anything the extractor does not recognise (a symbolic extent, an unknown launch tag, a second
 kernel) is an `ExtractError`, never a guess: a wrong box size hangs the kernel on its barriers.
@@ -17,137 +18,15 @@ kernel) is an `ExtractError`, never a guess: a wrong box size hangs the kernel o
 
 from __future__ import annotations
 
-import base64
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
-from tirtune.workers.errors import WorkerError
+from tirtune.core.launch import BLOCK, CLUSTER, DYN_SMEM, GRID, ExtractError, KernelArg, LaunchSpec, TensorMapSpec
 
-__all__ = ["ExtractError", "KernelArg", "LaunchSpec", "TensorMapSpec", "bundle", "extract", "unbundle"]
+__all__ = ["ExtractError", "extract"]
 
-# Launch tags that take one launch value each, in the order TVM lists them.
-_GRID = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-_BLOCK = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-_CLUSTER = ("clusterCtaIdx.x", "clusterCtaIdx.y", "clusterCtaIdx.z")
-_DYN_SMEM = "tirx.use_dyn_shared_memory"
-_VALUE_TAGS = frozenset((*_GRID, *_BLOCK, *_CLUSTER, _DYN_SMEM))
-# The exported host wrapper raises the dynamic shared-memory limit only from this size on.
-DYN_SMEM_ATTR_FROM = 49152
+_VALUE_TAGS = frozenset((*GRID, *BLOCK, *CLUSTER, DYN_SMEM))
 # tvm_struct_get field of a packed argument's handle, and of a DLTensor's data pointer.
 _ARG_HANDLE, _ARR_DATA = 15, 1
-
-
-class ExtractError(WorkerError):
-    """The lowered host code does something the launch spec cannot describe."""
-
-
-@dataclass(frozen=True, slots=True)
-class TensorMapSpec:
-    """One cuTensorMapEncodeTiled call: the map encodes argument `arg`'s data (+ `byte_offset`).
-
-    dims, box and element_strides have `rank` entries, innermost first; strides (bytes) rank - 1.
-    interleave, swizzle, l2_promotion and oob_fill are the CUtensorMap* enum values; dtype is the
-    descriptor's element type ("float16"), force_cu_dtype a CUtensorMapDataType value or -1."""
-
-    arg: int
-    byte_offset: int
-    dtype: str
-    rank: int
-    dims: tuple[int, ...]
-    strides: tuple[int, ...]
-    box: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
-    force_cu_dtype: int = -1
-
-    def __post_init__(self) -> None:
-        counts = (len(self.dims), len(self.box), len(self.element_strides), len(self.strides) + 1)
-        if not 1 <= self.rank <= 5 or any(c != self.rank for c in counts):
-            raise ExtractError(f"tensor map of rank {self.rank} with dims/box/element strides/strides {counts}")
-
-
-@dataclass(frozen=True, slots=True)
-class KernelArg:
-    """One kernel operand: a tensor map (by index into `LaunchSpec.tensor_maps`, passed by value),
-    an argument's data pointer (`arg`, + `byte_offset`), or an integer scalar (`value`, `dtype`)."""
-
-    kind: str  # "tensormap" | "pointer" | "scalar"
-    index: int = 0  # tensormap: index into tensor_maps; pointer: the argument
-    byte_offset: int = 0
-    value: int = 0
-    dtype: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchSpec:
-    """Everything a generic launcher needs besides the cubin and the tensors."""
-
-    kernel: str
-    args: tuple[KernelArg, ...]
-    tensor_maps: tuple[TensorMapSpec, ...]
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    cluster: tuple[int, int, int] = (1, 1, 1)
-    dyn_smem: int = 0
-    num_params: int = 0  # arguments the original function takes (A, B, D: 3)
-    launch_params: tuple[str, ...] = field(default=())
-
-    @property
-    def has_cluster(self) -> bool:
-        return self.cluster != (1, 1, 1) or any(t in _CLUSTER for t in self.launch_params)
-
-    def renamed(self, kernel: str) -> LaunchSpec:
-        from dataclasses import replace
-
-        return replace(self, kernel=kernel)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "args": [_plain(a) for a in self.args],
-            "tensor_maps": [_plain(m) for m in self.tensor_maps],
-            "grid": list(self.grid), "block": list(self.block), "cluster": list(self.cluster),
-            "dyn_smem": self.dyn_smem, "num_params": self.num_params, "launch_params": list(self.launch_params),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LaunchSpec:
-        fields: list[dict[str, Any]] = [{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
-                                        for m in data["tensor_maps"]]
-        maps = tuple(TensorMapSpec(**f) for f in fields)
-        return cls(
-            kernel=data["kernel"], args=tuple(KernelArg(**a) for a in data["args"]), tensor_maps=maps,
-            grid=_triple(data["grid"]), block=_triple(data["block"]), cluster=_triple(data["cluster"]),
-            dyn_smem=int(data["dyn_smem"]), num_params=int(data["num_params"]),
-            launch_params=tuple(data["launch_params"]),
-        )
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1, sort_keys=True)
-
-
-def bundle(spec: LaunchSpec, cubin: bytes) -> bytes:
-    """A device-only build in one file (the cubin path's artifact): {"spec": ..., "cubin": base64}."""
-    return json.dumps({"spec": spec.to_json(), "cubin": base64.b64encode(cubin).decode()}).encode()
-
-
-def unbundle(data: bytes) -> tuple[LaunchSpec, bytes]:
-    record = json.loads(data)
-    return LaunchSpec.from_json(record["spec"]), base64.b64decode(record["cubin"])
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {name: list(v) if isinstance(v, tuple) else v
-            for name in obj.__slots__ for v in [getattr(obj, name)]}
-
-
-def _triple(values: Any) -> tuple[int, int, int]:
-    a, b, c = (int(v) for v in values)
-    return a, b, c
 
 
 def extract(host_mod: Any, num_params: int) -> LaunchSpec:
@@ -265,8 +144,8 @@ class _Walker:
             return x, y, z
 
         return LaunchSpec(
-            kernel=kernel, args=tuple(kernel_args), tensor_maps=tuple(maps), grid=dims(_GRID), block=dims(_BLOCK),
-            cluster=dims(_CLUSTER), dyn_smem=by_tag.get(_DYN_SMEM, 0), num_params=num_params, launch_params=tags,
+            kernel=kernel, args=tuple(kernel_args), tensor_maps=tuple(maps), grid=dims(GRID), block=dims(BLOCK),
+            cluster=dims(CLUSTER), dyn_smem=by_tag.get(DYN_SMEM, 0), num_params=num_params, launch_params=tags,
         )
 
     def operand(self, expr: Any, maps: list[TensorMapSpec]) -> KernelArg:

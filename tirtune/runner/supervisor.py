@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.workers.errors import WorkerError
-from tirtune.workers.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest, serve
+from tirtune.runner.errors import WorkerError
+from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest, serve
 
 __all__ = ["ChildSupervisor", "Go"]
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tirtune.builder import toolchain
+from tirtune.builder.diagnosis import root_cause
+from tirtune.builder.launch_spec import extract
 from tirtune.core import Config, Problem
-from tirtune.workers import toolchain
-from tirtune.workers.diagnosis import root_cause
-from tirtune.workers.launch_spec import LaunchSpec, extract
+from tirtune.core.launch import LaunchSpec
 
 __all__ = ["BatchItem", "ItemResult", "batch_source", "compile_batch", "cubin_command", "lower_device"]
 
@@ -50,7 +51,7 @@ def lower_device(config: Config, problem: Problem, template: Any = None,
         import tvm
         from tvm.tirx.build import split_host_device_mods
 
-        from tirtune.workers import tvm_patches
+        from tirtune.builder import tvm_patches
 
         if template is None:
             from tirtune.space.templates import build as template

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Source, SpaceError, Stack
+from tirtune.runner.errors import WorkerError
 from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.space import SearchSpace
-from tirtune.workers.errors import WorkerError
 
 __all__ = ["ReplayBuilder", "ReplayRunner", "from_record", "to_record"]
 
