@@ -210,7 +210,7 @@ class CubinBuilder:
 
 # Cores left to each GPU of this machine: its runner actor and measuring child time kernels with
 # CUDA events, and their host side (loading a cubin, launching, checking) slows when every core
-# lowers or runs nvcc. Measured on the 16-core H200 host (bench/results/study-cold-h200-stop26.md):
+# lowers or runs nvcc. Measured on the 16-core H200 host (bench/results/scaling/2026-12-01-cold-study-16cores.md):
 # a cold 64-trial 4096^3 study with 16 build processes 45.3, 55.1, 58.7 s wall (0.49-0.63 GPU s a
 # candidate), with 14 40.4 and 38.0 s (0.44, 0.41).
 RUNNER_CORES = 2
