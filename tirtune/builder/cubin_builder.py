@@ -1,7 +1,7 @@
 """CubinBuilder: device code only, several kernels per nvcc call, persistent lowering processes.
 
 The device-only build path, the default (`TIRTUNE_BUILD_PATH=cubin`; TirxBuilder's `.so` path with
-`so`; on the H200 both give bitwise the same outputs, bench/results/build-paths.md): a
+`so`; on the H200 both give bitwise the same outputs, bench/results/builds/2026-11-30-build-paths.md): a
 `LoweringPool` lowers the misses (TVM imported once per process, a hung lowering killed),
 `device_build.compile_batch` compiles them `batch` per
 `nvcc -cubin` (failed or hung batches split), and each build lands in the same kind of
