@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the HTTP service; the job loop, its proposer, the job service, the runtime; tirtune.gemm's dispatcher
     ("api", "tuner", "dispatch"),
     ("db", "workers", "model"),  # persistence; builders and runners; the cost model
-    ("space",),  # search spaces, rules, shape classes, the branch registry, the templates
+    ("kernels",),  # the GEMM kernels in TIRx: the shared skeleton and one package per branch
+    ("space",),  # search spaces, rules, shape classes, the branch registry
     ("core", "settings"),  # the shared value types; the typed settings
     ("root",),  # tirtune/__init__.py: the root exception and the version
 )

@@ -80,6 +80,6 @@ def test_a_killed_build_worker_is_a_result_and_the_builder_goes_on(tmp_path: Pat
     [result] = killer.build([TINY])
     assert result.outcome is Outcome.COMPILE_ERROR
     assert "build task failed" in result.message
-    broken = TirxBuilder(cache_dir=tmp_path, timeout_s=120, template="tirtune.space.templates.hopper_gemm:plan")
+    broken = TirxBuilder(cache_dir=tmp_path, timeout_s=120, template="tirtune.kernels.hopper:plan")
     [after] = broken.build([TINY])  # Ray replaced the worker: the next compile runs (and fails on its own)
     assert after.outcome is Outcome.COMPILE_ERROR and "lowering failed" in after.message

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tirtune.kernels.skeleton import TILE_ALIGN
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.space.rules import (
     RAGGED_BLK_N,
@@ -34,7 +35,6 @@ from tirtune.space.rules import (
     split_k_bytes,
     staging_bytes,
 )
-from tirtune.space.templates.skeleton import TILE_ALIGN
 from tirtune.workers import device_build
 
 # --- the shared-memory rule ------------------------------------------------------------------------

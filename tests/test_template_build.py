@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tirtune.kernels import build, plan
 from tirtune.space import Config, Problem, SpaceError, rules
-from tirtune.space.templates import build, plan
 from tirtune.workers import toolchain
 
 

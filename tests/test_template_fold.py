@@ -36,10 +36,10 @@ from typing import Any
 
 import pytest
 
+from tirtune.kernels import gemm
 from tirtune.space import HOPPER, HOPPER_V3, Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.blackwell import JOURNEY as BLACKWELL_JOURNEY
-from tirtune.space.templates import gemm
 from tirtune.workers import toolchain
 
 HASHES = Path(__file__).parent / "data" / "kernel_source_hashes.json"

@@ -1,7 +1,7 @@
 """Test-only variants of the Hopper GEMM template, each with exactly one defect.
 
 None of this is reachable from the product: the search space knows only
-`tirtune.space.templates.hopper_gemm:build`; these are selected explicitly with
+`tirtune.kernels.hopper:build`; these are selected explicitly with
 `TirxBuilder(template="bench.faults.kernels:<kind>")`. Each variant is the real template's source
 with one textual edit (checked to apply exactly once, so a template change that moves the edited
 line fails loudly instead of silently building a healthy kernel), loaded from a generated file in
@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.faults import FAULTS_DIR_ENV
 from tirtune.core import Config, Problem
-from tirtune.space.templates import hopper_gemm
+from tirtune.kernels.hopper import kernel as hopper_gemm
 
 __all__ = ["FAULTS", "Fault", "patched_source"]
 

@@ -46,7 +46,7 @@ def _serve(conn: Any, template: str, arch: str) -> None:
     toolchain.lower_priority()
     import tvm  # noqa: F401  (once per process: the point of the pool)
 
-    from tirtune.space.templates.gemm import load
+    from tirtune.kernels.gemm import load
     from tirtune.workers import device_build
 
     build = load(template)

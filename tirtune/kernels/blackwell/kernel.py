@@ -56,15 +56,7 @@ from typing import Any
 
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
-from tirtune.space.blackwell_rules import (
-    BLACKWELL_CONFIG_RULES,
-    BLACKWELL_PROBLEM_RULES,
-    CONSUMER_ROWS,
-    EPILOGUE_CHUNK,
-    TMEM_COLUMNS,
-)
-from tirtune.space.rules import refuse_if_broken
-from tirtune.space.templates.skeleton import (
+from tirtune.kernels.skeleton import (
     ATOM_K,
     HALF2,
     WARPGROUP,
@@ -74,6 +66,14 @@ from tirtune.space.templates.skeleton import (
     copy16_helper,
     plan_fields,
 )
+from tirtune.space.blackwell_rules import (
+    BLACKWELL_CONFIG_RULES,
+    BLACKWELL_PROBLEM_RULES,
+    CONSUMER_ROWS,
+    EPILOGUE_CHUNK,
+    TMEM_COLUMNS,
+)
+from tirtune.space.rules import refuse_if_broken
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan"]
 

@@ -132,15 +132,7 @@ from typing import Any
 
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
-from tirtune.space.rules import (
-    CONFIG_RULES,
-    PROBLEM_RULES,
-    k_tail_steps,
-    needs_rebalance,
-    refuse_if_broken,
-    trim_work,
-)
-from tirtune.space.templates.skeleton import (
+from tirtune.kernels.skeleton import (
     ATOM_K,
     HALF2,
     PTX_TYPE,
@@ -151,6 +143,14 @@ from tirtune.space.templates.skeleton import (
     copy16_helper,
     plan_fields,
     raster,
+)
+from tirtune.space.rules import (
+    CONFIG_RULES,
+    PROBLEM_RULES,
+    k_tail_steps,
+    needs_rebalance,
+    refuse_if_broken,
+    trim_work,
 )
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan"]
