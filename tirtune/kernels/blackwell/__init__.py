@@ -6,6 +6,7 @@ constants (`BlackwellPlan`); `kernel.build` traces the kernel from that plan.
 
 from __future__ import annotations
 
-from tirtune.kernels.blackwell.kernel import ARCH, SMS, TEMPLATE_NAME, BlackwellPlan, build, plan, tx_bytes
+from tirtune.kernels.blackwell.kernel import build
+from tirtune.kernels.blackwell.plan import ARCH, SMS, TEMPLATE_NAME, BlackwellPlan, plan, tx_bytes
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan", "tx_bytes"]

@@ -6,6 +6,7 @@ constants (`KernelPlan`); `kernel.build` traces the kernel from that plan.
 
 from __future__ import annotations
 
-from tirtune.kernels.hopper.kernel import TEMPLATE_NAME, KernelPlan, build, plan
+from tirtune.kernels.hopper.kernel import build
+from tirtune.kernels.hopper.plan import TEMPLATE_NAME, KernelPlan, plan
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan"]
