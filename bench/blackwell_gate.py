@@ -201,7 +201,8 @@ def _commit() -> str:
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False, cwd=root
     )
     ours = [
-        "tirtune/space/templates/blackwell_gemm.py",
+        "tirtune/kernels/blackwell",
+        "tirtune/kernels/skeleton.py",
         "tirtune/space/blackwell.py",
         "tirtune/space/blackwell_rules.py",
         "bench/static_gate.py",

@@ -49,7 +49,7 @@ class Item:
 
 def _items(problem: Problem, good: int) -> list[Item]:
     configs = random.Random(0).sample(HOPPER.valid_configs(problem), good)
-    goods = [Item("good", Candidate(c, problem, HOPPER.template_version), "tirtune.space.templates.hopper_gemm:build",
+    goods = [Item("good", Candidate(c, problem, HOPPER.template_version), "tirtune.kernels.hopper:build",
                   Outcome.OK.value) for c in configs]
     faults = [Item(kind, Candidate(f.config, problem, f"{HOPPER.template_version}+fault:{kind}"),
                    f"bench.faults.kernels:{kind}", f.expected, f.message_has) for kind, f in FAULTS.items()]

@@ -194,15 +194,15 @@ class GateReport:
 def gate(config: Config, problem: Problem, workdir: Path | str, timeout_s: float = 600) -> GateReport:
     """Lower, compile (kernel only) and statically check one Blackwell kernel; never raises for a
     kernel that fails: the report says which check failed and why."""
-    from tirtune.space.templates import blackwell_gemm
+    from tirtune.kernels import blackwell as blackwell_kernel
 
     report = GateReport(config, problem)
     out = Path(workdir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
-        p = blackwell_gemm.plan(config, problem)
-        source = toolchain.lower_to_cuda(config, problem, blackwell_gemm.build, arch=ARCH)
+        p = blackwell_kernel.plan(config, problem)
+        source = toolchain.lower_to_cuda(config, problem, blackwell_kernel.build, arch=ARCH)
     except Exception as exc:  # a refused config or a lowering failure: both are this kernel's result
         report.check("lowered", False, toolchain.tail(str(exc), 1500))
         return report

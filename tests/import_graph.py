@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("api", "tuner", "dispatch"),
     # persistence; building (candidates -> kernels); measuring (kernels -> verified timings); the cost model
     ("db", "builder", "runner", "model"),
-    ("space",),  # search spaces, rules, shape classes, the branch registry, the templates
+    ("kernels",),  # the GEMM kernels in TIRx: the shared skeleton and one package per branch
+    ("space",),  # search spaces, rules, shape classes, the branch registry
     ("core", "settings"),  # the shared value types, the artifacts' format, the root exception; the settings
 )
 LEVEL = {package: depth for depth, layer in enumerate(LAYERS) for package in layer}

@@ -24,8 +24,8 @@ import tvm
 
 from bench import static_gate
 from tirtune.builder import toolchain
+from tirtune.kernels import blackwell as blackwell_kernel
 from tirtune.space.blackwell import JOURNEY, TEMPLATE_VERSION, JourneyStep
-from tirtune.space.templates import blackwell_gemm
 
 FINGERPRINTS = Path(__file__).parent / "data" / "blackwell_sass_fingerprints.json"
 
@@ -137,7 +137,7 @@ def test_the_gate_fails_a_kernel_that_does_not_match_its_plan(
     report = static_gate.GateReport(v9.config, v9.problem)
     static_gate.check_kernel(
         report,
-        blackwell_gemm.plan(v9.config, v9.problem),
+        blackwell_kernel.plan(v9.config, v9.problem),
         (built / "kernel.cu").read_text(),
         (built / "ptxas.log").read_text(),
         (built / "kernel.sass").read_text(),
@@ -151,7 +151,7 @@ def test_the_gate_fails_a_kernel_that_does_not_match_its_plan(
 def test_ptxas_is_what_refuses_a_tcgen05_kernel_for_hopper(tmp_path: Path) -> None:
     """TVM lowers the sm_100a kernel for sm_90a without a word; only ptxas catches it."""
     step = JOURNEY["v7"]
-    source = toolchain.lower_to_cuda(step.config, step.problem, blackwell_gemm.build, arch="sm_90a")
+    source = toolchain.lower_to_cuda(step.config, step.problem, blackwell_kernel.build, arch="sm_90a")
     (tmp_path / "k.cu").write_text(source)
     with pytest.raises(toolchain.NvccError, match="tcgen05"):
         toolchain.nvcc_cubin(tmp_path / "k.cu", tmp_path / "k.cubin", arch="sm_90a", timeout_s=600)
@@ -179,7 +179,7 @@ def test_compile_one_builds_the_blackwell_template_for_sm_100a(tmp_path: Path) -
             "--cache-dir",
             str(tmp_path),
             "--template",
-            "tirtune.space.templates.blackwell_gemm:build",
+            "tirtune.kernels.blackwell:build",
         ]
     )
     assert code == 0

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from bench import static_gate
 from tirtune.builder import toolchain
+from tirtune.kernels import blackwell as blackwell_kernel
+from tirtune.kernels import gemm
 from tirtune.space import HOPPER, Config, Problem, SpaceError
 from tirtune.space.blackwell import BLACKWELL, JOURNEY, STATUS, TEMPLATE_VERSION
 from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
@@ -21,7 +23,6 @@ from tirtune.space.branches import (
     branch_for_version,
     parse_compute_capability,
 )
-from tirtune.space.templates import blackwell_gemm, gemm
 
 P4096 = Problem(4096, 4096, 4096)
 
@@ -76,7 +77,7 @@ def test_each_rule_refuses_with_its_name(config: Config, rule: str) -> None:
     names = [v.rule for v in BLACKWELL.violations(config, P4096)]
     assert rule in names, names
     with pytest.raises(SpaceError, match="blackwell_gemm cannot build"):
-        blackwell_gemm.plan(config, P4096)
+        blackwell_kernel.plan(config, P4096)
 
 
 def test_tmem_rule_counts_both_consumers() -> None:
@@ -105,7 +106,7 @@ def test_tma_needs_16_byte_rows_on_blackwell_too() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(BLACKWELL.valid_configs(P4096)))
 def test_every_valid_config_plans_within_the_budgets(config: Config) -> None:
-    p = blackwell_gemm.plan(config, P4096)
+    p = blackwell_kernel.plan(config, P4096)
     assert p.tmem_columns <= TMEM_COLUMNS and p.threads <= 1024
     assert p.mma_shape == (128 * config.cluster, config.blk_n, 16)
     assert p.ctas % config.cluster == 0 and p.ctas <= (148 if config.persistent else p.ctas)
@@ -113,13 +114,13 @@ def test_every_valid_config_plans_within_the_budgets(config: Config) -> None:
 
 
 def test_plan_of_the_journey_ends() -> None:
-    v1, v8, v9 = (blackwell_gemm.plan(JOURNEY[k].config, JOURNEY[k].problem) for k in ("v1", "v8", "v9"))
+    v1, v8, v9 = (blackwell_kernel.plan(JOURNEY[k].config, JOURNEY[k].problem) for k in ("v1", "v8", "v9"))
     assert (v1.ctas, v1.threads, v1.k_tiles, v1.tiles) == (1, 128, 1, 1)
     assert (v8.cluster_tile, v8.b_rows, v8.ctas, v8.threads, v8.tmem_columns) == ((256, 256), 128, 148, 256, 256)
-    assert blackwell_gemm.tx_bytes(v8) == 2 * (128 + 128) * 64 * 2
+    assert blackwell_kernel.tx_bytes(v8) == 2 * (128 + 128) * 64 * 2
     assert (v9.cluster_tile, v9.tiles, v9.ctas, v9.threads, v9.tmem_columns) == ((512, 256), 128, 148, 384, 512)
     assert v9.mma_shape == (256, 256, 16) and v9.tiles_per_cluster == 2
-    assert blackwell_gemm.plan(JOURNEY["v3"].config, P4096).ctas == 1024
+    assert blackwell_kernel.plan(JOURNEY["v3"].config, P4096).ctas == 1024
 
 
 def test_journey_configs_are_valid_points_of_the_space() -> None:
@@ -167,7 +168,7 @@ def test_branch_names_and_status() -> None:
 
 
 def test_gemm_entry_dispatches_by_arch() -> None:
-    assert gemm.template_for("sm_100a") == "tirtune.space.templates.blackwell_gemm:build"
+    assert gemm.template_for("sm_100a") == "tirtune.kernels.blackwell:build"
     with pytest.raises(SpaceError, match="no GEMM template branch for 'sm_80'"):
         gemm.build(Config(), P4096, arch="sm_80")
     with pytest.raises(SpaceError, match="blackwell_gemm cannot build"):

@@ -13,6 +13,7 @@ from tirtune.api.schemas import TuneRequest
 from tirtune.builder import compile_one, toolchain
 from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
+from tirtune.kernels import gemm
 from tirtune.space import SpaceError
 from tirtune.space.branches import (
     ARCHS,
@@ -27,7 +28,6 @@ from tirtune.space.branches import (
     check_problem,
 )
 from tirtune.space.shapes import ShapeClass
-from tirtune.space.templates import gemm
 
 # One problem per shape class (the classes' own docstring examples).
 CLASS_EXAMPLES = {
@@ -90,8 +90,8 @@ def test_the_archs_every_layer_lists_are_the_registrys() -> None:
 
 
 def test_compile_one_builds_for_the_branch_of_the_template_module() -> None:
-    assert branch_for_template("tirtune.space.templates.blackwell_gemm:plan").arch == "sm_100a"
-    assert branch_for_template("tirtune.space.templates.hopper_gemm:plan").arch == "sm_90a"
+    assert branch_for_template("tirtune.kernels.blackwell:plan").arch == "sm_100a"
+    assert branch_for_template("tirtune.kernels.hopper:plan").arch == "sm_90a"
     assert branch_for_template("bench.faults.kernels:deadlock").arch == DEFAULT_ARCH  # Hopper's fault variants
 
 

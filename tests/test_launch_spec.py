@@ -77,7 +77,7 @@ def test_spec_matches_the_exported_host_wrapper(config: Config, problem: Problem
 def test_device_source_is_tvm_compiles_device_module() -> None:
     import tvm
 
-    from tirtune.space.templates import build
+    from tirtune.kernels import build
 
     config, problem = CASES[1]
     source, _ = device_build.lower_device(config, problem)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pytest
 
 from tirtune.builder import device_build
+from tirtune.kernels.skeleton import TILE_ALIGN
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.space.rules import (
     RAGGED_BLK_N,
@@ -35,7 +36,6 @@ from tirtune.space.rules import (
     split_k_bytes,
     staging_bytes,
 )
-from tirtune.space.templates.skeleton import TILE_ALIGN
 
 # --- the shared-memory rule ------------------------------------------------------------------------
 

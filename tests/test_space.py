@@ -480,7 +480,7 @@ def test_hopper_gemm_4_layouts_and_their_register_rules() -> None:
 def test_column_major_raster_is_one_group_of_every_tile_row() -> None:
     from types import SimpleNamespace
 
-    from tirtune.space.templates.skeleton import TileSchedule, raster
+    from tirtune.kernels.skeleton import TileSchedule, raster
 
     T = SimpleNamespace(min=min)  # raster's only TIR call, on plain ints here
     sched = TileSchedule.of((5, 3), 1, True, 132, 0)
@@ -716,7 +716,7 @@ def test_plans_of_valid_configs_are_consistent(config: Config, problem: Problem)
     """Whatever the knobs, the plan of a valid pair launches whole tiles over the problem: the
     swapped kernel's shape is the problem's transposed, every CTA of a split-K cluster gets the same
     positive number of k-tiles, and a stage's bytes fit its shared memory."""
-    from tirtune.space.templates.hopper_gemm import plan
+    from tirtune.kernels.hopper import plan
 
     if not HOPPER.is_valid(config, problem):
         return

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tirtune.builder import toolchain
+from tirtune.kernels import build, plan
 from tirtune.space import Config, Problem, SpaceError, rules
-from tirtune.space.templates import build, plan
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:

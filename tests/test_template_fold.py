@@ -37,10 +37,10 @@ from typing import Any
 import pytest
 
 from tirtune.builder import toolchain
+from tirtune.kernels import gemm
 from tirtune.space import HOPPER, HOPPER_V3, Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.blackwell import JOURNEY as BLACKWELL_JOURNEY
-from tirtune.space.templates import gemm
 
 HASHES = Path(__file__).parent / "data" / "kernel_source_hashes.json"
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ SIMPLE = Candidate(Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, w
                    Problem(256, 128, 64, "float16"), TEMPLATE_VERSION)
 OTHER = Candidate(SIMPLE.config, Problem(128, 256, 64, "float16"), TEMPLATE_VERSION)
 # Our own seam: a "template" that returns a KernelPlan instead of a PrimFunc, so lowering fails.
-BROKEN_TEMPLATE = "tirtune.space.templates.hopper_gemm:plan"
+BROKEN_TEMPLATE = "tirtune.kernels.hopper:plan"
 
 
 @pytest.fixture(scope="module", autouse=True)

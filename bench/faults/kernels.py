@@ -1,12 +1,13 @@
-"""Test-only variants of the Hopper GEMM template, each with exactly one defect.
+"""Test-only variants of the Hopper GEMM kernel, each with exactly one defect.
 
 None of this is reachable from the product: the search space knows only
-`tirtune.space.templates.hopper_gemm:build`; these are selected explicitly with
-`TirxBuilder(template="bench.faults.kernels:<kind>")`. Each variant is the real template's source
-with one textual edit (checked to apply exactly once, so a template change that moves the edited
-line fails loudly instead of silently building a healthy kernel), loaded from a generated file in
-`$TIRTUNE_FAULTS_DIR`, or `tirtune-faults` in the temp dir
-(the TVMScript parser reads a kernel's source from its file).
+`tirtune.kernels.hopper:build`; these are selected explicitly with
+`TirxBuilder(template="bench.faults.kernels:<kind>")`. Each variant is the real kernel package
+(`tirtune/kernels/hopper/`) with one textual edit in one of its modules (checked to apply exactly
+once, so a kernel change that moves the edited line fails loudly instead of silently building a
+healthy kernel), written as a package of its own under `$TIRTUNE_FAULTS_DIR`, or
+`tirtune-faults` in the temp dir (the TVMScript parser reads a kernel's source from its file), and
+imported from there.
 
     kind            defect                                              expected outcome
     deadlock        producer waits on the wrong initial `empty` phase  TIMEOUT (watchdog kill)
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -36,10 +38,11 @@ from typing import Any
 
 from bench.faults import FAULTS_DIR_ENV
 from tirtune.core import Config, Problem
-from tirtune.space.templates import hopper_gemm
+from tirtune.kernels import hopper
 
-__all__ = ["FAULTS", "Fault", "patched_source"]
+__all__ = ["FAULTS", "PACKAGE", "Fault", "patched_sources"]
 
+PACKAGE = Path(hopper.__file__).parent  # the real kernel package the variants edit
 FAR_ROWS = 1 << 18  # 2 GiB past D at N=4096 fp16, and (row + FAR_ROWS) * N still fits in int32
 
 
@@ -47,7 +50,7 @@ FAR_ROWS = 1 << 18  # 2 GiB past D at N=4096 fp16, and (row + FAR_ROWS) * N stil
 class Fault:
     kind: str
     defect: str
-    edits: tuple[tuple[str, str], ...]
+    edits: tuple[tuple[str, str, str], ...]  # (module of the package, old text, new text)
     config: Config  # a config that shows the defect (the smem one breaks a rule on purpose)
     expected: str  # Outcome value
     message_has: str  # a fragment the result's message must contain
@@ -58,58 +61,67 @@ _STORE = "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),"
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (
     Fault("deadlock", "producer waits for the `empty` barrier's phase 0 to complete on a fresh barrier",
-          (("empty.wait(ring.slot(j), ring.free_phase(j))", "empty.wait(ring.slot(j), ring.phase(j))"),),
+          (("loads.py", "empty.wait(ring.slot(j), ring.free_phase(j))", "empty.wait(ring.slot(j), ring.phase(j))"),),
           _WS, "TIMEOUT", "killed"),
     Fault("out_of_bounds", "epilogue stores every row blk_m rows too low (past the end of D for the last tiles)",
-          ((_STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + BM, col]),"),),
+          (("epilogue.py", _STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + p.blk_m, col]),"),),
           _WS, "WRONG_RESULT", "out-of-bounds write"),
     Fault("illegal_address", f"epilogue stores {FAR_ROWS} rows past D, into unmapped memory",
-          ((_STORE, f"T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + {FAR_ROWS}, col]),"),),
+          (("epilogue.py", _STORE, f"T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + {FAR_ROWS}, col]),"),),
           _WS, "LAUNCH_ERROR", ""),
     Fault("wrong_result", "the k loop of each tile stops one k16 step early",
-          (("mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps, False)",
+          (("mma.py", "mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps, False)",
             "mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps - 1, False)"),
-           ("mma_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, steps, False)",
+           ("mma.py", "mma_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, steps, False)",
             "mma_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, steps - 1, False)")),
           _WS, "WRONG_RESULT", "relative error"),
     Fault("ptxas_error", "the epilogue's store helper carries an instruction that does not exist",
-          (('f"  *reinterpret_cast<{pair}*>(dst)',
+          (("epilogue.py", 'f"  *reinterpret_cast<{pair}*>(dst)',
             'f"  asm volatile(\\"tirtune.no_such_instruction.b32 %0;\\" :: \\"r\\"(0));\\n"\n'
             '              f"  *reinterpret_cast<{pair}*>(dst)'),),
           _WS, "COMPILE_ERROR", "ptxas"),
     Fault("smem_overflow", "the shared-memory rule is skipped: 5 stages of (128+256)x64 fp16 need 240 KiB > 227 KiB",
-          (("    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)\n",
+          (("plan.py", "    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)\n",
             "    pass  # fault injection: no rule may refuse\n"),),
           Config(blk_m=128, blk_n=256, blk_k=64, stages=5, consumers=2, warp_specialized=True),
           "LAUNCH_ERROR", ""),
 )}
 
 
-def patched_source(kind: str) -> str:
-    """The template's source with the fault's edits; ValueError unless each applies exactly once."""
-    source = Path(hopper_gemm.__file__).read_text()
-    for old, new in FAULTS[kind].edits:
-        count = source.count(old)
+def patched_sources(kind: str) -> dict[str, str]:
+    """The kernel package's modules (file name -> source) with the fault's edits; ValueError unless
+    each edit applies exactly once in its module."""
+    sources = {path.name: path.read_text() for path in sorted(PACKAGE.glob("*.py"))}
+    for module, old, new in FAULTS[kind].edits:
+        count = sources[module].count(old)
         if count != 1:
-            raise ValueError(f"fault {kind}: the edited text occurs {count} times in hopper_gemm.py, not once: {old!r}")
-        source = source.replace(old, new)
-    return source
+            raise ValueError(f"fault {kind}: the edited text occurs {count} times in {module}, not once: {old!r}")
+        sources[module] = sources[module].replace(old, new)
+    return sources
 
 
 def _module(kind: str) -> ModuleType:
-    source = patched_source(kind)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    folder = Path(os.environ.get(FAULTS_DIR_ENV) or Path(tempfile.gettempdir()) / "tirtune-faults")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"hopper_gemm_{kind}_{digest}.py"
-    if not path.exists():
-        tmp = folder / f".{path.name}.{os.getpid()}"
-        tmp.write_text(source)
-        os.replace(tmp, path)  # parallel builds never read half a file
-    spec = importlib.util.spec_from_file_location(f"tirtune_fault_{kind}_{digest}", path)
+    sources = patched_sources(kind)
+    digest = hashlib.sha256("".join(f"{n}\0{s}\0" for n, s in sources.items()).encode()).hexdigest()[:12]
+    name = f"tirtune_fault_{kind}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = Path(os.environ.get(FAULTS_DIR_ENV) or Path(tempfile.gettempdir()) / "tirtune-faults") / name
+    if not folder.exists():
+        # A copy of the package under its own name: its modules import each other by that name.
+        tmp = folder.with_name(f".{name}.{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for file, source in sources.items():
+            (tmp / file).write_text(source.replace(f"{hopper.__name__}.", f"{name}."))
+        try:
+            os.replace(tmp, folder)  # parallel builds never read half a package
+        except OSError:  # another process put it there first
+            shutil.rmtree(tmp, ignore_errors=True)
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
+    sys.modules[name] = module  # its modules, and dataclasses, look the package up there
     spec.loader.exec_module(module)
     return module
 

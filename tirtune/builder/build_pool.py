@@ -47,7 +47,7 @@ def _serve(conn: Any, template: str, arch: str) -> None:
     import tvm  # noqa: F401  (once per process: the point of the pool)
 
     from tirtune.builder import device_build
-    from tirtune.space.templates.gemm import load
+    from tirtune.kernels.gemm import load
 
     build = load(template)
     conn.send(("ready", os.getpid()))

@@ -26,8 +26,8 @@ from typing import Any
 from tirtune.builder import toolchain
 from tirtune.core import Config, Problem
 from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
+from tirtune.kernels.gemm import load
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_template
-from tirtune.space.templates.gemm import load
 
 __all__ = ["DEFAULT_TEMPLATE", "EXIT_LOWERING", "EXIT_NVCC", "ROOT_CAUSE_MARK", "load_template", "main"]
 

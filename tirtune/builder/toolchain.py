@@ -158,7 +158,7 @@ def lower_to_cuda(config: Config, problem: Problem, template: Any = None, arch: 
         from tirtune.builder import tvm_patches
 
         if template is None:
-            from tirtune.space.templates import build as template
+            from tirtune.kernels import build as template
         with _TRACE_LOCK, tvm_patches.lowering():
             func = template(config, problem)
             target = tvm.target.Target({"kind": "cuda", "arch": arch}, host="cuda_host")

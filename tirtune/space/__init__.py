@@ -1,4 +1,4 @@
-"""Problems, configurations, search spaces with named validity rules, and the TIRx templates."""
+"""Problems, configurations, search spaces with named validity rules, and the branch registry."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Compile-checked, not yet run on a B200: every kernel of this space lowers and pa
 sm_100a (see bench/results/blackwell/2026-11-29-static-gate.md), but none has been verified or timed on a Blackwell
 GPU. `STATUS` says so wherever results for this space are shown.
 
-What the knobs mean on Blackwell (`tirtune.space.templates.blackwell_gemm`):
+What the knobs mean on Blackwell (`tirtune.kernels.blackwell`):
 
 - blk_m x blk_n: the output tile one CTA owns; its `consumers` (1 or 2) MMA streams each own 128
   rows of it (the full 128-lane TMEM datapath) and accumulate in their own blk_n TMEM columns,

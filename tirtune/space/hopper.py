@@ -1,6 +1,6 @@
 """The Hopper (sm_90a) search spaces of the GEMM template, one per template version.
 
-What the knobs mean on Hopper (`tirtune.space.templates.hopper_gemm`; a space of an older version
+What the knobs mean on Hopper (`tirtune.kernels.hopper`; a space of an older version
 holds the knobs it lacks at their defaults):
 
 - blk_m/blk_n/blk_k: the CTA tile. consumers: consumer warpgroups, splitting blk_m evenly (each

@@ -1,13 +1,13 @@
 """The GEMM template's one entry: `build(config, problem, arch)` picks the architecture's branch.
 
-DESIGN.md decision 6: one template, an architecture switch resolved at trace time. The switch is
-here; the shared skeleton is `skeleton.py` (the plan's common part and tile schedule, the
+One template, an architecture switch resolved at trace time (docs/design.md, "One template, several
+architectures"). The switch is here; the shared skeleton is `skeleton.py` (the plan's common part and tile schedule, the
 swizzled ring tiles in the shared-memory pool, the mbarrier ring's bookkeeping, barrier
 publication, raster mapping and persistent tile loops, the TMA producer's loop, the thread
-loader's guarded copy); each branch, `hopper_gemm` (sm_90a: wgmma, register accumulators) and
-`blackwell_gemm` (sm_100a: tcgen05, TMEM accumulators, CTA pairs), is that skeleton plus its
-barriers, loads, MMA issue, warp roles and epilogue. The branches' kernel bodies stay two
-functions: beyond the skeleton, most of their statements differ.
+loader's guarded copy); each branch, the package `hopper` (sm_90a: wgmma, register accumulators)
+or `blackwell` (sm_100a: tcgen05, TMEM accumulators, CTA pairs), is that skeleton plus its
+barriers, loads, MMA issue, warp roles and epilogue, a module each. The branches' kernel bodies
+stay two functions: beyond the skeleton, most of their statements differ.
 """
 
 from __future__ import annotations

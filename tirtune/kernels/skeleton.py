@@ -1,7 +1,8 @@
-"""The GEMM template's shared skeleton (DESIGN.md decision 6): the parts both branches trace.
+"""The GEMM template's shared skeleton: the parts both branches trace (docs/design.md, "One
+template, several architectures").
 
 `gemm.build(config, problem, arch)` is the template's one entry: it hands the pair to the
-architecture's branch, `hopper_gemm` (sm_90a) or `blackwell_gemm` (sm_100a), and each branch is
+architecture's branch, the package `hopper` (sm_90a) or `blackwell` (sm_100a), and each branch is
 this skeleton plus its own part. Written once, here:
 
 * the plan's common part (`GemmPlan`, filled by `plan_fields`): problem and tile sizes, k-tiles,
@@ -28,7 +29,9 @@ accumulator's home (wgmma into registers / tcgen05.mma into TMEM), and the epilo
 stores or stmatrix staging / tcgen05.ld in 64-column chunks).
 
 A branch builds its `Skeleton` inside its trace (TVM is imported there, so the space and its
-rules stay importable without TVM) and calls its macros from the kernel body. Every piece here
+rules stay importable without TVM) and calls its macros from the kernel body. The branches' own
+modules follow the same pattern: a frozen bundle of macros built from the plan (and from the
+kernel body's `Frame`, what the body made), which closes over only what it was given. Every piece here
 traces to exactly the statements the branches wrote before they shared it: the kernels'
 CUDA source is checked byte for byte (tests/test_template_fold.py).
 """

@@ -1,0 +1,94 @@
+"""The Hopper kernel's register epilogue: a consumer's fp32 fragment straight to D in global memory.
+
+A wgmma m64nN f32 fragment gives thread (warp, lane) of a warpgroup register r at row
+16*warp + lane/4 + 8*((r>>1)&1) and column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block
+(`store_block`). Each value is converted to D's dtype and stored under guards on M and N:
+
+* with N even (every row 4-byte aligned, and col < N implies col+1 < N), the column pair
+  (r, r+1) of a register pair goes out as one 4-byte store of two 16-bit values (`store2`);
+* with N odd, one 2-byte store a register;
+* with swap_ab the kernel's (row, col) is the problem's (n, m): the value goes to D[col, row],
+  one 2-byte store each (a warp's store covers 8 consecutive elements of 4 rows of D; D of a
+  small M is a few hundred KB).
+
+The serial split-K reduction's last rank stores through `store_block` too, and the DSMEM
+reduction's pairs through `store2` (`splitk.py`). The staged epilogues are `staging.py`.
+"""
+
+# The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
+# they stay unannotated.
+# mypy: disable-error-code="no-untyped-def"
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tirtune.kernels.hopper.frame import Frame
+from tirtune.kernels.hopper.plan import KernelPlan
+from tirtune.kernels.skeleton import HALF2, PTX_TYPE
+
+__all__ = ["Epilogue", "store2_helper"]
+
+
+def store2_helper(dtype: str) -> tuple[str, str]:
+    """Epilogue helper: two adjacent fp32 accumulators -> one 4-byte store of two 16-bit values. The
+    fragment holds column pairs (2*(lane%4), +1), so pairing halves the store instructions."""
+    elem, convert, pair = HALF2[dtype]
+    name = f"tirtune_store_{PTX_TYPE[dtype]}x2"
+    source = (
+        f"__forceinline__ __device__ void {name}({elem}* dst, float lo, float hi) {{\n"
+        f"  *reinterpret_cast<{pair}*>(dst) = {convert}(lo, hi);\n}}\n"
+    )
+    return name, source
+
+
+@dataclass(frozen=True, slots=True)
+class Epilogue:
+    """The register epilogue's macro (TVMScript).
+
+    store_block(acc, row0, n0): one m64 block's fragment `acc`, whose first row is row0 and first
+        column n0 (the kernel's axes), converted and stored to D, guarded on M and N.
+    """
+
+    store_block: Any
+
+    @classmethod
+    def trace(cls, T: Any, p: KernelPlan, f: Frame) -> Epilogue:
+        M, N, DT, NACC, SWAP = p.m, p.n, p.dtype, p.acc_regs, p.swap_ab
+        # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
+        PAIRED = N % 2 == 0
+        store2_name, store2_source = store2_helper(DT)
+        D, warp, lane = f.D, f.warp, f.lane
+
+        # fmt: off
+        @T.inline
+        def store_block(acc, row0, n0):
+            # wgmma m64nN f32 fragment: register r of a thread holds row
+            # 16*warp + lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1).
+            if SWAP:
+                # The kernel's (row, col) is the problem's (n, m): D[col, row], one 2-byte store
+                # each (a warp's store covers 8 consecutive n of 4 rows of D).
+                for r in T.unroll(NACC):
+                    row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * ((r >> 1) & 1))
+                    col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
+                    if row < M:
+                        if col < N:
+                            D[col, row] = T.cast(acc[r], DT)
+            elif PAIRED:
+                for q in T.unroll(NACC // 2):
+                    row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * (q & 1))
+                    col = T.meta_var(n0 + 8 * (q >> 1) + 2 * (lane % 4))
+                    if row < M:
+                        if col < N:
+                            T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]), acc[2 * q],
+                                                        acc[2 * q + 1], source_code=store2_source))
+            else:
+                for r in T.unroll(NACC):
+                    row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * ((r >> 1) & 1))
+                    col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
+                    if row < M:
+                        if col < N:
+                            D[row, col] = T.cast(acc[r], DT)
+        # fmt: on
+
+        return cls(store_block)

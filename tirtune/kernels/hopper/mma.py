@@ -1,0 +1,225 @@
+"""The Hopper kernel's MMA: wgmma from the ring into register accumulators, and the consumers' k loop.
+
+* A consumer warpgroup owns `m_blocks` m64 blocks of its tile's rows (64 or 128 rows), each with
+  its own fp32 fragment of blk_n/2 registers a thread (`acc0`, `acc1`). A k-tile is blk_k/16 k16
+  steps; each step encodes the A and B shared-memory descriptors (K-major, 128B swizzle: ptr_to
+  applies the swizzle, which at a row that is a multiple of 8 is the identity, so a step is the
+  atom's base plus 32 B) and issues one m64nNk16 wgmma a block.
+* The ring (`mainloop`, `k_tile`): wait for the stage's `full` barrier, multiply, commit; wgmma
+  keeps one commit group in flight (wait_group 1), so k-tile kt-1's stage is released while kt's
+  MMAs run (`release`: one thread a consumer warpgroup, in every CTA of the cluster, whose
+  producers multicast into the stage). With one stage: wait_group 0, then release. Persistent:
+  the last stage of each tile is released too. Without a producer warpgroup, thread 0 of
+  consumer 0 loads k-tile kt+stages-1 after releasing kt-1 (a classic multistage prefetch), or,
+  with one stage, loads the k-tile and then waits for it. loader "threads": the CTA copies the
+  k-tile itself between two CTA barriers (`loads.thread_load`).
+* Ping-pong: a consumer arrives on its `order` barrier once it has waited for every stage of its
+  tile, so the other consumer may start on the ring.
+* trim (ragged edges): an m64 block whose rows all lie past M issues no wgmma, the last tile
+  column multiplies with a wgmma as wide as its valid columns (rounded up to 8; its fragment is a
+  prefix of the full one), and the last k-tile stops after its last k16 step that starts before
+  K. Uniform branches, per k-tile, each around a whole run of wgmmas (`mma_trimmed`).
+* peel_k: the k loop runs one k-tile short and the last k-tile follows it as straight-line code
+  issuing only its k16 steps that start before K: the tail's zero-padded MMAs are skipped with no
+  branch in the loop (measured against trim in docs/perf-notes.md, "peel_k").
+
+`Mma.trace` builds the macros from the plan, the skeleton's ring, the kernel body's `Frame` and
+the loads (which the non-specialized mainloop issues itself).
+"""
+
+# The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
+# they stay unannotated.
+# mypy: disable-error-code="no-untyped-def"
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tirtune.kernels.hopper.frame import Frame
+from tirtune.kernels.hopper.loads import Loads
+from tirtune.kernels.hopper.plan import WGMMA_K, WGMMA_M, KernelPlan
+from tirtune.kernels.skeleton import Ring
+
+__all__ = ["DESC_LBO", "DESC_SBO", "DESC_SWIZZLE_128B", "Mma"]
+
+# Descriptor fields for a K-major 128B-swizzled tile: the stride between 8-row core groups is
+# 8 rows x 128 B = 1024 B, in 16 B units; the leading offset is unused with swizzling.
+DESC_LBO = 1
+DESC_SBO = 64
+DESC_SWIZZLE_128B = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Mma:
+    """The consumers' MMA macros (TVMScript, called from the consumer roles).
+
+    mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0): consumer c's whole k loop over the tile at
+        (m0, n0) into its zeroed fragments acc0 (acc1: the second m64 block, when it has one), with
+        desc_a/desc_b its descriptor registers; j0 is the CTA's k-tiles before this tile (its ring
+        position).
+    release(stage): free a stage for the loads (one thread a consumer warpgroup, every CTA of the
+        cluster).
+    """
+
+    mainloop: Any
+    release: Any
+
+    @classmethod
+    def trace(cls, T: Any, p: KernelPlan, ring: Ring, f: Frame, loads: Loads) -> Mma:
+        M, N, BN, BK, S, KT = p.m, p.n, p.blk_n, p.blk_k, p.stages, p.cta_k_tiles
+        MB, NACC, ROW_BASE, CL = p.m_blocks, p.acc_regs, p.row_base, p.cluster
+        WS, PERSIST, PINGPONG, THREADS = p.warp_specialized, p.persistent, p.pingpong, p.loader == "threads"
+        # trim: the last tile column's narrower wgmma (TRIM_N columns), the last k-tile's live k16
+        # steps (TRIM_K), the m64 blocks wholly past M skipped (TRIM_M); TRIM: any of them.
+        TRIM_N, TRIM_K, TRIM_M = p.trim_n, p.trim_k, p.trim_m
+        TRIM = bool(TRIM_N or TRIM_K or TRIM_M)
+        # peel_k: the consumers' k loop runs LOOP_KT k-tiles, the last (PEELED) follows it with its
+        # PEEL_K live k16 steps.
+        PEEL_K = p.peel_k
+        PEELED = PEEL_K > 0
+        LOOP_KT = KT - 1 if PEELED else KT
+        wgmma = T.ptx[p.wgmma_name]
+        wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
+        As, Bs, full, empty, order, warp, lane = f.As, f.Bs, f.full, f.empty, f.order, f.warp, f.lane
+        load_tile, thread_load = loads.load_tile, loads.thread_load
+
+        # fmt: off
+        @T.inline
+        def release(stage):
+            # One thread per consumer warpgroup frees a stage: in every CTA of the cluster, whose
+            # producers multicast into it.
+            if warp == 0:
+                if lane == 0:
+                    if CL == 1:
+                        empty.arrive(stage)
+                    else:
+                        for r in range(CL):
+                            empty.arrive(stage, remote=r)
+
+        @T.inline
+        def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
+            # The first `steps` k16 steps of a stage, with the full wgmma or (narrow, trim) the
+            # last tile column's TRIM_N wide one, whose fragment is the first TRIM_N/2 registers
+            # of the full one. A trimmed tile takes its branches per k-tile, around a whole run of
+            # wgmmas, never between two of them.
+            for ki in T.unroll(steps):
+                # ptr_to applies the swizzle; at a row that is a multiple of 8 it is the identity,
+                # so this is the atom's base plus 32 B per k16 step, what the descriptor wants.
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                if narrow:
+                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)  # type: ignore[misc]
+                else:
+                    wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+
+        @T.inline
+        def mma_depth(acc, desc_a, desc_b, s, row, kt, narrow):
+            # The last k-tile issues only its TRIM_K steps that start before K.
+            if TRIM_K > 0:
+                if kt < KT - 1:
+                    mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, narrow)
+                else:
+                    mma_steps(acc, desc_a, desc_b, s, row, TRIM_K, narrow)
+            else:
+                mma_steps(acc, desc_a, desc_b, s, row, BK // WGMMA_K, narrow)
+
+        @T.inline
+        def mma_width(acc, desc_a, desc_b, s, row, n0, kt):
+            if TRIM_N > 0:
+                if n0 + BN > N:
+                    mma_depth(acc, desc_a, desc_b, s, row, kt, True)
+                else:
+                    mma_depth(acc, desc_a, desc_b, s, row, kt, False)
+            else:
+                mma_depth(acc, desc_a, desc_b, s, row, kt, False)
+
+        @T.inline
+        def mma_trimmed(acc, desc_a, desc_b, s, row, m0, n0, kt):
+            # An m64 block whose rows all lie past M issues no wgmma (its fragment stays zero;
+            # the epilogue's stores of it are clipped or guarded).
+            if TRIM_M:
+                if m0 + row < M:
+                    mma_width(acc, desc_a, desc_b, s, row, n0, kt)
+            else:
+                mma_width(acc, desc_a, desc_b, s, row, n0, kt)
+
+        @T.inline
+        def k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, steps):
+            # One k-tile of the consumers' loop: wait for its stage (or load it), issue its first
+            # `steps` k16 steps of wgmma, hand the previous stage back.
+            if THREADS:
+                # Every consumer thread copies 16-byte chunks into the swizzled stage, then
+                # the writes are fenced to the async proxy wgmma reads through.
+                T.cuda.cta_sync()  # the previous k-tile's wgmma (all warpgroups) retired
+                thread_load(c, kt, m0, n0)
+                T.ptx.fence.proxy.async_.shared__cta()
+                T.cuda.cta_sync()
+            else:
+                if not WS:
+                    if S == 1:
+                        # No ring to run ahead in: load the tile, then wait for it.
+                        if c == 0:
+                            if warp == 0:
+                                if lane == 0:
+                                    load_tile(j0 + kt, kt, m0, n0)
+                full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+            s = T.meta_var(ring.slot(j0 + kt))
+            T.ptx.wgmma.fence.sync.aligned()
+            if TRIM:
+                mma_trimmed(acc0, desc_a, desc_b, s, c * ROW_BASE, m0, n0, kt)
+                if MB == 2:
+                    mma_trimmed(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, m0, n0, kt)
+            else:
+                mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps, False)
+                if MB == 2:
+                    mma_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, steps, False)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            if S == 1:
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if not THREADS:
+                    release(s)
+            else:
+                # Keep this tile's wgmma group in flight; the previous one has now retired, so
+                # its stage goes back to the loader.
+                T.ptx.wgmma.wait_group.sync.aligned(1)
+                if kt > 0:
+                    release(ring.slot(j0 + kt - 1))
+            if not WS:
+                if S > 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                if kt + S - 1 < KT:
+                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+
+        @T.inline
+        def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
+            # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
+            for i in T.unroll(NACC):
+                acc0[i] = T.float32(0)
+                if MB == 2:
+                    acc1[i] = T.float32(0)
+            # peel_k: the last k-tile runs after the loop with only its PEEL_K live k16 steps
+            # (straight-line code: no branch in the loop's body).
+            for kt in range(LOOP_KT):
+                k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, BK // WGMMA_K)
+            if PEELED:
+                k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, KT - 1, PEEL_K)
+            if PINGPONG:
+                # Every stage of this tile has landed (this thread waited for each): the other
+                # consumer may start waiting on the ring for its next tile.
+                if warp == 0:
+                    if lane == 0:
+                        order.arrive(c)
+            if S > 1:
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if PERSIST:
+                    # The next tile's loads reuse this tile's last stage too.
+                    release(ring.slot(j0 + KT - 1))
+        # fmt: on
+
+        return cls(mainloop, release)

@@ -1,0 +1,193 @@
+"""The Hopper kernel's warp roles: who walks which tiles, and what each does with a tile.
+
+* The producer warpgroup (warp_specialized: after the consumers; registers given back with
+  setmaxnreg.dec) has one thread issue every load: the skeleton's producer loop over the
+  cluster's tiles, or the one tile's k-tiles.
+* A consumer warpgroup (setmaxnreg.inc where the plan rebalances registers) allocates its
+  fragments and descriptor registers once, then for each of its tiles runs the mainloop and the
+  tile's epilogue (`tile_epilogue`: serial split-K, parking for the DSMEM reduction, the staged "tma"
+  or "tma_chunked" stores, or the register stores). Its tiles: the one tile of a CTA, the
+  persistent loop over the cluster's tiles (the skeleton's), or, ping-pong (persistent, 2
+  consumers), every other tile: consumer c takes the CTA's tiles c, c+2, ...; its mainloop
+  starts once the other consumer has waited for all the stages of the tile before (the `order`
+  barrier pair), so the ring is consumed in order and one consumer's epilogue overlaps the
+  other's MMAs. Without a producer, the prefetching thread starts each tile's ring first.
+* The epilogue warpgroup (after the producer): warp c stores consumer c's staged tiles, walking
+  them in the consumer's order.
+
+`Roles.trace` builds the role macros from the plan, the skeleton and the kernel body's `Frame`,
+composing the bundles of the other concerns.
+"""
+
+# The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
+# they stay unannotated.
+# mypy: disable-error-code="no-untyped-def"
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tirtune.kernels.hopper.epilogue import Epilogue
+from tirtune.kernels.hopper.frame import Frame
+from tirtune.kernels.hopper.loads import Loads
+from tirtune.kernels.hopper.mma import Mma
+from tirtune.kernels.hopper.plan import WGMMA_M, KernelPlan
+from tirtune.kernels.hopper.splitk import SplitK
+from tirtune.kernels.hopper.staging import Staging
+from tirtune.kernels.skeleton import Skeleton, raster
+
+__all__ = ["Roles"]
+
+
+@dataclass(frozen=True, slots=True)
+class Roles:
+    """The warp roles' macros (TVMScript, called from the kernel body).
+
+    producer(): the producer warpgroup: one thread loads every k-tile of the CTA's tiles.
+    consumer(): a consumer warpgroup of a warp-specialized kernel (its registers raised first).
+    consume(c): consumer warpgroup c's tiles: mainloop and epilogue each.
+    epilogue_warpgroup(): warp c (lane 0) stores consumer c's staged tiles.
+    """
+
+    producer: Any
+    consumer: Any
+    consume: Any
+    epilogue_warpgroup: Any
+
+    @classmethod
+    def trace(
+        cls,
+        T: Any,
+        p: KernelPlan,
+        sk: Skeleton,
+        f: Frame,
+        loads: Loads,
+        mma: Mma,
+        epilogue: Epilogue,
+        staging: Staging,
+        splitk: SplitK,
+    ) -> Roles:
+        C, KT, MB, NACC, ROW_BASE = p.consumers, p.cta_k_tiles, p.m_blocks, p.acc_regs, p.row_base
+        WS, PERSIST, PINGPONG, REBALANCE = p.warp_specialized, p.persistent, p.pingpong, p.rebalances_registers
+        SPLIT, SERIAL, EWG = p.split_k, p.serial_split, p.epilogue_warpgroup
+        TMA_EPI, CHUNKED = p.epilogue == "tma", p.epilogue == "tma_chunked"
+        sched = sk.schedule
+        NCL, ITERS, CTILES = sched.clusters, sched.iterations, sched.tiles
+        set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
+        set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
+        order, wg, warp, lane, rank, cid, m0, n0 = f.order, f.wg, f.warp, f.lane, f.rank, f.cid, f.m0, f.n0
+        load_tile, load_tile_at, prologue, mainloop = loads.load_tile, loads.load_tile_at, loads.prologue, mma.mainloop
+        store_block, park, serial_epilogue = epilogue.store_block, splitk.park, splitk.serial_epilogue
+        tma_epilogue, chunked_epilogue = staging.tma_epilogue, staging.chunked_epilogue
+        drain_tile, stores_read = staging.drain_tile, staging.stores_read
+
+        def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
+            # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
+            # consumers, which walk every other tile; the other loops are the skeleton's).
+            tm, tn = raster(T, cid + it * NCL, sched.grid_m, sched.grid_n, sched.raster_group)
+            return p.cta_origin(tm, tn, rank)
+
+        # fmt: off
+        @T.inline
+        def tile_epilogue(c, acc0, acc1, m0, n0, nt):
+            # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
+            if SERIAL:
+                serial_epilogue(c, acc0, acc1, m0, n0)
+            elif SPLIT > 1:
+                park(c, acc0, acc1)
+            elif TMA_EPI:
+                tma_epilogue(c, acc0, acc1, m0, n0, nt)
+            elif CHUNKED:
+                chunked_epilogue(c, acc0, acc1, m0, n0, nt)
+            else:
+                store_block(acc0, m0 + c * ROW_BASE, n0)
+                if MB == 2:
+                    store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+
+        @T.inline
+        def consume_tile(c, acc0, acc1, desc_a, desc_b, it, tm, tn):
+            # One tile of the persistent loop; `it` places its k-tiles in the ring.
+            tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
+            if not WS:
+                # The prefetching thread starts each tile's ring (its stages were released by the
+                # previous tile's consumers).
+                prologue(c, it * KT, tm0, tn0)
+            mainloop(c, acc0, acc1, desc_a, desc_b, it * KT, tm0, tn0)
+            tile_epilogue(c, acc0, acc1, tm0, tn0, it)
+
+        @T.inline
+        def consume(c):
+            acc0 = T.alloc_local((NACC,), "float32")
+            if MB == 2:  # a 128-row consumer: a second m64 block with its own accumulators
+                acc1 = T.alloc_local((NACC,), "float32")
+            else:
+                acc1 = T.meta_var(acc0)  # never read: the macros use it under MB == 2 only
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            if PINGPONG:
+                # Consumer c computes this CTA's tiles c, c+2, ...; its mainloop starts once the
+                # other consumer has all the stages of the tile before (so the two never wait on
+                # the ring out of order), and its epilogue overlaps the other's mainloop.
+                for t in range((ITERS + 1) // 2):
+                    if cid + (2 * t + c) * NCL < CTILES:
+                        tm0, tn0 = T.meta_var(tile_origin(cid, 2 * t + c, rank))
+                        if 2 * t + c > 0:
+                            order.wait(1 - c, ((2 * t + c - 1) // 2) & 1)
+                        mainloop(c, acc0, acc1, desc_a, desc_b, (2 * t + c) * KT, tm0, tn0)
+                        tile_epilogue(c, acc0, acc1, tm0, tn0, t)
+            elif PERSIST:
+                sk.for_each_tile(cid, consume_tile, (c, acc0, acc1, desc_a, desc_b))
+            else:
+                mainloop(c, acc0, acc1, desc_a, desc_b, 0, m0, n0)
+                tile_epilogue(c, acc0, acc1, m0, n0, 0)
+            if (TMA_EPI or CHUNKED) and not EWG:
+                stores_read()  # shared memory stays valid until the last stores have read it
+
+        @T.inline
+        def drain_cta_tile(c, it, tm, tn):
+            tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
+            drain_tile(c, it, tm0, tn0)
+
+        @T.inline
+        def drain(c):
+            # The same tiles in the same order as consumer c.
+            if PINGPONG:
+                for t in range((ITERS + 1) // 2):
+                    if cid + (2 * t + c) * NCL < CTILES:
+                        tm0, tn0 = T.meta_var(tile_origin(cid, 2 * t + c, rank))
+                        drain_tile(c, t, tm0, tn0)
+            elif PERSIST:
+                sk.for_each_tile(cid, drain_cta_tile, (c,))
+            else:
+                drain_tile(c, 0, m0, n0)
+
+        @T.inline
+        def consumer():
+            if REBALANCE:
+                set_regs_inc(p.consumer_regs)
+            consume(wg)
+
+        @T.inline
+        def producer():
+            if REBALANCE:
+                set_regs_dec(p.producer_regs)
+            if warp == 0:
+                if lane == 0:
+                    if PERSIST:
+                        sk.produce_tiles(cid, load_tile_at)
+                    else:
+                        for j in range(KT):
+                            load_tile(j, j, m0, n0)
+
+        @T.inline
+        def epilogue_warpgroup():
+            # Warp c serves consumer c.
+            if REBALANCE:
+                set_regs_dec(p.producer_regs)
+            for c in range(C):
+                if warp == c:
+                    if lane == 0:
+                        drain(c)
+        # fmt: on
+
+        return cls(producer, consumer, consume, epilogue_warpgroup)
