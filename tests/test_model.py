@@ -287,3 +287,24 @@ def test_a_refused_tpe_sample_is_repaired_to_the_models_best_near_it(model, tmp_
     asked = proposer.ask(4)  # TPE alone: every refused sample comes back repaired, valid and new
     assert all(HOPPER.is_valid(p.config, WIDE) for p in asked) and len({p.config for p in asked}) == 4
     proposer.abandon()
+
+
+def test_with_a_guide_tpe_keeps_one_slot_of_an_eight_wide_batch(model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The local share defaults to GUIDED_LOCAL_SHARE with a guide and LOCAL_SHARE without: an
+    8-wide ask with no starts left holds 7 guided picks and one TPE sample (repaired or not)."""
+    from tirtune.tuner.optuna_proposer import GUIDED_LOCAL_SHARE, LOCAL_SHARE, OptunaProposer
+
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(7), settings=SMALL)
+    starts = guide.first(2)
+    guided = OptunaProposer(f"sqlite:///{tmp_path / 'g.db'}", "guided", HOPPER, problem=WIDE, guide=guide,
+                            start_with=starts)
+    plain = OptunaProposer(f"sqlite:///{tmp_path / 'p.db'}", "plain", HOPPER, problem=WIDE)
+    assert guided.local_share == GUIDED_LOCAL_SHARE > LOCAL_SHARE == plain.local_share
+    assert [p.config for p in guided.ask(2)] == starts
+    asked = guided.ask(8)
+    assert guided.asked_local == 7 and len({p.config for p in asked}) == 8
+    attrs = [guided.study.trials[p.trial].user_attrs for p in asked]
+    assert sum("model_pick" in a or "neighbour_of" in a for a in attrs) == 7
+    assert not set(starts) & {p.config for p in asked}
+    guided.abandon()
+    plain.abandon()

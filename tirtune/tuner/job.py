@@ -35,7 +35,7 @@ from tirtune.runner.runner import Runner
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
-from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
+from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.tuner.start import guided_starts, start_sources
 
@@ -91,7 +91,7 @@ class JobLoop:
         remeasure_rounds: int = 5,
         remeasure_processes: int = 2,
         ahead: int = 2,
-        local_share: float = LOCAL_SHARE,
+        local_share: float | None = None,
         models: ModelKeeper | None = None,
     ) -> None:
         """`remeasure_top` trials (0: none) are re-measured interleaved, `remeasure_rounds`
