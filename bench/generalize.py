@@ -388,12 +388,21 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="replay: score a replaying service's recorded figures (a check of this script, with --url)",
     )
     ap.add_argument("--dry-run", action="store_true", help="print the drawn problems and exit")
+    ap.add_argument(
+        "--rescore",
+        type=Path,
+        default=None,
+        help="score a stored run's SQLite database again (with its --seed), without measuring: a run cut "
+        "short is written as <date>-<seed>-partial, its finished jobs scored, the others listed",
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.trials <= MAX_TRIALS:
         ap.error(f"--trials must be 1..{MAX_TRIALS}")
     if args.problems < 1:
         ap.error("--problems must be at least 1")
-    if args.source == "replay" and args.url is None:
+    if args.rescore is not None and args.seed is None:
+        ap.error("--rescore needs the run's --seed (it draws the same problems)")
+    if args.source == "replay" and args.url is None and args.rescore is None:
         ap.error("--source replay needs --url (a started service measures on the GPU)")
     return args
 
@@ -408,6 +417,8 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
         print(f"{i:4d}  {d.label:28s} {d.problem.shape:>20s} {d.problem.dtype}")
     if args.dry_run:
         return 0
+    if args.rescore is not None:
+        return rescore(args, seed, chosen)
     started = datetime.now(UTC)
     out = args.out_dir / f"{started.date().isoformat()}-{seed}"
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -435,6 +446,55 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
     out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
     return 0 if not result["unmeasured"] else 1
+
+
+def rescore(args: argparse.Namespace, seed: int, chosen: Sequence[Drawn]) -> int:
+    """A stored run's database (a run cut short: the machine was lost mid-run) scored again by a
+    service without a worker: each drawn problem's job, as it was left. Finished jobs are scored
+    as the run would have scored them; the summary covers those only, and the rest are listed as
+    unfinished. The run's own figures that only its start knew (the database at the start, the
+    prediction before tuning, the wall time) are not known here."""
+    stored = args.rescore.resolve()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    log = args.out_dir / f"{stored.stem}-rescore.serve.log"
+    with suite.service(f"sqlite:///{stored}", log, worker=False) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            jobs = client.get("/jobs", params={"limit": 500}).json()["items"]
+            # The run's start: its first job's creation (a fresh database holds this run's jobs only).
+            started = min((datetime.fromisoformat(j["created_at"]) for j in jobs), default=datetime.now(UTC))
+            started = started if started.tzinfo else started.replace(tzinfo=UTC)
+            by_problem = {(j["shape"], j["problem"]["dtype"]): j for j in sorted(jobs, key=lambda j: j["id"])}
+            scored, unfinished = [], []
+            for d in chosen:
+                job = by_problem.get((d.problem.shape, d.problem.dtype))
+                if job is None or job["state"] not in suite.FINISHED:
+                    unfinished.append({"problem": d.problem.shape, "dtype": d.problem.dtype, "model": d.model.name,
+                                       "state": None if job is None else job["state"],
+                                       "trials_done": None if job is None else job["trials_done"]})
+                    continue
+                entry = suite.score(client, {"shape": d.problem.shape, "dtype": d.problem.dtype,
+                                             "class": d.label, "job_id": job["id"],
+                                             "state": job["state"], "message": job["message"]}, args.source)
+                scored.append({**entry, "model": d.model.name, "model_id": d.model.repo_id,
+                               "projection": d.projection, "tp": d.tp, "prior": "not known",
+                               "predicted_config": None, "predicted_ratio": None, "measured_before_ratio": None,
+                               **first_trial(client, job["id"])})
+    result = report(scored, seed=seed, trials=args.trials, wall_s=float("nan"), started=started,
+                    source=args.source, database_at_start=None, concurrent_jobs=None,
+                    catalogue_sha=catalogue_digest(args.catalogue))
+    result.update({"partial": True, "rescored_from": stored.name, "drawn": len(chosen),
+                   "not_finished": unfinished, "wall_s": None})
+    out = args.out_dir / f"{started.date().isoformat()}-{seed}-partial"
+    log.replace(out.with_suffix(".serve.log"))
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    text = markdown(result).replace("; None s in all", "; wall time not known").replace(
+        "# Problems nobody chose", "# PARTIAL (a run cut short, its finished jobs only): problems nobody chose", 1)
+    text += "\nNot finished when the run was cut short (not scored):\n\n" + "".join(
+        f"- {u['problem']} {u['dtype']} ({u['model']}): {u['state'] or 'never queued'}, "
+        f"{u['trials_done'] if u['trials_done'] is not None else 0} trials\n" for u in unfinished)
+    out.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@
 #                                               # session of their own (outlives the call): each runs with
 #                                               # OUT=/root/tirtune/NAME, its output in NAME/step.log, its
 #                                               # exit status in NAME.done (124: cut at TIMEOUT_S)
+#   bash bench/gpu_session.sh wait NAME...      # wait (at most SUITE_WAIT_S) for those steps; one line of
+#                                               # progress each, no files (a queue outlives a call only while
+#                                               # the host is held: ask the next call back to back with this
+#                                               # one, in the same batch, never after reading its answer)
 #   bash bench/gpu_session.sh pick NAME...      # wait (at most SUITE_WAIT_S) for those steps, bring their
 #                                               # folders back as one tarball (a call returns 8 files at most)
 #   bash bench/gpu_session.sh best FOLDER [PROCESSES]   # prebuilt winners vs cuBLAS: $OUT/best-vs-cublas.json
@@ -124,6 +128,15 @@ case "$1" in
       echo "$rc" > "/root/tirtune/$name.done"
       echo "$(date +%T) end $name: rc $rc"
     done < "$2" ;;
+  wait)
+    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
+      missing=0; for name in "${@:2}"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done
+      [ "$missing" = 0 ] && break; sleep 1
+    done
+    for name in "${@:2}"; do
+      echo "== $name: rc $(cat "/root/tirtune/$name.done" 2>/dev/null || echo running);" \
+        "$(grep -v "^\s*$" "/root/tirtune/$name/step.log" 2>/dev/null | tail -n 1 | cut -c1-160)"
+    done ;;
   pick)
     for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
       missing=0; for name in "${@:2}"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done

@@ -73,13 +73,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def service(database: str, log: Path) -> Iterator[str]:
-    """`tirtune serve` on a free loopback port with its own database; its URL, stopped after."""
+def service(database: str, log: Path, *, worker: bool = True) -> Iterator[str]:
+    """`tirtune serve` on a free loopback port with its own database; its URL, stopped after.
+    Without `worker` it only answers (a stored run's database read again, on a machine without
+    a GPU, leaves its unfinished jobs as they are)."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": database}
     env.pop("TIRTUNE_REPLAY", None)  # the suite is measured on the GPU, never replayed
+    command = [sys.executable, "-m", "tirtune", "serve", "--port", str(port), *([] if worker else ["--no-worker"])]
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tirtune", "serve", "--port", str(port)], env=env,
+        proc = subprocess.Popen(command, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:

@@ -285,3 +285,17 @@ def test_a_run_tunes_each_problem_through_the_service_and_writes_its_report(
     assert ok and again["database_at_start"] == {"ok_measurements": ok, "problems_measured": 3}
     assert again["problems"][0]["prior"] == "measured"
     assert again["problems"][0]["measured_before_ratio"] == pytest.approx(problems[0]["ratio"])
+
+    # The stored database scored again without measuring (a run cut short): the same bests; a
+    # problem with no job is listed as not finished, never scored.
+    missing = Drawn.of(BY_NAME["llama-3-8b"], "o", 1, 16, "float16")
+    assert generalize.main(["--seed", "7", "--trials", "4", "--source", "replay", "--rescore",
+                            str(tmp_path / "replay.db"), "--out-dir", str(out)], problems=[*RECORDED, missing]) == 0
+    (partial,) = out.glob("*-7-partial.json")
+    rescored = json.loads(partial.read_text())
+    assert rescored["partial"] is True and rescored["drawn"] == 4 and rescored["scored"] == 3
+    assert [(p["problem"], p["ratio"], p["config"]) for p in rescored["problems"]] == [
+        (p["problem"], pytest.approx(p["ratio"]), p["config"]) for p in again["problems"][:1] + problems[1:]
+    ]
+    assert [u["problem"] for u in rescored["not_finished"]] == ["16x4096x4096"]
+    assert "PARTIAL" in partial.with_suffix(".md").read_text()
