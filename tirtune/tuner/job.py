@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,7 +25,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.builder.builder import Builder
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Source, Stack
-from tirtune.db import repo, transaction
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.model.guide import Guide
@@ -35,6 +33,7 @@ from tirtune.runner.runner import Runner
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
+from tirtune.tuner.job_store import JobStore
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.tuner.start import guided_starts, start_sources
@@ -116,6 +115,7 @@ class JobLoop:
         self.local_share = local_share
         self.models = models
         self.source = Source(runner.source)
+        self.store = JobStore(sessions, self.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
         # Transfer from the nearest tuned problems, then the configs of the job's shape class: the
@@ -143,8 +143,7 @@ class JobLoop:
         return guide
 
     def run(self, job_id: int) -> JobSummary:
-        with transaction(self.sessions) as s:
-            job = repo.get_job(s, job_id)
+        job = self.store.job(job_id)
         if job.arch != self.space.arch:
             raise TunerError(
                 f"job {job_id} asks for {job.arch} kernels, but this worker's GPUs take {self.space.arch} "
@@ -152,9 +151,7 @@ class JobLoop:
             )
         self.space.check_problem(job.problem)
         stack = self.runner.stack()
-        with transaction(self.sessions) as s:
-            job = repo.set_job_gpu(s, job_id, stack.gpu_name)
-            repo.mark_stale(s, keep_stack=stack, source=self.source)
+        job = self.store.start_job(job_id, stack)
         state = _Run(self, job, stack, self.proposer_factory(job))
         return state.loop()
 
@@ -180,12 +177,10 @@ class _Run:
     def _recall(self) -> None:
         """A resumed job: what it recorded before answers those configs if they are asked again
         (a trial told to the database but not to Optuna before a crash is asked once more)."""
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
-        for row in reversed(rows):  # oldest first, so the newest record of a config wins
+        recalled = self.o.store.recall(self.job.id)
+        for row in reversed(recalled.rows):  # oldest first, so the newest record of a config wins
             self.seen[row.config] = _feedback(-1, row)
-        with transaction(self.o.sessions) as s:
-            self.done, self.best = repo.job_progress(s, self.job.id)
+        self.done, self.best = recalled.trials_done, recalled.best
 
     def remaining(self) -> int:
         return self.job.max_trials - self.done
@@ -235,9 +230,7 @@ class _Run:
             pool.shutdown(wait=True, cancel_futures=True)
             self.proposer.abandon()
         self._remeasure_top()
-        self._name_best()
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
+        rows = self._name_best()
         failed = why_nothing_ran(rows)
         if failed is not None:  # every candidate failed: the job says why, in one line
             return JobSummary(self.job.id, "FAILED", self.done, None, failed, self.remeasured, None)
@@ -252,20 +245,19 @@ class _Run:
         top = self._top_trials()
         if len(top) < 2:
             return
-        with transaction(self.o.sessions) as s:
-            known = repo.latest_remeasurements(s, [r.key for r in top], self.o.source)
+        known = self.o.store.remeasured([r.key for r in top])
         figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
         self.remeasured = tuple(figures)
         if not any(f.outcome is Outcome.OK for f in figures):
             log.warning("job %d: no top trial survived re-measurement", self.job.id)
 
-    def _name_best(self) -> None:
-        """The job's best is `repo.best_of` over its trials: the re-measured ratio decides."""
-        with transaction(self.o.sessions) as s:
-            self.choice = repo.best_of(s, self.job.problem, source=self.o.source, job_id=self.job.id)
-            if self.choice is None:
-                return
-            repo.set_job_best(s, self.job.id, self.choice.best.trial.id)
+    def _name_best(self) -> list[MeasurementRecord]:
+        """The job's best is `repo.best_of` over its trials: the re-measured ratio decides.
+        Returns all the job's rows."""
+        finished = self.o.store.finish(self.job.id, self.job.problem)
+        self.choice = finished.choice
+        if self.choice is None:
+            return finished.rows
         winner, figures = self.choice.best.trial, self.choice.best.figures
         self.best = winner
         log.info(
@@ -273,13 +265,13 @@ class _Run:
             self.job.id, winner.config.label(), figures.ratio,
             "re-measured" if figures.confirmed else "not re-measured", winner.ratio or 0.0, self.choice.note,
         )
+        return finished.rows
 
     def _top_trials(self) -> list[MeasurementRecord]:
         """The job's best `remeasure_top` configs by trial ratio, on this stack (one per config)."""
         if self.o.remeasure_top < 2:
             return []
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)
+        rows = self.o.store.measurements(self.job.id, Outcome.OK)
         ok = [r for r in rows if r.ratio and r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
         top: dict[str, MeasurementRecord] = {}
         for r in sorted(ok, key=lambda r: (-(r.ratio or 0.0), r.id)):
@@ -289,14 +281,9 @@ class _Run:
     def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
         builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
         results = self.o.runner.remeasure(builds, self.o.remeasure_rounds, self.o.remeasure_processes)
-        with transaction(self.o.sessions) as s:
-            return repo.record_remeasurements(
-                s,
-                job_id=self.job.id,
-                session_id=uuid.uuid4().hex,
-                rounds=self.o.remeasure_rounds,
-                pairs=list(zip(top, results, strict=True)),
-            )
+        return self.o.store.record_remeasurements(
+            self.job.id, self.o.remeasure_rounds, list(zip(top, results, strict=True))
+        )
 
     def _stop_reason(self) -> str:
         if self.remaining() <= 0:
@@ -348,8 +335,7 @@ class _Run:
             return True
         self.idle_asks = 0
         key = candidate.measurement_key(self.stack)
-        with transaction(self.o.sessions) as s:
-            previous = repo.find_measurement(s, key, self.o.source)
+        previous = self.o.store.measured_before(key)
         if previous is not None:
             self._reuse(proposal, candidate, previous)
             return True
@@ -361,26 +347,15 @@ class _Run:
         if refusal.config in self.seen:
             return
         candidate = Candidate(refusal.config, self.job.problem, self.o.space.template_version)
-        with transaction(self.o.sessions) as s:
-            repo.record_measurement(
-                s,
-                job_id=self.job.id,
-                trial_number=refusal.trial,
-                key=candidate.measurement_key(self.stack),
-                candidate=candidate,
-                outcome=Outcome.INVALID,
-                message=refusal.message,
-                result=None,
-                build_seconds=None,
-                source=self.o.source,
-            )
+        self.o.store.refuse(
+            self.job.id, refusal.trial, candidate, candidate.measurement_key(self.stack), refusal.message
+        )
         self.seen[refusal.config] = Feedback(refusal.trial, None, Outcome.INVALID.value, refusal.message)
 
     def _reuse(self, proposal: Proposal, candidate: Candidate, previous: MeasurementRecord) -> None:
-        with transaction(self.o.sessions) as s:
-            record = repo.reuse_measurement(s, previous, job_id=self.job.id, trial_number=proposal.trial)
-            self.done, self.best = repo.job_progress(s, self.job.id)
-        self._after(proposal, record)
+        recorded = self.o.store.reuse(self.job.id, proposal.trial, previous)
+        self.done, self.best = recorded.trials_done, recorded.best
+        self._after(proposal, recorded.record)
 
     def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult],
                  runs: Future[list[RunResult]]) -> None:
@@ -406,21 +381,12 @@ class _Run:
         result: RunResult | None,
         build_seconds: float | None,
     ) -> None:
-        with transaction(self.o.sessions) as s:
-            record = repo.record_measurement(
-                s,
-                job_id=self.job.id,
-                trial_number=proposal.trial,
-                key=candidate.measurement_key(self.stack),
-                candidate=candidate,
-                outcome=outcome,
-                message=message,
-                result=result,
-                build_seconds=build_seconds,
-                source=self.o.source,
-            )
-            self.done, self.best = repo.job_progress(s, self.job.id)
-        self._after(proposal, record)
+        recorded = self.o.store.record(
+            self.job.id, proposal.trial, candidate, candidate.measurement_key(self.stack), outcome, message,
+            result, build_seconds,
+        )
+        self.done, self.best = recorded.trials_done, recorded.best
+        self._after(proposal, recorded.record)
 
     def _after(self, proposal: Proposal, record: MeasurementRecord) -> None:
         """Tell the proposer (and the duplicates waiting on this config); `done` and `best` were
