@@ -1,14 +1,19 @@
-"""The job loop: propose, check validity, build on CPUs, measure on GPUs, record, tell.
+"""The job loop: propose -> check -> build -> measure -> record -> tell.
 
-Builds of the next batch overlap the measurement of the current one, so the GPU waits on nvcc
-only at the start. Every candidate ends as one stored measurement (OK or a failure with its
-reason); a config measured before on the same stack is reused, not measured again. A resumed
-job answers configs it already recorded from its rows, so no config is measured twice in a job.
-The best so far is the trial with the highest same-run ratio (not the most TFLOP/s). When the
-budget is spent, the top trials by that ratio are re-measured interleaved, in
-`remeasure_processes` measuring processes, and the job's best is chosen from those figures by
-`repo.best_of`, the rule every surface uses (tirtune.db.best; docs/design.md, "One best, by the
-same-run ratio"; docs/measurement.md).
+Each stage is a method of `_JobRun`, the state of one running job: `_propose` asks the proposer;
+`_check` settles what needs no GPU (a duplicate is answered from the first copy's result, a
+refusal the proposer carries and a config that breaks a rule are stored INVALID with the rules it
+broke, a config measured before on the same stack is reused, not measured again); `_build` hands a
+batch to the builder; `_measure` runs its OK builds on the GPUs; `_record` stores each result
+through the job's `JobStore` (tirtune/tuner/job_store.py, the loop's one door to the database);
+`_tell` tells the proposer. Builds of the next batch overlap the measurement of the current one
+(`_fill`), so the GPU waits on nvcc only at the start. Every candidate ends as one stored
+measurement (OK or a failure with its reason). A resumed job answers configs it already recorded
+from its rows, so no config is measured twice in a job. The best so far is the trial with the
+highest same-run ratio (not the most TFLOP/s). When the budget is spent, the top trials by that
+ratio are re-measured interleaved, in `remeasure_processes` measuring processes, and the job's best
+is chosen from those figures by `repo.best_of`, the rule every surface uses (tirtune.db.best;
+docs/design.md, "One best, by the same-run ratio"; docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -16,17 +21,16 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.builder.builder import Builder
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Provenance, RunResult, Source, Stack
-from tirtune.db import repo, transaction
 from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.model.guide import Guide
@@ -35,11 +39,12 @@ from tirtune.runner.runner import Runner
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.errors import TunerError
+from tirtune.tuner.job_store import JobStore, Recorded
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.proposer import Feedback, Proposal, Proposer, Refusal
 from tirtune.tuner.start import guided_starts, start_sources
 
-__all__ = ["JobLoop", "JobSummary", "Progress", "why_nothing_ran"]
+__all__ = ["JobLoop", "JobSummary", "LoopSettings", "Progress", "why_nothing_ran"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,8 @@ MAX_IDLE_ASKS = 200  # consecutive proposals that add nothing new: the space is 
 # trials are asked knowing some results.
 BUDGET_PARTS = 4
 MIN_BATCH = 4
+
+Trial: TypeAlias = tuple[Proposal, Candidate]  # a proposal that passed the check, and what to build
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,27 @@ class JobSummary:
     message: str
     remeasured: tuple[RemeasurementRecord, ...] = ()
     choice: BestChoice | None = None  # repo.best_of for this job: the best with the figures it is named by
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """How a job loop runs; `JobLoop`'s arguments of the same names say what each means."""
+
+    batch_size: int = 4
+    ahead: int = 2
+    remeasure_top: int = 5
+    remeasure_rounds: int = 5
+    remeasure_processes: int = 2
+    local_share: float | None = None  # None: the proposer's default (with or without a cost model)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch asked and handed to the builder, its measurement queued on the GPUs."""
+
+    trials: list[Trial]
+    built: Future[list[BuildResult]]
+    runs: Future[list[RunResult]]  # the GPU run of its OK builds (empty when none built)
 
 
 class JobLoop:
@@ -106,16 +134,19 @@ class JobLoop:
         self.space = space
         self.builder = builder
         self.runner = runner
-        self.batch_size = max(1, batch_size)
+        self.settings = LoopSettings(
+            batch_size=max(1, batch_size),
+            ahead=max(1, ahead),
+            remeasure_top=remeasure_top,
+            remeasure_rounds=remeasure_rounds,
+            remeasure_processes=max(1, remeasure_processes),
+            local_share=local_share,
+        )
         self.on_progress = on_progress
         self.proposer_factory = proposer_factory or self._optuna
-        self.remeasure_top = remeasure_top
-        self.remeasure_rounds = remeasure_rounds
-        self.remeasure_processes = max(1, remeasure_processes)
-        self.ahead = max(1, ahead)
-        self.local_share = local_share
         self.models = models
         self.source = Source(runner.source)
+        self.store = JobStore(sessions, self.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
         # Transfer from the nearest tuned problems, then the configs of the job's shape class: the
@@ -126,7 +157,7 @@ class JobLoop:
         start_with = guided_starts(guide, near) if guide is not None else (*near, *own)
         return OptunaProposer(
             self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem,
-            local_share=self.local_share, guide=guide,
+            local_share=self.settings.local_share, guide=guide,
         )
 
     def _guide(self, job: JobRecord, version_prefix: str, seeds: Sequence[Config]) -> Guide | None:
@@ -143,8 +174,7 @@ class JobLoop:
         return guide
 
     def run(self, job_id: int) -> JobSummary:
-        with transaction(self.sessions) as s:
-            job = repo.get_job(s, job_id)
+        job = self.store.job(job_id)
         if job.arch != self.space.arch:
             raise TunerError(
                 f"job {job_id} asks for {job.arch} kernels, but this worker's GPUs take {self.space.arch} "
@@ -152,50 +182,47 @@ class JobLoop:
             )
         self.space.check_problem(job.problem)
         stack = self.runner.stack()
-        with transaction(self.sessions) as s:
-            job = repo.set_job_gpu(s, job_id, stack.gpu_name)
-            repo.mark_stale(s, keep_stack=stack, source=self.source)
-        state = _Run(self, job, stack, self.proposer_factory(job))
-        return state.loop()
+        job = self.store.start_job(job_id, stack)
+        proposer = self.proposer_factory(job)
+        return _JobRun(
+            job, stack, proposer, store=self.store, space=self.space, builder=self.builder, runner=self.runner,
+            settings=self.settings, on_progress=self.on_progress,
+        ).run()
 
 
-class _Run:
-    """The state of one job while it runs."""
+class _JobRun:
+    """The state of one job while it runs: its stages are the methods `_propose`, `_check`,
+    `_build`, `_measure`, `_record` and `_tell`; `_fill` keeps batches in flight through them."""
 
-    def __init__(self, owner: JobLoop, job: JobRecord, stack: Stack, proposer: Proposer) -> None:
-        self.o = owner
+    def __init__(
+        self,
+        job: JobRecord,
+        stack: Stack,
+        proposer: Proposer,
+        *,
+        store: JobStore,
+        space: SearchSpace,
+        builder: Builder,
+        runner: Runner,
+        settings: LoopSettings,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
         self.job = job
         self.stack = stack
         self.proposer = proposer
-        self.done = job.trials_done
+        self.store = store
+        self.space = space
+        self.builder = builder
+        self.runner = runner
+        self.settings = settings
+        self.on_progress = on_progress
+        self.source = store.source
         self.deadline = None if job.time_budget_s is None else time.monotonic() + job.time_budget_s
         self.seen: dict[Config, Feedback] = {}
         self.waiting: dict[Config, list[int]] = {}  # duplicate trials of configs still in flight
         self.idle_asks = 0
-        self.best: MeasurementRecord | None = None
         self.remeasured: tuple[RemeasurementRecord, ...] = ()
         self.choice: BestChoice | None = None
-        self._recall()
-
-    def _recall(self) -> None:
-        """A resumed job: what it recorded before answers those configs if they are asked again
-        (a trial told to the database but not to Optuna before a crash is asked once more)."""
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
-        for row in reversed(rows):  # oldest first, so the newest record of a config wins
-            self.seen[row.config] = _feedback(-1, row)
-        with transaction(self.o.sessions) as s:
-            self.done, self.best = repo.job_progress(s, self.job.id)
-
-    def remaining(self) -> int:
-        return self.job.max_trials - self.done
-
-    def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    def loop(self) -> JobSummary:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-build")
-        gpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-measure")
         # Batches asked and handed to the builder, oldest first: up to `ahead` of them while the
         # GPUs measure another, so asking (seconds: TPE's samples mostly break a rule and are
         # repaired), building and measuring overlap; each batch is told when its results arrive.
@@ -203,199 +230,165 @@ class _Run:
         # builds are done and the batch before it is measured: the GPUs do not wait for this
         # thread to record and tell the batch before (on two GPUs that wait, with the asking, left
         # each GPU idle half the time: bench/loop_overhead.py).
-        pending: deque[tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]], Future[list[RunResult]]]]
-        pending = deque()
+        self.pending: deque[_Batch] = deque()
+        self.builds = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-build")
+        self.gpus = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirtune-measure")
+        self.done, self.best = self._recall()
 
-        def measured_when_built(built: Future[list[BuildResult]]) -> list[RunResult]:
-            runnable = [b for b in built.result() if b.ok]
-            return self.o.runner.run(runnable) if runnable else []
+    def _recall(self) -> tuple[int, MeasurementRecord | None]:
+        """A resumed job: what it recorded before answers those configs if they are asked again
+        (a trial told to the database but not to Optuna before a crash is asked once more).
+        Returns the job's progress: (trials done, best so far)."""
+        recalled = self.store.recall(self.job.id)
+        for row in reversed(recalled.rows):  # oldest first, so the newest record of a config wins
+            self.seen[row.config] = _feedback(-1, row)
+        return recalled.trials_done, recalled.best
 
-        def refill(measuring: int) -> None:
-            while len(pending) < self.o.ahead and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
-                in_flight = measuring + sum(len(c) for c, _, _ in pending)
-                if self.remaining() - in_flight <= 0:
-                    return
-                batch = self._next_batch(pool, in_flight=in_flight)
-                if batch is None:
-                    return
-                candidates, built = batch
-                pending.append((candidates, built, gpu.submit(measured_when_built, built)))
+    def remaining(self) -> int:
+        return self.job.max_trials - self.done
 
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def run(self) -> JobSummary:
         try:
-            refill(0)
-            while pending:
-                candidates, built, runs = pending.popleft()
-                builds = built.result()
-                refill(len(candidates))
-                self._measure(candidates, builds, runs)
-                if not pending:  # what was asked is measured; ask again while budget is left
-                    refill(0)
+            self._search()
         finally:
-            gpu.shutdown(wait=True, cancel_futures=True)
-            pool.shutdown(wait=True, cancel_futures=True)
+            self.gpus.shutdown(wait=True, cancel_futures=True)
+            self.builds.shutdown(wait=True, cancel_futures=True)
             self.proposer.abandon()
         self._remeasure_top()
-        self._name_best()
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, limit=1_000_000)
-        failed = why_nothing_ran(rows)
+        failed = why_nothing_ran(self._name_best())
         if failed is not None:  # every candidate failed: the job says why, in one line
             return JobSummary(self.job.id, "FAILED", self.done, None, failed, self.remeasured, None)
         return JobSummary(
             self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice
         )
 
-    def _remeasure_top(self) -> None:
-        """Re-measure the top trials interleaved, so that the best is named from figures taken
-        side by side, not from trial figures taken minutes apart under a drifting clock; known
-        re-measurements (every top key's, same source) are reused."""
-        top = self._top_trials()
-        if len(top) < 2:
-            return
-        with transaction(self.o.sessions) as s:
-            known = repo.latest_remeasurements(s, [r.key for r in top], self.o.source)
-        figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
-        self.remeasured = tuple(figures)
-        if not any(f.outcome is Outcome.OK for f in figures):
-            log.warning("job %d: no top trial survived re-measurement", self.job.id)
+    # --- the search: batches through propose -> check -> build -> measure -> record -> tell ------
 
-    def _name_best(self) -> None:
-        """The job's best is `repo.best_of` over its trials: the re-measured ratio decides."""
-        with transaction(self.o.sessions) as s:
-            self.choice = repo.best_of(s, self.job.problem, source=self.o.source, job_id=self.job.id)
-            if self.choice is None:
+    def _search(self) -> None:
+        """Record and tell each batch as its measurement arrives, asking the next ones first."""
+        self._fill(measuring=0)
+        while self.pending:
+            batch = self.pending.popleft()
+            builds = batch.built.result()
+            self._fill(measuring=len(batch.trials))
+            self._record_batch(batch, builds)
+            if not self.pending:  # what was asked is measured; ask again while budget is left
+                self._fill(measuring=0)
+
+    def _fill(self, measuring: int) -> None:
+        """Ask, build and queue for measurement up to `ahead` batches, while budget is left beyond
+        the trials in flight (`measuring` of them on the GPUs now)."""
+        while len(self.pending) < self.settings.ahead and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
+            in_flight = measuring + sum(len(b.trials) for b in self.pending)
+            if self.remaining() - in_flight <= 0:
                 return
-            repo.set_job_best(s, self.job.id, self.choice.best.trial.id)
-        winner, figures = self.choice.best.trial, self.choice.best.figures
-        self.best = winner
-        log.info(
-            "job %d: best %s at %.3fx cuBLAS (%s; trial figure %.3fx): %s",
-            self.job.id, winner.config.label(), figures.ratio,
-            "re-measured" if figures.confirmed else "not re-measured", winner.ratio or 0.0, self.choice.note,
-        )
+            trials = self._next_trials(in_flight)
+            if not trials:
+                return
+            built = self._build(trials)
+            self.pending.append(_Batch(trials, built, self.gpus.submit(self._measure, built)))
 
-    def _top_trials(self) -> list[MeasurementRecord]:
-        """The job's best `remeasure_top` configs by trial ratio, on this stack (one per config)."""
-        if self.o.remeasure_top < 2:
-            return []
-        with transaction(self.o.sessions) as s:
-            rows = repo.list_measurements(s, job_id=self.job.id, outcome=Outcome.OK, limit=1_000_000)
-        ok = [r for r in rows if r.ratio and r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
-        top: dict[str, MeasurementRecord] = {}
-        for r in sorted(ok, key=lambda r: (-(r.ratio or 0.0), r.id)):
-            top.setdefault(r.key, r)
-        return list(top.values())[: self.o.remeasure_top]
-
-    def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
-        builds = self.o.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
-        results = self.o.runner.remeasure(builds, self.o.remeasure_rounds, self.o.remeasure_processes)
-        with transaction(self.o.sessions) as s:
-            return repo.record_remeasurements(
-                s,
-                job_id=self.job.id,
-                session_id=uuid.uuid4().hex,
-                rounds=self.o.remeasure_rounds,
-                pairs=list(zip(top, results, strict=True)),
-            )
-
-    def _stop_reason(self) -> str:
-        if self.remaining() <= 0:
-            return f"trial budget of {self.job.max_trials} reached"
-        if self.out_of_time():
-            return f"time budget of {self.job.time_budget_s:g}s reached"
-        return "search space exhausted: no new configurations proposed"
-
-    def _next_batch(
-        self, pool: ThreadPoolExecutor, in_flight: int
-    ) -> tuple[list[tuple[Proposal, Candidate]], Future[list[BuildResult]]] | None:
-        """Ask until a batch of new, valid candidates is ready; record the rest right away."""
-        want = min(self.o.batch_size, max(MIN_BATCH, -(-self.job.max_trials // BUDGET_PARTS)),
+    def _next_trials(self, in_flight: int) -> list[Trial]:
+        """Propose and check until a batch of new, valid candidates is ready; what needs no GPU
+        is settled (and recorded) on the way."""
+        want = min(self.settings.batch_size, max(MIN_BATCH, -(-self.job.max_trials // BUDGET_PARTS)),
                    self.remaining() - in_flight)
-        batch: list[tuple[Proposal, Candidate]] = []
-        while len(batch) < want and self.idle_asks < MAX_IDLE_ASKS:
-            proposals = self.proposer.ask(want - len(batch))
+        trials: list[Trial] = []
+        while len(trials) < want and self.idle_asks < MAX_IDLE_ASKS:
+            proposals = self._propose(want - len(trials))
             if not proposals:  # the proposer has nothing new left to offer
                 self.idle_asks = MAX_IDLE_ASKS
                 break
             for proposal in proposals:
-                if proposal.refused is not None:
-                    self._record_refusal(proposal.refused)
-                candidate = Candidate(proposal.config, self.job.problem, self.o.space.template_version)
-                if self._settled_without_gpu(proposal, candidate):
-                    continue
-                batch.append((proposal, candidate))
-                self.seen[proposal.config] = Feedback(proposal.trial, None, PENDING)
-            if self.remaining() - in_flight - len(batch) <= 0:
+                candidate = self._check(proposal)
+                if candidate is not None:
+                    trials.append((proposal, candidate))
+            if self.remaining() - in_flight - len(trials) <= 0:
                 break
-        if not batch:
-            return None
-        return batch, pool.submit(self.o.builder.build, [c for _, c in batch])
+        return trials
 
-    def _settled_without_gpu(self, proposal: Proposal, candidate: Candidate) -> bool:
-        """Duplicates, invalid configs and reusable measurements need no build and no GPU."""
+    def _propose(self, n: int) -> list[Proposal]:
+        return self.proposer.ask(n)
+
+    def _check(self, proposal: Proposal) -> Candidate | None:
+        """The candidate to build, or None when the proposal needs no build and no GPU: a
+        duplicate, a config that breaks a rule, a config measured before on this stack. A refusal
+        the proposal carries is recorded first."""
+        if proposal.refused is not None:
+            self._record_refusal(proposal.refused)
+        candidate = Candidate(proposal.config, self.job.problem, self.space.template_version)
+        if self._answered_by_earlier(proposal) or self._breaks_a_rule(proposal, candidate):
+            return None
+        self.idle_asks = 0  # a new, valid config
+        if self._reused(proposal, candidate):
+            return None
+        self.seen[proposal.config] = Feedback(proposal.trial, None, PENDING)
+        return candidate
+
+    def _answered_by_earlier(self, proposal: Proposal) -> bool:
+        """A config proposed before is answered from its first copy's result (when it arrives)."""
         earlier = self.seen.get(proposal.config)
-        if earlier is not None:
-            self.idle_asks += 1
-            if earlier.outcome == PENDING:  # answered when the first copy's result arrives
-                self.waiting.setdefault(proposal.config, []).append(proposal.trial)
-            else:
-                self.proposer.tell([replace(earlier, trial=proposal.trial)])
-            return True
-        violations = self.o.space.violations(proposal.config, candidate.problem)
-        if violations:
-            message = "; ".join(map(str, violations))
-            self._record(proposal, candidate, Outcome.INVALID, message, None, None)
-            return True
-        self.idle_asks = 0
-        key = candidate.measurement_key(self.stack)
-        with transaction(self.o.sessions) as s:
-            previous = repo.find_measurement(s, key, self.o.source)
-        if previous is not None:
-            self._reuse(proposal, candidate, previous)
-            return True
-        return False
+        if earlier is None:
+            return False
+        self.idle_asks += 1
+        if earlier.outcome == PENDING:  # answered when the first copy's result arrives
+            self.waiting.setdefault(proposal.config, []).append(proposal.trial)
+        else:
+            self.proposer.tell([replace(earlier, trial=proposal.trial)])
+        return True
+
+    def _breaks_a_rule(self, proposal: Proposal, candidate: Candidate) -> bool:
+        """A config that breaks a rule of the space is stored INVALID with the rules it broke."""
+        violations = self.space.violations(proposal.config, candidate.problem)
+        if not violations:
+            return False
+        message = "; ".join(map(str, violations))
+        self._tell(proposal, self._record(proposal, candidate, Outcome.INVALID, message, None, None))
+        return True
+
+    def _reused(self, proposal: Proposal, candidate: Candidate) -> bool:
+        """A config measured before on this stack is stored again as this trial, not measured."""
+        previous = self.store.measured_before(candidate.measurement_key(self.stack))
+        if previous is None:
+            return False
+        self._tell(proposal, self.store.reuse(self.job.id, proposal.trial, previous))
+        return True
 
     def _record_refusal(self, refusal: Refusal) -> None:
         """A sample the proposer refused and replaced: stored as INVALID with its rules (once per
         config), already told to the proposer, so it costs no trial."""
         if refusal.config in self.seen:
             return
-        candidate = Candidate(refusal.config, self.job.problem, self.o.space.template_version)
-        with transaction(self.o.sessions) as s:
-            repo.record_measurement(
-                s,
-                job_id=self.job.id,
-                trial_number=refusal.trial,
-                key=candidate.measurement_key(self.stack),
-                candidate=candidate,
-                outcome=Outcome.INVALID,
-                message=refusal.message,
-                result=None,
-                build_seconds=None,
-                source=self.o.source,
-            )
+        candidate = Candidate(refusal.config, self.job.problem, self.space.template_version)
+        self.store.refuse(self.job.id, refusal.trial, candidate, candidate.measurement_key(self.stack), refusal.message)
         self.seen[refusal.config] = Feedback(refusal.trial, None, Outcome.INVALID.value, refusal.message)
 
-    def _reuse(self, proposal: Proposal, candidate: Candidate, previous: MeasurementRecord) -> None:
-        with transaction(self.o.sessions) as s:
-            record = repo.reuse_measurement(s, previous, job_id=self.job.id, trial_number=proposal.trial)
-            self.done, self.best = repo.job_progress(s, self.job.id)
-        self._after(proposal, record)
+    def _build(self, trials: Sequence[Trial]) -> Future[list[BuildResult]]:
+        """The batch's builds, on the build thread."""
+        return self.builds.submit(self.builder.build, [candidate for _, candidate in trials])
 
-    def _measure(self, batch: Sequence[tuple[Proposal, Candidate]], builds: Sequence[BuildResult],
-                 runs: Future[list[RunResult]]) -> None:
-        """Record the batch: `runs` is the GPU run of its OK builds (empty when none built)."""
-        measured = iter(runs.result())
-        for (proposal, candidate), build in zip(batch, builds, strict=True):
+    def _measure(self, built: Future[list[BuildResult]]) -> list[RunResult]:
+        """On the GPU thread: the batch's OK builds measured, once they are built."""
+        runnable = [b for b in built.result() if b.ok]
+        return self.runner.run(runnable) if runnable else []
+
+    def _record_batch(self, batch: _Batch, builds: Sequence[BuildResult]) -> None:
+        """Record and tell each trial of the batch: its measurement, or why its build failed."""
+        measured = iter(batch.runs.result())
+        for (proposal, candidate), build in zip(batch.trials, builds, strict=True):
             # A failed build is stored with the stack too, so a new toolchain marks it stale.
             result = (
                 next(measured)
                 if build.ok
                 else RunResult.failed(candidate, build.outcome, build.message).with_provenance(
-                    Provenance(self.stack, candidate.template_version, source=self.o.source)
+                    Provenance(self.stack, candidate.template_version, source=self.source)
                 )
             )
-            self._record(proposal, candidate, result.outcome, result.message, result, build.seconds)
+            self._tell(proposal, self._record(proposal, candidate, result.outcome, result.message, result,
+                                              build.seconds))
 
     def _record(
         self,
@@ -405,26 +398,18 @@ class _Run:
         message: str,
         result: RunResult | None,
         build_seconds: float | None,
-    ) -> None:
-        with transaction(self.o.sessions) as s:
-            record = repo.record_measurement(
-                s,
-                job_id=self.job.id,
-                trial_number=proposal.trial,
-                key=candidate.measurement_key(self.stack),
-                candidate=candidate,
-                outcome=outcome,
-                message=message,
-                result=result,
-                build_seconds=build_seconds,
-                source=self.o.source,
-            )
-            self.done, self.best = repo.job_progress(s, self.job.id)
-        self._after(proposal, record)
+    ) -> Recorded:
+        return self.store.record(
+            self.job.id, proposal.trial, candidate, candidate.measurement_key(self.stack), outcome, message,
+            result, build_seconds,
+        )
 
-    def _after(self, proposal: Proposal, record: MeasurementRecord) -> None:
-        """Tell the proposer (and the duplicates waiting on this config); `done` and `best` were
-        read back from the job's row, which the repository keeps (db.repo.job_progress)."""
+    def _tell(self, proposal: Proposal, recorded: Recorded) -> None:
+        """Tell the proposer (and the duplicates waiting on this config), then report progress:
+        `done` and `best` as read back from the job's row, which the repository keeps
+        (db.repo.job_progress)."""
+        self.done, self.best = recorded.trials_done, recorded.best
+        record = recorded.record
         ok = record.outcome == Outcome.OK.value
         feedback = _feedback(proposal.trial, record)
         self.seen[proposal.config] = feedback
@@ -441,8 +426,64 @@ class _Run:
             f"{record.tflops:.1f} TFLOP/s, {record.ratio or 0:.3f}x cuBLAS" if ok and record.tflops
             else record.message[:120],
         )
-        if self.o.on_progress is not None:
-            self.o.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
+        if self.on_progress is not None:
+            self.on_progress(Progress(self.job.id, self.done, self.job.max_trials, record, self.best))
+
+    # --- when the budget is spent: re-measure the top trials, name the best ---------------------
+
+    def _remeasure_top(self) -> None:
+        """Re-measure the top trials interleaved, so that the best is named from figures taken
+        side by side, not from trial figures taken minutes apart under a drifting clock; known
+        re-measurements (every top key's, same source) are reused."""
+        top = self._top_trials()
+        if len(top) < 2:
+            return
+        known = self.store.remeasured([r.key for r in top])
+        figures = [known[r.key] for r in top] if all(r.key in known for r in top) else self._remeasure(top)
+        self.remeasured = tuple(figures)
+        if not any(f.outcome is Outcome.OK for f in figures):
+            log.warning("job %d: no top trial survived re-measurement", self.job.id)
+
+    def _top_trials(self) -> list[MeasurementRecord]:
+        """The job's best `remeasure_top` configs by trial ratio, on this stack (one per config)."""
+        if self.settings.remeasure_top < 2:
+            return []
+        rows = self.store.measurements(self.job.id, Outcome.OK)
+        ok = [r for r in rows if r.ratio and r.tflops and not r.stale and r.stack.identity() == self.stack.identity()]
+        top: dict[str, MeasurementRecord] = {}
+        for r in sorted(ok, key=lambda r: (-(r.ratio or 0.0), r.id)):
+            top.setdefault(r.key, r)
+        return list(top.values())[: self.settings.remeasure_top]
+
+    def _remeasure(self, top: Sequence[MeasurementRecord]) -> list[RemeasurementRecord]:
+        builds = self.builder.build([Candidate(r.config, r.problem, r.template_version) for r in top])
+        results = self.runner.remeasure(builds, self.settings.remeasure_rounds, self.settings.remeasure_processes)
+        return self.store.record_remeasurements(
+            self.job.id, self.settings.remeasure_rounds, list(zip(top, results, strict=True))
+        )
+
+    def _name_best(self) -> list[MeasurementRecord]:
+        """The job's best is `repo.best_of` over its trials: the re-measured ratio decides (named
+        on the job's row by `JobStore.finish`). Returns all the job's rows."""
+        finished = self.store.finish(self.job.id, self.job.problem)
+        self.choice = finished.choice
+        if self.choice is None:
+            return finished.rows
+        winner, figures = self.choice.best.trial, self.choice.best.figures
+        self.best = winner
+        log.info(
+            "job %d: best %s at %.3fx cuBLAS (%s; trial figure %.3fx): %s",
+            self.job.id, winner.config.label(), figures.ratio,
+            "re-measured" if figures.confirmed else "not re-measured", winner.ratio or 0.0, self.choice.note,
+        )
+        return finished.rows
+
+    def _stop_reason(self) -> str:
+        if self.remaining() <= 0:
+            return f"trial budget of {self.job.max_trials} reached"
+        if self.out_of_time():
+            return f"time budget of {self.job.time_budget_s:g}s reached"
+        return "search space exhausted: no new configurations proposed"
 
 
 def _feedback(trial: int, record: MeasurementRecord) -> Feedback:
