@@ -203,8 +203,7 @@ def _commit() -> str:
     ours = [
         "tirtune/kernels/blackwell",
         "tirtune/kernels/skeleton.py",
-        "tirtune/space/blackwell.py",
-        "tirtune/space/blackwell_rules.py",
+        "tirtune/space/blackwell",
         "bench/static_gate.py",
         "tirtune/builder/toolchain.py",
     ]

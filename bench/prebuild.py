@@ -31,7 +31,8 @@ from typing import Any
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
-from tirtune.space.rules import RAGGED_BLK_N, swap_ab_pingpong_unclustered, v4_accumulator_limit
+from tirtune.space.hopper.knobs import RAGGED_BLK_N
+from tirtune.space.hopper.rules import swap_ab_pingpong_unclustered, v4_accumulator_limit
 
 logger = logging.getLogger("prebuild")
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from tirtune.builder import toolchain
 from tirtune.core import Config, Problem
-from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
+from tirtune.space.blackwell.rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
 
 __all__ = [
     "ARCH",

@@ -112,7 +112,7 @@ def blackwell_body(config: Config, problem: Problem, use: Use) -> str:
         from tvm.script import tirx as T
         from tvm.tirx.layout import S, TCol, TileLayout, TLane
 
-        from tirtune.space.blackwell_rules import CONSUMER_ROWS, EPILOGUE_CHUNK, TMEM_COLUMNS
+        from tirtune.space.blackwell.rules import CONSUMER_ROWS, EPILOGUE_CHUNK, TMEM_COLUMNS
 
         p = blackwell_plan(config, problem)
         M, N, K, DT, BK, ST, C, CG = p.m, p.n, p.k, p.dtype, p.blk_k, p.stages, p.consumers, p.cta_group

@@ -29,7 +29,7 @@ from tirtune.core.problem import MAX_DIM, SHAPE_PATTERN
 from tirtune.db import migrate, repo, transaction
 from tirtune.settings import Settings
 from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem, SpaceError
-from tirtune.space.rules import K_MULTIPLE
+from tirtune.space.hopper.rules import K_MULTIPLE
 
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
 EXAMPLES_PER_OPERATION = 25

@@ -15,7 +15,7 @@ from tirtune.kernels import blackwell as blackwell_kernel
 from tirtune.kernels import gemm
 from tirtune.space import HOPPER, Config, Problem, SpaceError
 from tirtune.space.blackwell import BLACKWELL, JOURNEY, STATUS, TEMPLATE_VERSION
-from tirtune.space.blackwell_rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
+from tirtune.space.blackwell.rules import SMEM_LIMIT_BYTES, TMEM_COLUMNS, smem_bytes
 from tirtune.space.branches import (
     branch,
     branch_for_gpu,
@@ -81,7 +81,7 @@ def test_each_rule_refuses_with_its_name(config: Config, rule: str) -> None:
 
 
 def test_tmem_rule_counts_both_consumers() -> None:
-    from tirtune.space.blackwell_rules import tmem_columns_fit
+    from tirtune.space.blackwell.rules import tmem_columns_fit
 
     assert tmem_columns_fit(_bw(blk_m=256, consumers=2, blk_n=256), P4096) is None
     reason = tmem_columns_fit(_bw(blk_m=384, consumers=3, blk_n=256), P4096)
@@ -89,7 +89,7 @@ def test_tmem_rule_counts_both_consumers() -> None:
 
 
 def test_knobs_only_hopper_implements_are_refused_off_their_default() -> None:
-    from tirtune.space.blackwell_rules import hopper_knobs_at_default
+    from tirtune.space.blackwell.rules import hopper_knobs_at_default
 
     assert hopper_knobs_at_default(_bw(), P4096) is None
     reason = hopper_knobs_at_default(_bw(blk_m=256, consumers=2, persistent=True, schedule="pingpong"), P4096)

@@ -69,7 +69,7 @@ def test_every_shape_class_has_starting_configs_of_the_branchs_own_space(b: Bran
 
 def test_hopper_starts_each_class_from_its_own_points_and_blackwell_from_those_it_can_express() -> None:
     """Hopper: the squares from the 4096^3 points, decode from swap-AB split-K tiles, and so on
-    (space/hopper_starts.py); Blackwell: the 4096^3 points its knobs take, for every class."""
+    (space/hopper/starts.py); Blackwell: the 4096^3 points its knobs take, for every class."""
     from tirtune.space.blackwell import BLACKWELL
 
     hopper = branch("sm_90a")
@@ -164,7 +164,7 @@ def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
     24-wide last box), each valid there; the others keep their tiles. The first start, ping-pong
     consumers on 128x152, has that width fixed (it was measured at 3000x5000x2000), so it fills
     those rounds as well as the fitted tiles and no better."""
-    from tirtune.space.hopper_starts import RAGGED, WAVE_FITTED
+    from tirtune.space.hopper.starts import RAGGED, WAVE_FITTED
     from tirtune.space.shapes import wave_fill
 
     hopper = branch("sm_90a")

@@ -26,7 +26,7 @@ import pytest
 from tirtune.builder import device_build
 from tirtune.kernels.skeleton import TILE_ALIGN
 from tirtune.space import HOPPER, Config, Problem
-from tirtune.space.rules import (
+from tirtune.space.hopper.rules import (
     RAGGED_BLK_N,
     SMEM_LIMIT_BYTES,
     SMEM_OVERHEAD_BYTES,

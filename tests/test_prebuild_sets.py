@@ -95,7 +95,7 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
     from dataclasses import replace
 
     from bench.prebuild import SET_TRIM_CHECK, SET_TRIM_PERF
-    from tirtune.space.rules import trim_work
+    from tirtune.space.hopper.rules import trim_work
 
     pairs = _pairs("trim")
     assert all(HOPPER.is_valid(c, p) for c, p in pairs) and len(set(pairs)) == len(pairs)

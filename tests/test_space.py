@@ -22,9 +22,9 @@ from tirtune.space import (
     Problem,
     SearchSpace,
     SpaceError,
-    rules,
     space_for,
 )
+from tirtune.space.hopper import knobs, rules
 
 
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_older_spaces_refuse_the_knobs_they_do_not_have() -> None:
 
 def test_one_check_holds_the_knobs_a_space_or_branch_lacks_at_their_defaults() -> None:
     from tirtune.space.blackwell import BLACKWELL
-    from tirtune.space.blackwell_rules import hopper_knobs_at_default
+    from tirtune.space.blackwell.rules import hopper_knobs_at_default
 
     p = Problem(4096, 4096, 4096)
     pingpong = Config(128, 128, 64, 4, 2, True, persistent=True, schedule="pingpong", reg_split="240/24")
@@ -662,8 +662,8 @@ def test_tma_load_options_name_themselves_and_keep_older_digests() -> None:
 
 def test_rules_of_the_tma_load_options() -> None:
     sk = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2)
-    for hint in rules.L2_HINTS:
-        for promotion in rules.L2_PROMOTIONS:
+    for hint in knobs.L2_HINTS:
+        for promotion in knobs.L2_PROMOTIONS:
             assert _rules(replace(sk, l2_hint=hint, l2_promotion=promotion, prefetch_tensormap=True), DECODE) == []
     # Any "<A>/<B>" pair of policies is buildable; anything else is named.
     assert _rules(replace(sk, l2_hint="last/last"), DECODE) == []

@@ -15,7 +15,8 @@ import pytest
 
 from tirtune.builder import toolchain
 from tirtune.kernels import build, plan
-from tirtune.space import Config, Problem, SpaceError, rules
+from tirtune.space import Config, Problem, SpaceError
+from tirtune.space.hopper import rules
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
@@ -570,7 +571,7 @@ def test_a_trimmed_kernel_issues_no_mma_past_the_problem(name: str) -> None:
     past M and K behind uniform conditions; the same config untrimmed has neither."""
     from dataclasses import replace
 
-    from tirtune.space.rules import trim_work
+    from tirtune.space.hopper.rules import trim_work
 
     config, problem = CASES[name]
     narrow, steps, dead = trim_work(config, problem)

@@ -209,7 +209,7 @@ def test_the_study_writes_sqlite_in_wal_mode_without_a_sync_per_parameter(tmp_pa
 
 
 def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url: str) -> None:
-    from tirtune.space.rules import CONFIG_RULES, PROBLEM_RULES
+    from tirtune.space.hopper.rules import CONFIG_RULES, PROBLEM_RULES
     from tirtune.space.space import SearchSpace
 
     tiny = SearchSpace(

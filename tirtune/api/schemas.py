@@ -16,7 +16,7 @@ from tirtune.db.records import RemeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
 from tirtune.space.branches import ARCHS, DEFAULT_ARCH, branch_for_version
-from tirtune.space.rules import K_MULTIPLE
+from tirtune.space.hopper.rules import K_MULTIPLE
 
 __all__ = [
     "BestOut",

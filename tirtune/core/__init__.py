@@ -1,4 +1,4 @@
-"""The value types every layer shares: problems, configs, candidates, outcomes and results.
+"""The value types every layer shares: problems, configs and knob tables, candidates, outcomes and results.
 
 The bottom of the import graph (docs/architecture.md): `core` imports nothing else of tirtune,
 and every other package stands on it; the root exception `TirtuneError` is defined here
@@ -7,8 +7,9 @@ and every other package stands on it; the root exception `TirtuneError` is defin
 
 from __future__ import annotations
 
-from tirtune.core.config import V2_KNOBS, Config
+from tirtune.core.config import FIRST_KNOBS, V2_KNOBS, Config
 from tirtune.core.errors import SpaceError, TirtuneError
+from tirtune.core.knobs import Knob, KnobTable
 from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
 from tirtune.core.results import BuildResult, Candidate, Outcome, Provenance, RunResult, Source, Stack
 from tirtune.core.roofline import Roofline
@@ -16,11 +17,14 @@ from tirtune.core.sample import Sample
 
 __all__ = [
     "DTYPES",
+    "FIRST_KNOBS",
     "MAX_DIM",
     "V2_KNOBS",
     "BuildResult",
     "Candidate",
     "Config",
+    "Knob",
+    "KnobTable",
     "Outcome",
     "Problem",
     "Provenance",

@@ -9,8 +9,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tirtune.core.errors import SpaceError
+from tirtune.core.knobs import KnobTable, KnobType, is_of_type, type_word
 
-__all__ = ["Config"]
+__all__ = ["FIRST_KNOBS", "V2_KNOBS", "Config"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -18,17 +19,21 @@ class Config:
     """One point of a search space: the knobs of the GEMM template, frozen and hashable.
 
     A knob is one choice the template makes when it traces a kernel (the tile, the pipeline depth,
-    the warp roles, the loads, the epilogue, ...), an int, a bool or a string with a default. A
-    Config checks only each knob's type; which values are valid, on which architecture, is the
-    business of a search space (`tirtune.space`: knob ranges and named rules per template branch
-    and version), and what a knob means is the branch's: `tirtune.space.hopper` (sm_90a) and
-    `tirtune.space.blackwell` (sm_100a) say it. A space without a knob holds it at its default.
+    the warp roles, the loads, the epilogue, ...), an int, a bool or a string with a default. The
+    fields below are every branch's knobs by name, type and default: what a stored config is read
+    back with, in any process. What a knob means, and which values it takes, is its branch's: each
+    branch declares its knobs in a table (`tirtune.space.hopper.knobs` for sm_90a,
+    `tirtune.space.blackwell.knobs` for sm_100a; the docs show them), checked against these fields
+    when the branch loads (`conform`). Which values are valid together, on which architecture, is
+    the business of a search space (`tirtune.space`: the knob ranges and named rules of each
+    template branch and version). A branch or space without a knob holds it at its default.
 
     `to_json` / `from_json` round-trip (missing knobs take their defaults, unknown ones are an
     error); `canonical` is the stable text of the knobs and `digest` its hash, the config's part of
-    every build and measurement key. Knobs added after hopper-gemm/1 (`V2_KNOBS`) are left out of
-    `canonical` while at their default, so a hopper-gemm/1 config keeps its digest (its stored
-    identity).
+    every build and measurement key. Only the knobs of the first template version
+    (`FIRST_KNOBS`) are always in `canonical`; every later one (`V2_KNOBS`) is left out while at
+    its default, so a config of an older version keeps its digest (its stored identity) when a
+    knob is added (tests/test_config_digests.py holds digests that must never change).
     """
 
     blk_m: int = 128
@@ -59,14 +64,26 @@ class Config:
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
             value = getattr(self, name)
-            if expected is str:
-                if not isinstance(value, str):
-                    raise SpaceError(f"config knob {name} must be a string, got {value!r}")
+            if not is_of_type(value, expected):
+                raise SpaceError(f"config knob {name} must be {_TYPE_WORDS[expected]}, got {value!r}")
+
+    @staticmethod
+    def conform(table: KnobTable) -> None:
+        """Check a branch's knob table against the fields: each of its knobs a field of the same
+        type and default (a stored config is read back by the fields alone). SpaceError naming
+        every mismatch."""
+        wrong = []
+        for knob in table:
+            if knob.name not in _KNOB_SET:
+                wrong.append(f"{knob.name} is not a Config knob")
                 continue
-            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
-                raise SpaceError(f"config knob {name} must be an integer, got {value!r}")
-            if expected is bool and not isinstance(value, bool):
-                raise SpaceError(f"config knob {name} must be true or false, got {value!r}")
+            expected, default = _FIELD_TYPES[knob.name], _FIELD_DEFAULTS[knob.name]
+            if knob.type is not expected:
+                wrong.append(f"{knob.name} is a {type_word(expected)} in Config, a {type_word(knob.type)} in the table")
+            if knob.default != default or type(knob.default) is not type(default):
+                wrong.append(f"{knob.name} defaults to {default!r} in Config, {knob.default!r} in the table")
+        if wrong:
+            raise SpaceError("knob table does not match Config: " + "; ".join(wrong))
 
     def to_json(self) -> dict[str, Any]:
         # Every knob is an int, bool or str: no deep copy needed (dataclasses.asdict made one,
@@ -185,28 +202,14 @@ _LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
 
 _KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
 _KNOB_SET = frozenset(_KNOBS)
-_TYPES = {"str": str, "bool": bool, "int": int, str: str, bool: bool, int: int}
-_KNOB_TYPES: tuple[tuple[str, type], ...] = tuple((f.name, _TYPES[f.type]) for f in fields(Config))
+_TYPES: dict[object, KnobType] = {"str": str, "bool": bool, "int": int, str: str, bool: bool, int: int}
+_KNOB_TYPES: tuple[tuple[str, KnobType], ...] = tuple((f.name, _TYPES[f.type]) for f in fields(Config))
+_FIELD_TYPES: dict[str, KnobType] = dict(_KNOB_TYPES)
+_FIELD_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Config)}
+_TYPE_WORDS: dict[KnobType, str] = {int: "an integer", bool: "true or false", str: "a string"}
 
-# Knobs added after hopper-gemm/1 and their defaults (the hopper-gemm/1 behaviour): left out of
-# `canonical` at these values, so older configs keep their digests.
-V2_KNOBS: dict[str, Any] = {
-    "persistent": False,
-    "raster_group": 1,
-    "epilogue": "register",
-    "cluster": 1,
-    "cluster_dim": "m",
-    "schedule": "cooperative",
-    "reg_split": "232/40",
-    "loader": "tma",
-    "epilogue_warpgroup": False,
-    "swap_ab": False,
-    "split_k": 1,
-    "split_k_reduce": "dsmem",
-    "l2_hint": "none/none",
-    "l2_promotion": "128B",
-    "prefetch_tensormap": False,
-    "trim": False,
-    "peel_k": False,
-    "k_rotate": False,
-}
+# The knobs of hopper-gemm/1, always in `canonical`.
+FIRST_KNOBS: tuple[str, ...] = ("blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized")
+# Every knob added since and its default (the hopper-gemm/1 behaviour): left out of `canonical`
+# at that value, so older configs keep their digests.
+V2_KNOBS: dict[str, Any] = {name: default for name, default in _FIELD_DEFAULTS.items() if name not in FIRST_KNOBS}

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tirtune.core import Config, Problem
-from tirtune.space import rules
+from tirtune.space.hopper import rules
 from tirtune.space.shapes import SMS
 
 __all__ = ["FEATURES", "features", "matrix"]

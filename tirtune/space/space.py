@@ -10,7 +10,7 @@ from typing import Any
 
 from tirtune.core import Config, Problem
 from tirtune.space.errors import SpaceError
-from tirtune.space.rules import ConfigRule, ProblemRule, Violation, knobs_off_default, knobs_read
+from tirtune.space.validity import ConfigRule, ProblemRule, Violation, knobs_off_default, knobs_read
 
 __all__ = ["SearchSpace"]
 
@@ -118,7 +118,7 @@ class SearchSpace:
 
     def _search(self, problem: Problem) -> list[Config]:
         """Depth-first over the knobs in order, applying each rule as soon as the knobs it reads
-        (`rules.reads`) are chosen: a choice that breaks it cuts every completion at once. The
+        (`validity.reads`) are chosen: a choice that breaks it cuts every completion at once. The
         hopper-gemm/5 grid has ~180M points (~0.3% valid at 4096^3): listing them one by one
         took half an hour. A rule without a declaration is applied to whole configs."""
         names = list(self.knobs)
@@ -315,7 +315,7 @@ class SearchSpace:
         return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
 
     def _rules_by_depth(self, names: list[str]) -> list[list[ConfigRule]]:
-        """Each config rule at the depth of the last knob it reads (`rules.reads`); a rule
+        """Each config rule at the depth of the last knob it reads (`validity.reads`); a rule
         without a declaration at the last depth (applied to whole configs)."""
         depth = {name: i for i, name in enumerate(names)}
         at: list[list[ConfigRule]] = [[] for _ in range(max(len(names), 1))]

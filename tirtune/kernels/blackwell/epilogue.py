@@ -25,7 +25,7 @@ from typing import Any
 from tirtune.kernels.blackwell.frame import Frame
 from tirtune.kernels.blackwell.plan import BlackwellPlan
 from tirtune.kernels.skeleton import HALF2
-from tirtune.space.blackwell_rules import CONSUMER_ROWS, EPILOGUE_CHUNK
+from tirtune.space.blackwell.rules import CONSUMER_ROWS, EPILOGUE_CHUNK
 
 __all__ = ["Epilogue", "store8_helper"]
 

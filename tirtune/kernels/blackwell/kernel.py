@@ -50,7 +50,7 @@ from tirtune.kernels.blackwell.mma import Mma
 from tirtune.kernels.blackwell.plan import ARCH, SMS, TEMPLATE_NAME, BlackwellPlan, plan, tx_bytes
 from tirtune.kernels.blackwell.roles import Roles
 from tirtune.kernels.skeleton import WARPGROUP, Skeleton
-from tirtune.space.blackwell_rules import CONSUMER_ROWS, EPILOGUE_CHUNK, TMEM_COLUMNS
+from tirtune.space.blackwell.rules import CONSUMER_ROWS, EPILOGUE_CHUNK, TMEM_COLUMNS
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "build", "plan", "tx_bytes"]
 

@@ -25,7 +25,7 @@ from typing import Any
 from tirtune.kernels.blackwell.frame import Frame
 from tirtune.kernels.blackwell.plan import BlackwellPlan, tx_bytes
 from tirtune.kernels.skeleton import ATOM_K, WARPGROUP, Skeleton, copy16_helper
-from tirtune.space.blackwell_rules import CONSUMER_ROWS
+from tirtune.space.blackwell.rules import CONSUMER_ROWS
 
 __all__ = ["COPY16", "Loads"]
 

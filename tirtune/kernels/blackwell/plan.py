@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
 from tirtune.kernels.skeleton import GemmPlan, TileSchedule, plan_fields
-from tirtune.space.blackwell_rules import BLACKWELL_CONFIG_RULES, BLACKWELL_PROBLEM_RULES, CONSUMER_ROWS
-from tirtune.space.rules import refuse_if_broken
+from tirtune.space.blackwell.rules import BLACKWELL_CONFIG_RULES, BLACKWELL_PROBLEM_RULES, CONSUMER_ROWS
+from tirtune.space.validity import refuse_if_broken
 
 __all__ = ["ARCH", "SMS", "TEMPLATE_NAME", "BlackwellPlan", "plan", "tx_bytes"]
 

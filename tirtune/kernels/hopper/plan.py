@@ -37,7 +37,7 @@ from typing import Any
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
 from tirtune.kernels.skeleton import ATOM_K, GemmPlan, TileSchedule, plan_fields
-from tirtune.space.rules import (
+from tirtune.space.hopper.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
     k_tail_steps,

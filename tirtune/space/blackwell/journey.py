@@ -1,67 +1,13 @@
-"""The Blackwell (sm_100a) search space of the GEMM template.
-
-Compile-checked, not yet run on a B200: every kernel of this space lowers and passes ptxas for
-sm_100a (see bench/results/blackwell/2026-11-29-static-gate.md), but none has been verified or timed on a Blackwell
-GPU. `STATUS` says so wherever results for this space are shown.
-
-What the knobs mean on Blackwell (`tirtune.kernels.blackwell`):
-
-- blk_m x blk_n: the output tile one CTA owns; its `consumers` (1 or 2) MMA streams each own 128
-  rows of it (the full 128-lane TMEM datapath) and accumulate in their own blk_n TMEM columns,
-  reading the same B stage. blk_k: the k-tile, one or two 128-byte swizzle atoms; stages: depth
-  of the shared-memory ring.
-- warp_specialized: an extra warpgroup whose warp 3 issues the TMA loads and whose warp c issues
-  consumer c's MMAs; otherwise one elected thread of warpgroup 0 loads (up to `stages` k-tiles
-  ahead) and issues the MMAs.
-- persistent, raster_group: as on Hopper (CTAs, whole pairs, looping over tiles; grouped rows).
-- epilogue: "register" (tcgen05.ld 64 columns at a time, then 16-byte stores) or "tma" (a 128 x 64
-  staging chunk per consumer, then a TMA store).
-- cluster: 1, or 2 to pair two CTAs along M into one tcgen05 cta_group::2 MMA of M=256 (each CTA
-  loads its own A rows and half of the B tile; the pair shares both halves), so a cluster tile is
-  (2 x blk_m) x blk_n; cluster_dim stays "m".
-- loader: "tma", or "threads" (one stage, no producer: every thread copies 16-byte chunks; the
-  seed's synchronous first steps).
-
-The template has no code path for the Hopper-only knobs (schedule, reg_split, the epilogue
-warpgroup, swap_ab, split-K, the TMA loads' L2 options, and any later one): the rule
-`hopper_knobs_at_default` holds them at their defaults.
-"""
+"""The seed's B200 journey (V1..V9, the steps `bench/journey.py` maps to Hopper) as points of the
+Blackwell space: what the kernel tests build and the compile gate checks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tirtune.core import Config, Problem
-from tirtune.space.blackwell_rules import BLACKWELL_CONFIG_RULES, BLACKWELL_PROBLEM_RULES
-from tirtune.space.space import SearchSpace
 
-__all__ = ["ARCH", "BLACKWELL", "JOURNEY", "STATUS", "TEMPLATE_VERSION", "JourneyStep"]
-
-# Bump whenever the generated kernel for a given config can change (part of every measurement's
-# identity, as on Hopper).
-TEMPLATE_VERSION = "blackwell-gemm/1"
-ARCH = "sm_100a"
-STATUS = "compile-checked, not yet run on a B200"
-
-BLACKWELL = SearchSpace(
-    arch=ARCH,
-    template_version=TEMPLATE_VERSION,
-    knobs={
-        "blk_m": (128, 256),
-        "blk_n": (64, 128, 192, 256),
-        "blk_k": (64, 128),
-        "stages": (1, 2, 3, 4, 5, 6, 8),
-        "consumers": (1, 2),
-        "warp_specialized": (False, True),
-        "persistent": (False, True),
-        "raster_group": (1, 8),
-        "epilogue": ("register", "tma"),
-        "cluster": (1, 2),
-        "loader": ("tma", "threads"),
-    },
-    problem_rules=BLACKWELL_PROBLEM_RULES,
-    config_rules=BLACKWELL_CONFIG_RULES,
-)
+__all__ = ["JOURNEY", "JourneyStep"]
 
 
 @dataclass(frozen=True, slots=True)

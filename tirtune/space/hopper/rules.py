@@ -1,18 +1,37 @@
-"""Validity rules: small named predicates returning None (valid) or the reason it is not.
+"""Validity rules of the Hopper (sm_90a) spaces: named predicates returning None (valid) or the
+reason it is not, and the limits they check.
 
-Problem rules look at the problem alone and refuse it before anything is proposed; config rules
-look at one (config, problem) pair. Each rule's name is what the dashboard and the database show.
+What the knobs mean and which values they take: the knob table (`tirtune.space.hopper.knobs`).
+The rule machinery (rule types, `reads`, `Violation`) is the space package's
+(`tirtune.space.validity`), re-exported here; the Blackwell branch takes the rules that mean the
+same thing there (TMA strides, the swizzle atom, raster groups, the loader) from this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, fields
-from typing import TypeVar
-
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
-from tirtune.space.errors import SpaceError
+from tirtune.space.hopper.knobs import (
+    CLUSTER_DIMS,
+    CLUSTER_SIZES,
+    EPILOGUES,
+    L2_PROMOTIONS,
+    LOADERS,
+    RAGGED_BLK_N,
+    REG_SPLITS,
+    SCHEDULES,
+    SPLIT_K_REDUCES,
+    SPLIT_KS,
+)
+from tirtune.space.validity import (
+    ConfigRule,
+    ProblemRule,
+    Violation,
+    knobs_off_default,
+    knobs_read,
+    reads,
+    refuse_if_broken,
+)
 
 __all__ = [
     "refuse_if_broken",
@@ -83,41 +102,6 @@ __all__ = [
     "wgmma_n_supported",
 ]
 
-ProblemRule = Callable[[Problem], "str | None"]
-ConfigRule = Callable[[Config, Problem], "str | None"]
-_Rule = TypeVar("_Rule", bound=ConfigRule)
-_READS: dict[ConfigRule, frozenset[str]] = {}
-
-
-def reads(*knobs: str) -> Callable[[_Rule], _Rule]:
-    """Declare the knobs a config rule reads (besides the problem): the rule's answer never
-    depends on any other knob. SearchSpace.valid_configs applies a rule as soon as the knobs it
-    reads are chosen, so a prefix of the knob grid that breaks it is cut as a whole
-    (tests/test_space.py checks each declaration against the rule's behaviour)."""
-
-    def mark(rule: _Rule) -> _Rule:
-        _READS[rule] = frozenset(knobs)
-        return rule
-
-    return mark
-
-
-def knobs_read(rule: ConfigRule) -> frozenset[str] | None:
-    """The knobs `rule` declared with `reads`, or None (it may read any knob)."""
-    return _READS.get(rule)
-
-
-def knobs_off_default(config: Config, knobs: Collection[str]) -> list[str]:
-    """The knobs of `config` outside `knobs` that are off their defaults, as "name=value" in the
-    Config's order. A space or branch without a knob has no code path for its other values: this
-    is the one check that holds such knobs at their defaults (`SearchSpace`'s
-    `knobs_of_this_space` and `holds`, the Blackwell branch's `hopper_knobs_at_default`)."""
-    return [f"{name}={getattr(config, name)!r}" for name, default in _KNOB_DEFAULTS
-            if name not in knobs and getattr(config, name) != default]
-
-
-_KNOB_DEFAULTS: tuple[tuple[str, object], ...] = tuple((f.name, f.default) for f in fields(Config))
-
 # TMA row strides are multiples of this; with 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE.
 TMA_ROW_BYTES = 16
 K_MULTIPLE = TMA_ROW_BYTES // 2
@@ -141,9 +125,7 @@ MAX_STAGES = 20
 MAX_ACCUMULATOR_REGS = 192
 V4_MAX_ACCUMULATOR_REGS = 128  # hopper-gemm/1-4's limit (their spaces replay recorded data)
 SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
-EPILOGUES = ("register", "tma", "tma_chunked")
 TMA_EPILOGUES = ("tma", "tma_chunked")
-SCHEDULES = ("cooperative", "pingpong")
 # setmaxnreg budgets "consumer/others": each consumer warpgroup gets the first, the producer (and
 # the epilogue warpgroup) the second, each a multiple of 8 in 24..256. setmaxnreg.inc waits until
 # the CTA's own registers, allocated at launch (warpgroups x the launch share), are free: so
@@ -151,7 +133,7 @@ SCHEDULES = ("cooperative", "pingpong")
 # 120/24 with four consumers + producer, 504 > 5 x 96, hung on the H200). hopper-gemm/3 had the
 # first two (2 consumers + producer: 504 = 3 x 168); 232/24 fits 2 consumers + producer +
 # epilogue warpgroup (512 = 4 x 128), 112/24 four consumers + producer (472 <= 480).
-REG_SPLITS = ("232/40", "240/24", "232/24", "112/24")
+# (REG_SPLITS, the knob's values: knobs.py)
 V3_REG_SPLITS = REG_SPLITS[:2]
 # Consumer counts whose kernel moves registers with setmaxnreg: 3 consumers (4 warpgroups, 128
 # registers each at launch) run without it, as in hopper-gemm/3.
@@ -162,62 +144,26 @@ REGISTER_OVERHEAD = 40  # addresses, descriptors, barrier phases, loop state of 
 # Registers one wgmma instruction needs besides its accumulators (descriptors, predicates): ptxas
 # asked for 154 to compile an m64n256 wgmma (128 accumulators) in a kernel launched with 128.
 WGMMA_OPERAND_REGS = 26
-CLUSTER_SIZES = (1, 2, 4)
-CLUSTER_DIMS = ("m", "n")
-LOADERS = ("tma", "threads")
 STORE_BOX = 64  # TMA-store epilogue boxes are 64x64
 # "tma_chunked" tiles wider than this may end in a narrower box (their own tensor map): the widths
 # hopper-gemm/5 added for ragged problems (136..248); narrower tiles keep whole boxes, as before.
 TAIL_BOX_MIN_BLK_N = 128
-RAGGED_BLK_N = tuple(w for w in range(TAIL_BOX_MIN_BLK_N + 8, 256, 8) if w % STORE_BOX)  # 136..248
-# hopper-gemm/5: the CTAs one output tile's k-tiles are split over. Through distributed shared
-# memory they are a cluster, at most 8 CTAs (the portable cluster size, SPLIT_K_CLUSTER); the
-# serial reduction has no cluster and takes the deeper splits: a narrow decode problem (N = 1024:
-# 16 swapped 64-row tiles) fills the 132 SMs only with 8 or more CTAs a tile. Splits that are not
-# powers of two fit the k-tile counts of model widths (K = 3584: 56 k-tiles of 64, 7 x 8).
-SPLIT_KS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16)
+# hopper-gemm/5: the split_k CTAs of one tile reducing through distributed shared memory are a
+# cluster, at most 8 CTAs (the portable cluster size); the serial reduction (in turn through a
+# global fp32 workspace, ordered by a per-tile semaphore) has no cluster and takes deeper splits.
 SPLIT_K_CLUSTER = 8
-# "dsmem": through the cluster's distributed shared memory; "serial": in turn through a global fp32
-# workspace, ordered by a per-tile semaphore (no cluster).
-SPLIT_K_REDUCES = ("dsmem", "serial")
 V4_BLK_N = (64, 128, 192, 256)  # hopper-gemm/1-4's tile widths (narrower ones came with /5)
 # The serial reduction's workspace is a static device array (a partial fp32 tile per output tile),
 # allocated when the module loads: at most 256 MiB (8192 x 8192 outputs).
 SERIAL_WORKSPACE_LIMIT_BYTES = 256 << 20
-# The TMA loads' L2 options (hopper-gemm/5, later additions): an eviction priority per operand
-# ("<A>/<B>": none = no hint, first = evict_first, last = evict_last), the tensor maps' L2
-# promotion, and a prefetch of the tensor-map descriptors at the kernel's start.
+# The TMA loads' L2 eviction priority per operand ("<A>/<B>": none = no hint, first = evict_first,
+# last = evict_last; hopper-gemm/5, later additions).
 L2_HINT_POLICIES = ("none", "first", "last")
-L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
-L2_PROMOTIONS = ("128B", "256B")
 # A stage's K extent is loaded one 64-element (128-byte) swizzle atom per box: up to four.
 MAX_BLK_K = 256
 WGMMA_M = 64  # rows of one wgmma (an m64 block)
 WGMMA_K = 16  # k of one wgmma step (16-bit operands)
 V4_MAX_BLK_K = 128  # hopper-gemm/1-4 loaded one or two atoms a stage
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    rule: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.rule}: {self.reason}"
-
-
-def refuse_if_broken(
-    template: str,
-    config: Config,
-    problem: Problem,
-    problem_rules: Sequence[ProblemRule],
-    config_rules: Sequence[ConfigRule],
-) -> None:
-    """A template's own guard: SpaceError naming every rule (config, problem) breaks."""
-    reasons = [r for r in (rule(problem) for rule in problem_rules) if r]
-    reasons += [r for r in (rule(config, problem) for rule in config_rules) if r]
-    if reasons:
-        raise SpaceError(f"{template} cannot build {config.label()} for {problem}: " + "; ".join(reasons))
 
 
 def tma_row_stride_aligned(problem: Problem) -> str | None:

@@ -1,23 +1,22 @@
 """Validity rules of the Blackwell (sm_100a) GEMM space: named predicates returning None or a reason.
 
-What the knobs mean on Blackwell: `tirtune.space.blackwell`. The rules that mean the same thing as
-on Hopper (TMA strides, the swizzle atom, raster groups, the loader) are imported from
-`tirtune.space.rules`.
+What the knobs mean on Blackwell and which values they take: the knob table
+(`tirtune.space.blackwell.knobs`). The rules that mean the same thing as on Hopper (TMA strides,
+the swizzle atom, raster groups, the loader) are imported from `tirtune.space.hopper.rules`.
 """
 
 from __future__ import annotations
 
 from tirtune.core import Config, Problem
-from tirtune.space.rules import (
-    ConfigRule,
-    ProblemRule,
+from tirtune.space.blackwell.knobs import CLUSTERS, CONSUMERS, EPILOGUES, KNOBS
+from tirtune.space.hopper.rules import (
     blk_k_matches_swizzle,
-    knobs_off_default,
     loader_supported,
     raster_group_valid,
     tma_row_stride_aligned,
     tma_store_row_stride_aligned,
 )
+from tirtune.space.validity import ConfigRule, ProblemRule, knobs_off_default
 
 __all__ = [
     "BLACKWELL_CONFIG_RULES",
@@ -48,13 +47,10 @@ CONSUMER_ROWS = 128
 # Columns the epilogue moves per TMEM load and per TMA-store box (64 x 2 B = one swizzle atom).
 EPILOGUE_CHUNK = 64
 MAX_STAGES = 8
-EPILOGUES = ("register", "tma")
-# The knobs this branch's template has a code path for. Every other knob (schedule, reg_split and
-# any later Hopper one) builds here only at its default, so a new knob is refused until implemented.
-IMPLEMENTED_KNOBS = frozenset({
-    "blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized",
-    "persistent", "raster_group", "epilogue", "cluster", "cluster_dim", "loader",
-})
+# The knobs this branch's template has a code path for: its table's. Every other knob (schedule,
+# reg_split and any later Hopper one) builds here only at its default, so a new knob is refused
+# until implemented.
+IMPLEMENTED_KNOBS = frozenset(KNOBS.names)
 
 
 def b_rows(config: Config) -> int:
@@ -73,7 +69,7 @@ def smem_bytes(config: Config) -> int:
 
 
 def consumers_own_128_rows(config: Config, problem: Problem) -> str | None:
-    if config.consumers not in (1, 2):
+    if config.consumers not in CONSUMERS:
         return f"consumers={config.consumers}: the branch has one or two MMA consumers"
     if config.blk_m != CONSUMER_ROWS * config.consumers:
         return (
@@ -85,7 +81,7 @@ def consumers_own_128_rows(config: Config, problem: Problem) -> str | None:
 
 def cluster_is_a_cta_pair(config: Config, problem: Problem) -> str | None:
     """cluster=2 is the tcgen05 CTA pair (cta_group::2): both CTAs lie along M."""
-    if config.cluster not in (1, 2):
+    if config.cluster not in CLUSTERS:
         return f"cluster={config.cluster}: tcgen05 pairs at most 2 CTAs (cta_group::1 or ::2)"
     if config.cluster == 2 and config.cluster_dim != "m":
         return "cluster_dim must be 'm': the CTA pair of a cta_group::2 MMA splits M (and shares B)"

@@ -1,0 +1,82 @@
+"""The Hopper (sm_90a) branch of the GEMM template: its knobs, rules, spaces and starts, and the
+binding to its template.
+
+- `knobs.py`: the knob table, each knob's type, default, values and meaning (docs/design.md
+  shows it).
+- `rules.py`: the validity rules and the limits they check.
+- `spaces.py`: the search space of each template version (hopper-gemm/1 to /5).
+- `starts.py`: the configs a job starts from, per shape class.
+
+`BRANCH` binds them to the template (`tirtune.kernels.hopper:build`) and the target; the registry
+(`tirtune.space.branches`) composes it with the other branches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tirtune.core import Config, Problem
+from tirtune.space.branch import Branch
+from tirtune.space.hopper.knobs import KNOBS
+from tirtune.space.hopper.rules import k_tail_steps
+from tirtune.space.hopper.spaces import (
+    HOPPER,
+    HOPPER_V1,
+    HOPPER_V2,
+    HOPPER_V3,
+    HOPPER_V4,
+    SPACES,
+    TEMPLATE_VERSION,
+    same_kernel,
+    space_for,
+)
+from tirtune.space.hopper.starts import HOPPER_START, HOPPER_STARTS, WAVE_FITTED
+
+__all__ = [
+    "BRANCH",
+    "HOPPER",
+    "HOPPER_START",
+    "HOPPER_STARTS",
+    "HOPPER_V1",
+    "HOPPER_V2",
+    "HOPPER_V3",
+    "HOPPER_V4",
+    "KNOBS",
+    "SPACES",
+    "TEMPLATE_VERSION",
+    "same_kernel",
+    "space_for",
+]
+
+
+def _wave_fitted(config: Config) -> bool:
+    """The ragged starts whose blk_n is fitted per problem (`starts.WAVE_FITTED`), peeled or not."""
+    return replace(config, peel_k=False) in WAVE_FITTED
+
+
+def _fit_start(config: Config, problem: Problem) -> Config:
+    """A peeled last k-tile (peel_k) only where K leaves k16 steps to skip: elsewhere its
+    unpeeled twin."""
+    if config.peel_k and k_tail_steps(config, problem) == 0:
+        return replace(config, peel_k=False)
+    return config
+
+
+BRANCH = Branch(
+    arch="sm_90a",
+    name="Hopper",
+    compute_capabilities=("9.x",),
+    gpu_models=("H100", "H200"),
+    described="Hopper, 9.x",
+    knobs=KNOBS,
+    space=HOPPER,
+    template="tirtune.kernels.hopper:build",
+    gencode="-gencode=arch=compute_90a,code=sm_90a",
+    version_prefix="hopper-",
+    status="run",
+    status_text="run on an H200: every trial verified, then timed",
+    start_with=HOPPER_STARTS,
+    mma_flops_per_sm_clock=4096,
+    wave_fit=_wave_fitted,
+    fit_start=_fit_start,
+)
