@@ -40,25 +40,45 @@ def _parser() -> argparse.ArgumentParser:
 
     tune = sub.add_parser("tune", help="tune one GEMM problem (D = A @ B.T) and print the best configs")
     tune.add_argument("shape", nargs="?", help="MxNxK, e.g. 4096x4096x4096 (or --shapes FILE)")
-    tune.add_argument("--shapes", type=Path, default=None, metavar="FILE",
-                      help="tune every problem of FILE (a line each: `[name] MxNxK[:dtype]`, # comments) as one "
-                           "batch with one progress display and one summary table")
+    tune.add_argument(
+        "--shapes",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="tune every problem of FILE (a line each: `[name] MxNxK[:dtype]`, # comments) as one "
+        "batch with one progress display and one summary table",
+    )
     tune.add_argument("--dtype", default="float16", help="float16 (default) or bfloat16")
     tune.add_argument("--trials", type=int, default=64, help="distinct configurations to try (default 64)")
     tune.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
-    tune.add_argument("--replay", default=None, metavar="PATH",
-                      help="measure with recorded GPU data (a .jsonl file or folder) instead of a GPU; the "
-                           "results go to the replay database (TIRTUNE_REPLAY_DATABASE_URL, default "
-                           "~/.tirtune/replay.db) unless --database names one")
-    tune.add_argument("--database", default=None, metavar="URL",
-                      help="store the job here (default: DATABASE_URL, or the replay database for a replay)")
+    tune.add_argument(
+        "--replay",
+        default=None,
+        metavar="PATH",
+        help="measure with recorded GPU data (a .jsonl file or folder) instead of a GPU; the "
+        "results go to the replay database (TIRTUNE_REPLAY_DATABASE_URL, default "
+        "~/.tirtune/replay.db) unless --database names one",
+    )
+    tune.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="store the job here (default: DATABASE_URL, or the replay database for a replay)",
+    )
     tune.add_argument("--json", default=None, metavar="FILE", help="also write the result summary as JSON")
     tune.add_argument("--top", type=int, default=10, help="rows in the final table")
 
-    model = sub.add_parser("tune-model", help="tune the linear-layer GEMMs of a transformer (a Hugging Face-style "
-                                              "config.json) at the given token counts, as one batch")
-    model.add_argument("config", type=Path, help="config.json: hidden_size, intermediate_size, num_attention_heads, "
-                                                 "num_key_value_heads, head_dim, torch_dtype")
+    model = sub.add_parser(
+        "tune-model",
+        help="tune the linear-layer GEMMs of a transformer (a Hugging Face-style "
+        "config.json) at the given token counts, as one batch",
+    )
+    model.add_argument(
+        "config",
+        type=Path,
+        help="config.json: hidden_size, intermediate_size, num_attention_heads, "
+        "num_key_value_heads, head_dim, torch_dtype",
+    )
     model.add_argument("--tokens", default="1,16,512,8192", help="M values, comma-separated (default 1,16,512,8192)")
     model.add_argument("--dtype", default=None, help="default: the config's torch_dtype, else bfloat16")
     for batch in (model,):
@@ -72,24 +92,38 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument("shape")
     best.add_argument("--dtype", default="float16")
     best.add_argument("--gpu", default=None, help="GPU name (default: any)")
-    best.add_argument("--source", choices=["gpu", "replay"], default="gpu",
-                      help="gpu (default): figures measured on a GPU; replay: figures read back from recordings, "
-                           "from the replay database unless --database names one")
-    best.add_argument("--database", default=None, metavar="URL",
-                      help="read this database (default: DATABASE_URL, or the replay database with --source replay)")
+    best.add_argument(
+        "--source",
+        choices=["gpu", "replay"],
+        default="gpu",
+        help="gpu (default): figures measured on a GPU; replay: figures read back from recordings, "
+        "from the replay database unless --database names one",
+    )
+    best.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="read this database (default: DATABASE_URL, or the replay database with --source replay)",
+    )
 
     serve = sub.add_parser("serve", help="run the HTTP API, dashboard and job worker")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-worker", action="store_true", help="serve only; run no jobs in this process")
-    serve.add_argument("--allow-no-token", action="store_true",
-                       help="serve a non-loopback address without TIRTUNE_API_TOKEN (anyone who reaches it can "
-                            "queue jobs); refused otherwise")
+    serve.add_argument(
+        "--allow-no-token",
+        action="store_true",
+        help="serve a non-loopback address without TIRTUNE_API_TOKEN (anyone who reaches it can "
+        "queue jobs); refused otherwise",
+    )
 
     sub.add_parser("worker", help="run queued jobs (no HTTP); for GPU hosts of a Ray cluster")
 
-    export = sub.add_parser("export", help="copy the best built kernel of every tuned problem into DIR, with a "
-                                           "manifest, for tirtune.gemm on a host without the service")
+    export = sub.add_parser(
+        "export",
+        help="copy the best built kernel of every tuned problem into DIR, with a "
+        "manifest, for tirtune.gemm on a host without the service",
+    )
     export.add_argument("dir", type=Path)
     export.add_argument("--gpu", default=None, help="only this GPU model (default: every one measured)")
     export.add_argument("--database", default=None, metavar="URL", help="this database instead of DATABASE_URL")
@@ -115,11 +149,21 @@ def settings_error(exc: ValidationError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
-        commands = {"tune": _tune, "tune-model": _tune_model, "best": _best, "serve": _serve, "worker": _worker,
-                    "db": _db, "branches": _branches, "export": _export}
+        commands = {
+            "tune": _tune,
+            "tune-model": _tune_model,
+            "best": _best,
+            "serve": _serve,
+            "worker": _worker,
+            "db": _db,
+            "branches": _branches,
+            "export": _export,
+        }
         return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
@@ -158,9 +202,17 @@ def _tune(args: argparse.Namespace) -> int:
     from tirtune.tuner.tune_command import run_tune, to_markdown
 
     try:
-        summary = run_tune(settings, args.shape, args.dtype, trials=args.trials, time_s=args.time,
-                           replay=args.replay, serve=_served, top=args.top,
-                           database_url=args.database or settings.database_url_for(replay=replaying))
+        summary = run_tune(
+            settings,
+            args.shape,
+            args.dtype,
+            trials=args.trials,
+            time_s=args.time,
+            replay=args.replay,
+            serve=_served,
+            top=args.top,
+            database_url=args.database or settings.database_url_for(replay=replaying),
+        )
     finally:
         stop_ray()  # the Ray it started, agents included, goes with it
     if args.json:
@@ -197,8 +249,14 @@ def _batch(args: argparse.Namespace, problems: list[Any]) -> int:
     settings = get_settings()
     replaying = (args.replay or settings.replay) is not None
     try:
-        summary = run_batch(settings, problems, trials=args.trials, time_s=args.time, replay=args.replay,
-                            database_url=args.database or settings.database_url_for(replay=replaying))
+        summary = run_batch(
+            settings,
+            problems,
+            trials=args.trials,
+            time_s=args.time,
+            replay=args.replay,
+            database_url=args.database or settings.database_url_for(replay=replaying),
+        )
     finally:
         stop_ray()
     if args.json:
@@ -233,8 +291,12 @@ def _best(args: argparse.Namespace) -> int:
         # Replayed figures go to the replay database (unless a run named another): look there too.
         where = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
         if source is Source.GPU and not found.replayed and where:
-            found = replace(found, replayed=not isinstance(
-                _read_best(settings.replay_database_url, problem, args.gpu, Source.REPLAY), NotTuned))
+            found = replace(
+                found,
+                replayed=not isinstance(
+                    _read_best(settings.replay_database_url, problem, args.gpu, Source.REPLAY), NotTuned
+                ),
+            )
             where = ""
         replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay{where}`"
         print(found.message(start=_how_to_tune(settings, problem), ask_replayed=replayed))  # noqa: T201
@@ -272,8 +334,10 @@ def _how_to_tune(settings: Settings, problem: Problem) -> str:
     missing = no_gpu_reason(settings)
     if missing is None:
         return f"run: {command}"
-    return (f"{missing}: tune it on a host with an NVIDIA Hopper GPU (`{command}`), or against measurements "
-            f"recorded on one (`{command} --replay PATH`, for a problem the recording holds)")
+    return (
+        f"{missing}: tune it on a host with an NVIDIA Hopper GPU (`{command}`), or against measurements "
+        f"recorded on one (`{command} --replay PATH`, for a problem the recording holds)"
+    )
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -294,8 +358,10 @@ def _export(args: argparse.Namespace) -> int:
         print(line)  # noqa: T201
     for k in report.missing:
         print(f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: not exported: {k['reason']}")  # noqa: T201
-    print(f"wrote {report.manifest} ({len(report.exported)} kernels, {len(report.missing)} missing); "  # noqa: T201
-          f"use it with TIRTUNE_MANIFEST={report.manifest}")
+    print(  # noqa: T201
+        f"wrote {report.manifest} ({len(report.exported)} kernels, {len(report.missing)} missing); "
+        f"use it with TIRTUNE_MANIFEST={report.manifest}"
+    )
     return 0 if report.exported or not report.missing else 1
 
 
@@ -314,9 +380,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     if not settings.api_token and not args.allow_no_token and not _loopback(args.host):
-        raise _usage(f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
-                     "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
-                     "127.0.0.1, or pass --allow-no-token to serve an open API on purpose")
+        raise _usage(
+            f"refusing to serve {args.host} without TIRTUNE_API_TOKEN: anyone who reaches it could queue "
+            "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
+            "127.0.0.1, or pass --allow-no-token to serve an open API on purpose"
+        )
     # Said here, in one line, rather than as the app's failed startup (a traceback, exit 3).
     from tirtune.db import migrate
 

@@ -72,17 +72,22 @@ def create_app(
     owned: Engine | None = None
     if session_factory is None:
         if settings.replay is not None:
-            log.warning("TIRTUNE_REPLAY is set: replaying %s into the replay database %s, not DATABASE_URL",
-                        settings.replay, settings.replay_database_url)
+            log.warning(
+                "TIRTUNE_REPLAY is set: replaying %s into the replay database %s, not DATABASE_URL",
+                settings.replay,
+                settings.replay_database_url,
+            )
         owned = make_engine(settings.service_database_url)
         session_factory = make_session_factory(owned)
     factory = session_factory
     runner = job_runner if start_workers else None
     app = FastAPI(
-        title="tirtune", version=__version__,
+        title="tirtune",
+        version=__version__,
         description="Autotuning service for TIRx GEMM kernels: queue tuning jobs, read the best configs.",
         lifespan=_lifespan(settings, factory, owned, runner),
-        docs_url=None, redoc_url=None,  # tirtune.api.docs serves /docs from the package
+        docs_url=None,
+        redoc_url=None,  # tirtune.api.docs serves /docs from the package
     )
     app.state.settings = settings
     app.state.session_factory = factory

@@ -40,17 +40,25 @@ class NotTuned:
         what = "tuned" if self.source is Source.GPU else "replayed"
         text = f"nothing {what} for {self.problem.shape} {self.problem.dtype}{where} yet; {start}"
         if self.replayed:
-            text += (f" (replayed figures exist, read back from recordings, not measured here: {ask_replayed} "
-                     "serves them, labelled)")
+            text += (
+                f" (replayed figures exist, read back from recordings, not measured here: {ask_replayed} "
+                "serves them, labelled)"
+            )
         named = branch_for_gpu_name(self.gpu) if self.gpu else None
         if named is not None and not named.measured:
-            text += (f" (the {named.name} {named.arch} branch is {named.status_text}: results for a {named.name} "
-                     "GPU come only from runs on one)")
+            text += (
+                f" (the {named.name} {named.arch} branch is {named.status_text}: results for a {named.name} "
+                "GPU come only from runs on one)"
+            )
         return text
 
 
 def find_best(
-    s: Session, problem: Problem, *, gpu: str | None = None, source: Source = Source.GPU,
+    s: Session,
+    problem: Problem,
+    *,
+    gpu: str | None = None,
+    source: Source = Source.GPU,
     fallback: Fallback = "none",
 ) -> BestOut | NotTuned:
     """The best of `problem` (on `gpu`) from `source`; with fallback "nearest", the best of the
@@ -69,6 +77,10 @@ def answer(choice: BestChoice, requested: Problem | None = None, served: Problem
     """`choice` as served; with `requested`, the fallback block saying which shape it is for."""
     if requested is None or served is None:
         return BestOut.of(choice)
-    used = FallbackOut(used=served != requested, requested=requested.shape, served=served.shape,
-                       distance=log_distance(requested, served))
+    used = FallbackOut(
+        used=served != requested,
+        requested=requested.shape,
+        served=served.shape,
+        distance=log_distance(requested, served),
+    )
     return BestOut.of(choice, used)

@@ -27,8 +27,9 @@ __all__ = ["ResponseCache"]
 class ResponseCache:
     """Thread-safe; the oldest entry goes first beyond `max_entries`. `check_every_s <= 0`: off."""
 
-    def __init__(self, check_every_s: float, *, max_entries: int = 4096,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, check_every_s: float, *, max_entries: int = 4096, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.check_every_s = check_every_s
         self.max_entries = max_entries
         self._clock = clock

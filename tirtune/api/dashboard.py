@@ -77,7 +77,8 @@ def study_summary(
         records = repo.problem_measurements(s, problem, job_id=job_id, limit=limit)
         total = repo.count_measurements(s, job_id=job_id, problem=problem)
         top = repo.ranked(s, problem, job_id=job_id, limit=TOP) or repo.ranked(
-            s, problem, job_id=job_id, limit=TOP, source=Source.REPLAY)
+            s, problem, job_id=job_id, limit=TOP, source=Source.REPLAY
+        )
     if not records and job_id is None:
         raise ApiError(404, "not_found", f"no measurements of {problem} yet")
     choice = choose(top[:2])

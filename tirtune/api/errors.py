@@ -30,7 +30,12 @@ class ApiError(TirtuneError):
     """An HTTP-level refusal raised by a route (401, 404 for empty results, ...)."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, detail: Any = None,
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        detail: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
@@ -82,8 +87,11 @@ def _bad_field(error: Mapping[str, Any]) -> dict[str, str]:
     # not JSON-encodable. A location can hold a client's key (an unknown field's name) and a
     # message can quote the input, so both are cut to a short prefix.
     field = ".".join(str(part) for part in error.get("loc", ())) or "request"
-    return {"field": bounded(field, MAX_ECHO), "message": bounded(str(error.get("msg", "")), MAX_ECHO * 4),
-            "type": str(error.get("type", ""))}
+    return {
+        "field": bounded(field, MAX_ECHO),
+        "message": bounded(str(error.get("msg", "")), MAX_ECHO * 4),
+        "type": str(error.get("type", "")),
+    }
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:

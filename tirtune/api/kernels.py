@@ -44,8 +44,10 @@ class ServedKernel:
             "X-Tirtune-Config": r.config.canonical(),
             "X-Tirtune-Problem": f"{r.problem.shape} {r.dtype}",
             "X-Tirtune-Gpu": r.gpu_name,
-            "X-Tirtune-Stack": json.dumps({"driver": r.driver, "cuda": r.cuda, "tvm": r.tvm_version,
-                                           "compute_capability": r.compute_capability}, sort_keys=True),
+            "X-Tirtune-Stack": json.dumps(
+                {"driver": r.driver, "cuda": r.cuda, "tvm": r.tvm_version, "compute_capability": r.compute_capability},
+                sort_keys=True,
+            ),
             "X-Tirtune-Source": r.source.value,
             "X-Tirtune-Measured-At": "" if r.measured_at is None else r.measured_at.isoformat(),
             "X-Tirtune-Ratio": "" if r.ratio is None else f"{r.ratio:.4f}",
@@ -62,17 +64,30 @@ def served_kernel(s: Session, key: str, cache_dir: Path) -> ServedKernel:
     if r is None:
         replayed = repo.find_measurement(s, key, Source.REPLAY)
         if replayed is not None:
-            raise ApiError(409, "not_verified", f"measurement {key} is replayed from {replayed.recording}, not run "
-                                                "on a GPU here: only GPU-verified kernels are served")
-        raise ApiError(404, "not_found", f"no current measurement has the key {key} (unknown, or stale: measured "
-                                         "on another driver, CUDA or TVM)")
+            raise ApiError(
+                409,
+                "not_verified",
+                f"measurement {key} is replayed from {replayed.recording}, not run "
+                "on a GPU here: only GPU-verified kernels are served",
+            )
+        raise ApiError(
+            404,
+            "not_found",
+            f"no current measurement has the key {key} (unknown, or stale: measured on another driver, CUDA or TVM)",
+        )
     if r.outcome is not Outcome.OK:
-        raise ApiError(409, "not_verified", f"measurement {key} ended {r.outcome.value}: "
-                                            f"{r.message.splitlines()[0] if r.message else 'no message'}")
+        raise ApiError(
+            409,
+            "not_verified",
+            f"measurement {key} ended {r.outcome.value}: {r.message.splitlines()[0] if r.message else 'no message'}",
+        )
     branch = branch_for_version(r.template_version)
     if not branch.measured and not _runs_on(branch, r.compute_capability):
-        raise ApiError(409, "not_verified", f"measurement {key} is of the {branch.arch} branch "
-                                            f"({branch.status_text}) and was not run on such a GPU")
+        raise ApiError(
+            409,
+            "not_verified",
+            f"measurement {key} is of the {branch.arch} branch ({branch.status_text}) and was not run on such a GPU",
+        )
     candidate = Candidate(r.config, r.problem, r.template_version)
     name = entry_name(candidate, branch.template, BRANCHES[DEFAULT_ARCH].template)
     for kind in KINDS:  # built by either path (the .so first)
@@ -85,11 +100,19 @@ def served_kernel(s: Session, key: str, cache_dir: Path) -> ServedKernel:
         digest = sha256_hex(module)
         recorded = record.get(DIGEST_FIELD, digest) if isinstance(record, dict) else digest
         if recorded != digest:
-            raise ApiError(409, "digest_mismatch", f"the cached module of measurement {key} ({entry.name}) no longer "
-                                                   "matches the digest recorded when it was built: not served")
+            raise ApiError(
+                409,
+                "digest_mismatch",
+                f"the cached module of measurement {key} ({entry.name}) no longer "
+                "matches the digest recorded when it was built: not served",
+            )
         return ServedKernel(module, digest, entry.name, r, kind)
-    raise ApiError(404, "not_built_here", f"the module of measurement {key} is not in this host's build cache "
-                                          f"({name}): it was built on another node or evicted")
+    raise ApiError(
+        404,
+        "not_built_here",
+        f"the module of measurement {key} is not in this host's build cache "
+        f"({name}): it was built on another node or evicted",
+    )
 
 
 def _runs_on(branch: Branch, compute_capability: str) -> bool:

@@ -64,13 +64,23 @@ def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBe
     predicted = guide.predict(picks)
     best, ratio = picks[0], float(predicted[0])
     return PredictedBestOut(
-        problem=ProblemOut.of(problem), shape=problem.shape, dtype=problem.dtype, config=best.to_json(),
-        config_label=best.label(), predicted_ratio=round(ratio, 4), gpu=gpu, branch=branch.arch,
-        alternatives=[PredictedConfigOut(config=c.to_json(), config_label=c.label(), predicted_ratio=round(float(r), 4))
-                      for c, r in zip(picks[1:], predicted[1:], strict=True)],
+        problem=ProblemOut.of(problem),
+        shape=problem.shape,
+        dtype=problem.dtype,
+        config=best.to_json(),
+        config_label=best.label(),
+        predicted_ratio=round(ratio, 4),
+        gpu=gpu,
+        branch=branch.arch,
+        alternatives=[
+            PredictedConfigOut(config=c.to_json(), config_label=c.label(), predicted_ratio=round(float(r), 4))
+            for c, r in zip(picks[1:], predicted[1:], strict=True)
+        ],
         model=ModelOut(samples=model.samples, problems=model.problems, digest=model.digest),
-        note=(f"nothing measured for {problem.shape} {problem.dtype} on {gpu}: the cost model's prediction "
-              f"({model.samples} measurements of {model.problems} problems), never measured; POST /tune measures it"),
+        note=(
+            f"nothing measured for {problem.shape} {problem.dtype} on {gpu}: the cost model's prediction "
+            f"({model.samples} measurements of {model.problems} problems), never measured; POST /tune measures it"
+        ),
     )
 
 

@@ -43,8 +43,11 @@ PRINTABLE = r"^[ -~]+$"
 
 # Answers every route may give: a refused parameter, a database the API cannot reach.
 ANY_ROUTE: dict[int | str, dict[str, Any]] = {
-    422: {"model": ErrorOut, "description": "invalid request: `validation_error` (a parameter's type or range) "
-                                            "or `invalid_problem` (a shape, dtype or K the template cannot take)"},
+    422: {
+        "model": ErrorOut,
+        "description": "invalid request: `validation_error` (a parameter's type or range) "
+        "or `invalid_problem` (a shape, dtype or K the template cannot take)",
+    },
     503: {"model": ErrorOut, "description": "the database is unreachable"},
 }
 router = APIRouter(responses=ANY_ROUTE)
@@ -53,8 +56,10 @@ Limit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0, le=MAX_INT)]
 # Shapes and dtypes are checked by Problem (422 `invalid_problem` with the reason); the schema
 # states the same rules so that clients and generated tests know them.
-SHAPE_DOC = (f"MxNxK, e.g. 4096x4096x4096: ASCII digits, each dimension 1..{MAX_DIM} "
-             "(spaces or tabs around the numbers are allowed)")
+SHAPE_DOC = (
+    f"MxNxK, e.g. 4096x4096x4096: ASCII digits, each dimension 1..{MAX_DIM} "
+    "(spaces or tabs around the numbers are allowed)"
+)
 DTYPE_DOC = "float16 or bfloat16 (aliases fp16, half, f16, bf16; any case)"
 SHAPE_SCHEMA = {"pattern": SHAPE_PATTERN}
 DTYPE_SCHEMA = {"enum": list(DTYPE_NAMES)}
@@ -71,9 +76,12 @@ Dtype = Annotated[str, Query(max_length=16, description=DTYPE_DOC, json_schema_e
         400: {"model": ErrorOut, "description": "the body is not parseable (e.g. an integer of over 4300 digits)"},
         401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
         413: {"model": ErrorOut, "description": f"the body is over {MAX_BODY_BYTES} bytes"},
-        422: {"model": ErrorOut, "description": "invalid body (`validation_error`), or a problem the template cannot "
-                                                "take (`invalid_problem`, e.g. K not a multiple of 8), or one the "
-                                                "service's replay has no recording of (`not_recorded`)"},
+        422: {
+            "model": ErrorOut,
+            "description": "invalid body (`validation_error`), or a problem the template cannot "
+            "take (`invalid_problem`, e.g. K not a multiple of 8), or one the "
+            "service's replay has no recording of (`not_recorded`)",
+        },
     },
 )
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
@@ -101,8 +109,9 @@ async def list_jobs(
     request: Request, factory: Factory, limit: Limit = 50, offset: Offset = 0, state: JobState | None = None
 ) -> Response:
     """Jobs, newest first. Pages are cached per API process like GET /jobs/{job_id} answers."""
-    return await _cached(request, factory, ("jobs", state, limit, offset),
-                         lambda: _jobs_page(factory, state, limit, offset))
+    return await _cached(
+        request, factory, ("jobs", state, limit, offset), lambda: _jobs_page(factory, state, limit, offset)
+    )
 
 
 def _jobs_page(factory: sessionmaker[Session], state: JobState | None, limit: int, offset: int) -> bytes:
@@ -129,7 +138,8 @@ def _job_body(factory: sessionmaker[Session], job_id: int) -> bytes:
 
 
 @router.get(
-    "/best", response_model=BestOut | PredictedBestOut,
+    "/best",
+    response_model=BestOut | PredictedBestOut,
     responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet (and nothing predicted)"}},
 )
 async def best(
@@ -140,18 +150,24 @@ async def best(
     gpu: Annotated[str | None, Query(max_length=128, pattern=PRINTABLE)] = None,
     fallback: Annotated[
         Literal["none", "nearest"],
-        Query(description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
-                          "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"),
+        Query(
+            description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
+            "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"
+        ),
     ] = "none",
     source: Annotated[
         Source,
-        Query(description="gpu (default): only figures this service measured on a GPU; replay: only figures read "
-                          "back from recordings (labelled so: `source`, `recording`, `branch_status`, `note`)"),
+        Query(
+            description="gpu (default): only figures this service measured on a GPU; replay: only figures read "
+            "back from recordings (labelled so: `source`, `recording`, `branch_status`, `note`)"
+        ),
     ] = Source.GPU,
     predict: Annotated[
         bool,
-        Query(description="true (default): for a problem nobody tuned, the cost model's pick, labelled "
-                          "`kind: predicted` and never a measurement; false: 404 instead"),
+        Query(
+            description="true (default): for a problem nobody tuned, the cost model's pick, labelled "
+            "`kind: predicted` and never a measurement; false: 404 instead"
+        ),
     ] = True,
 ) -> Response:
     """The best verified, non-stale configuration of a problem: the highest same-run ratio to
@@ -171,15 +187,17 @@ async def best(
     if body is None:
         generation = cache.generation
         models = request.app.state.models if predict and source is Source.GPU else None
-        found = await run_in_threadpool(_find_best, factory, problem, gpu, fallback, source,
-                                        request.app.state.replay_space, models)
+        found = await run_in_threadpool(
+            _find_best, factory, problem, gpu, fallback, source, request.app.state.replay_space, models
+        )
         body = found.model_dump_json().encode()
         cache.put(key, body, generation)
     return Response(body, media_type="application/json")
 
 
-async def _cached(request: Request, factory: sessionmaker[Session], key: Hashable,
-                  read: Callable[[], bytes]) -> Response:
+async def _cached(
+    request: Request, factory: sessionmaker[Session], key: Hashable, read: Callable[[], bytes]
+) -> Response:
     """The JSON answer for `key` from the per-process cache of answers that depend only on the
     jobs and measurements (GET /jobs, /jobs/{job_id} and /trials here; GET /best keeps the same
     steps inline), or `read()` in a worker thread and kept. A refusal (an exception from `read`,
@@ -217,8 +235,13 @@ def _check_cache(factory: sessionmaker[Session], cache: ResponseCache) -> None:
 
 
 def _find_best(
-    factory: sessionmaker[Session], problem: Problem, gpu: str | None, fallback: Literal["none", "nearest"],
-    source: Source, replay: SearchSpace | None, models: ModelKeeper | None = None,
+    factory: sessionmaker[Session],
+    problem: Problem,
+    gpu: str | None,
+    fallback: Literal["none", "nearest"],
+    source: Source,
+    replay: SearchSpace | None,
+    models: ModelKeeper | None = None,
 ) -> BestOut | PredictedBestOut:
     with transaction(factory) as s:
         found = find_best(s, problem, gpu=gpu, source=source, fallback=fallback)
@@ -228,8 +251,9 @@ def _find_best(
         if predicted is not None:
             return predicted
     if isinstance(found, NotTuned):
-        raise ApiError(404, "not_found", found.message(start=_how_to_start(replay, problem, gpu),
-                                                       ask_replayed="source=replay"))
+        raise ApiError(
+            404, "not_found", found.message(start=_how_to_start(replay, problem, gpu), ask_replayed="source=replay")
+        )
     return found
 
 
@@ -263,23 +287,34 @@ KERNEL_HEADERS = {
     "/kernels/{key}",
     response_class=Response,
     responses={
-        200: {"description": "the built module (a shared library loadable with tvm_ffi; `main(A, B, D)` writes "
-                             "D = A @ B.T), its digest and provenance in the headers",
-              "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-              "headers": {name: {"description": text, "schema": {"type": "string"}}
-                          for name, text in KERNEL_HEADERS.items()}},
-        404: {"model": ErrorOut, "description": "`not_found`: no current measurement has this key; "
-                                                "`not_built_here`: its module is not in this host's build cache"},
-        409: {"model": ErrorOut, "description": "`not_verified`: the measurement was replayed, did not verify "
-                                                "(an outcome other than OK) or its branch has not run on such a "
-                                                "GPU; `digest_mismatch`: the cached module's bytes changed since it "
-                                                "was built"},
+        200: {
+            "description": "the built module (a shared library loadable with tvm_ffi; `main(A, B, D)` writes "
+            "D = A @ B.T), its digest and provenance in the headers",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            "headers": {
+                name: {"description": text, "schema": {"type": "string"}} for name, text in KERNEL_HEADERS.items()
+            },
+        },
+        404: {
+            "model": ErrorOut,
+            "description": "`not_found`: no current measurement has this key; "
+            "`not_built_here`: its module is not in this host's build cache",
+        },
+        409: {
+            "model": ErrorOut,
+            "description": "`not_verified`: the measurement was replayed, did not verify "
+            "(an outcome other than OK) or its branch has not run on such a "
+            "GPU; `digest_mismatch`: the cached module's bytes changed since it "
+            "was built",
+        },
     },
 )
 def kernel(
-    request: Request, factory: Factory,
-    key: Annotated[str, Path(pattern=KEY_PATTERN, description="a measurement's key (GET /best's `key`): "
-                                                                "32 hex digits")],
+    request: Request,
+    factory: Factory,
+    key: Annotated[
+        str, Path(pattern=KEY_PATTERN, description="a measurement's key (GET /best's `key`): 32 hex digits")
+    ],
 ) -> Response:
     """The built module of a measured and verified config: what `tirtune.gemm` downloads."""
     with transaction(factory) as s:
@@ -292,11 +327,22 @@ async def trials(
     request: Request,
     factory: Factory,
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
-    shape: Annotated[str | None, Query(max_length=64, description=f"{SHAPE_DOC}; with `dtype` (default float16) "
-                                       "narrows to one problem", json_schema_extra=SHAPE_SCHEMA)] = None,
-    dtype: Annotated[str | None, Query(max_length=16, description=f"{DTYPE_DOC}; with `shape` narrows to one "
-                                       "problem, alone to every problem of this dtype",
-                                       json_schema_extra=DTYPE_SCHEMA)] = None,
+    shape: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description=f"{SHAPE_DOC}; with `dtype` (default float16) narrows to one problem",
+            json_schema_extra=SHAPE_SCHEMA,
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description=f"{DTYPE_DOC}; with `shape` narrows to one problem, alone to every problem of this dtype",
+            json_schema_extra=DTYPE_SCHEMA,
+        ),
+    ] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
@@ -326,15 +372,17 @@ def _trials_filter(shape: str | None, dtype: str | None, job_id: int | None, out
 
 def _trials_page(factory: sessionmaker[Session], w: _TrialsFilter, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
-        rows = repo.list_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome,
-                                      limit=limit, offset=offset)
+        rows = repo.list_measurements(
+            s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome, limit=limit, offset=offset
+        )
         if (rows and len(rows) < limit) or (not rows and offset == 0):
             total = offset + len(rows)  # the last page: the count is known without a COUNT
         else:
             total = repo.count_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome)
         again = repo.remeasurements_of(s, rows)
-    page = Page[MeasurementOut](items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit,
-                                offset=offset)
+    page = Page[MeasurementOut](
+        items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit, offset=offset
+    )
     return page.model_dump_json().encode()
 
 

@@ -56,13 +56,27 @@ def _integral(value: Any) -> Any:
 
 Integral = BeforeValidator(_integral)
 # (The validator after the Field: before it, pydantic would publish gt/le under their own names.)
-Dim = Annotated[int, Field(strict=True, gt=0, json_schema_extra={"maximum": MAX_DIM},
-                           description=f"A GEMM dimension, 1..{MAX_DIM}; D(M,N) = A(M,K) @ B(N,K).T"), Integral]
-KDim = Annotated[int, Field(
-    strict=True, gt=0, json_schema_extra={"maximum": MAX_DIM, "multipleOf": K_MULTIPLE},
-    description=f"The reduction dimension, 1..{MAX_DIM}: a multiple of {K_MULTIPLE}, as TMA needs every row of "
-    "A (M,K) and B (N,K) to be a multiple of 16 bytes",
-), Integral]
+Dim = Annotated[
+    int,
+    Field(
+        strict=True,
+        gt=0,
+        json_schema_extra={"maximum": MAX_DIM},
+        description=f"A GEMM dimension, 1..{MAX_DIM}; D(M,N) = A(M,K) @ B(N,K).T",
+    ),
+    Integral,
+]
+KDim = Annotated[
+    int,
+    Field(
+        strict=True,
+        gt=0,
+        json_schema_extra={"maximum": MAX_DIM, "multipleOf": K_MULTIPLE},
+        description=f"The reduction dimension, 1..{MAX_DIM}: a multiple of {K_MULTIPLE}, as TMA needs every row of "
+        "A (M,K) and B (N,K) to be a multiple of 16 bytes",
+    ),
+    Integral,
+]
 
 
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
@@ -125,18 +139,28 @@ class ProvenanceOut(BaseModel):
     template_version: str
     sm_clock_mhz: float | None
     power_w: float | None
-    source: Source = Field(description="gpu: measured by this service's GPU runner; replay: figures read back "
-                                       "from a recording, not measured here")
+    source: Source = Field(
+        description="gpu: measured by this service's GPU runner; replay: figures read back "
+        "from a recording, not measured here"
+    )
     recording: str | None = Field(description="for replays: the recording's file name and content hash")
-    measured_at: datetime | None = Field(description="when the figures were measured; null: unknown (a recording "
-                                                     "that does not say)")
+    measured_at: datetime | None = Field(
+        description="when the figures were measured; null: unknown (a recording that does not say)"
+    )
 
     @classmethod
     def of(cls, r: MeasurementRecord) -> ProvenanceOut:
         return cls(
-            gpu_name=r.gpu_name, driver=r.driver, cuda=r.cuda, tvm_version=r.tvm_version,
-            torch_version=r.torch_version, template_version=r.template_version,
-            sm_clock_mhz=r.sm_clock_mhz, power_w=r.power_w, source=r.source, recording=r.recording,
+            gpu_name=r.gpu_name,
+            driver=r.driver,
+            cuda=r.cuda,
+            tvm_version=r.tvm_version,
+            torch_version=r.torch_version,
+            template_version=r.template_version,
+            sm_clock_mhz=r.sm_clock_mhz,
+            power_w=r.power_w,
+            source=r.source,
+            recording=r.recording,
             measured_at=r.measured_at,
         )
 
@@ -160,9 +184,18 @@ class RemeasuredOut(BaseModel):
     @classmethod
     def of(cls, r: RemeasurementRecord, problem: Problem) -> RemeasuredOut:
         return cls(
-            outcome=r.outcome, ratio=r.ratio, ratio_p10=r.ratio_p10, ratio_p90=r.ratio_p90, tflops=r.tflops,
-            cublas_tflops=None if r.cublas_ms is None else problem.tflops(r.cublas_ms), time_ms=r.time_ms,
-            rounds=r.rounds, processes=r.processes, session=r.session, remeasured_at=r.created_at, source=r.source,
+            outcome=r.outcome,
+            ratio=r.ratio,
+            ratio_p10=r.ratio_p10,
+            ratio_p90=r.ratio_p90,
+            tflops=r.tflops,
+            cublas_tflops=None if r.cublas_ms is None else problem.tflops(r.cublas_ms),
+            time_ms=r.time_ms,
+            rounds=r.rounds,
+            processes=r.processes,
+            session=r.session,
+            remeasured_at=r.created_at,
+            source=r.source,
         )
 
 
@@ -185,17 +218,32 @@ class MeasurementOut(BaseModel):
     stale: bool
     created_at: datetime = Field(description="when the row was stored (provenance.measured_at: when measured)")
     remeasured: RemeasuredOut | None = Field(
-        None, description="the newest re-measurement of this config on this stack, if any: the figures the best "
-                          "is ranked by (tirtune.db.best)")
+        None,
+        description="the newest re-measurement of this config on this stack, if any: the figures the best "
+        "is ranked by (tirtune.db.best)",
+    )
 
     @classmethod
     def of(cls, r: MeasurementRecord, again: RemeasurementRecord | None = None) -> MeasurementOut:
         return cls(
-            id=r.id, job_id=r.job_id, trial_number=r.trial_number, config=r.config.to_json(),
-            config_label=r.config.label(), outcome=r.outcome, message=r.message, time_ms=r.time_ms,
-            tflops=r.tflops, cublas_tflops=r.cublas_tflops, ratio=r.ratio, ratio_p10=r.ratio_p10,
-            ratio_p90=r.ratio_p90, rel_error=r.rel_error, provenance=ProvenanceOut.of(r), stale=r.stale,
-            created_at=r.created_at, remeasured=None if again is None else RemeasuredOut.of(again, r.problem),
+            id=r.id,
+            job_id=r.job_id,
+            trial_number=r.trial_number,
+            config=r.config.to_json(),
+            config_label=r.config.label(),
+            outcome=r.outcome,
+            message=r.message,
+            time_ms=r.time_ms,
+            tflops=r.tflops,
+            cublas_tflops=r.cublas_tflops,
+            ratio=r.ratio,
+            ratio_p10=r.ratio_p10,
+            ratio_p90=r.ratio_p90,
+            rel_error=r.rel_error,
+            provenance=ProvenanceOut.of(r),
+            stale=r.stale,
+            created_at=r.created_at,
+            remeasured=None if again is None else RemeasuredOut.of(again, r.problem),
         )
 
 
@@ -208,9 +256,11 @@ class JobOut(BaseModel):
     max_trials: int
     trials_done: int
     progress: float = Field(ge=0, le=1, description="trials done / max trials; 1 once DONE")
-    best: MeasurementOut | None = Field(description="the trial with the highest same-run ratio so far; once the "
-                                                    "job is done, the best after re-measurement (its `remeasured` "
-                                                    "figures decided)")
+    best: MeasurementOut | None = Field(
+        description="the trial with the highest same-run ratio so far; once the "
+        "job is done, the best after re-measurement (its `remeasured` "
+        "figures decided)"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -220,10 +270,19 @@ class JobOut(BaseModel):
     def of(cls, job: JobRecord, best: MeasurementRecord | None, again: RemeasurementRecord | None = None) -> JobOut:
         progress = 1.0 if job.state is JobState.DONE else min(1.0, job.trials_done / job.max_trials)
         return cls(
-            id=job.id, state=job.state, problem=ProblemOut.of(job.problem), shape=job.problem.shape,
-            arch=job.arch, max_trials=job.max_trials, trials_done=job.trials_done, progress=progress,
-            best=None if best is None else MeasurementOut.of(best, again), created_at=job.created_at,
-            started_at=job.started_at, finished_at=job.finished_at, message=job.message,
+            id=job.id,
+            state=job.state,
+            problem=ProblemOut.of(job.problem),
+            shape=job.problem.shape,
+            arch=job.arch,
+            max_trials=job.max_trials,
+            trials_done=job.trials_done,
+            progress=progress,
+            best=None if best is None else MeasurementOut.of(best, again),
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            message=job.message,
         )
 
 
@@ -246,8 +305,10 @@ class RooflineOut(BaseModel):
 
     bytes_moved: int = Field(description="A and B read once, D written once")
     bandwidth_gbs: float | None = Field(description="bytes_moved over the served time, GB/s")
-    copy_gbs: float | None = Field(description="a device-to-device copy's bandwidth in the measuring process "
-                                               "(read + write), GB/s; null: not measured (older rows, replays)")
+    copy_gbs: float | None = Field(
+        description="a device-to-device copy's bandwidth in the measuring process "
+        "(read + write), GB/s; null: not measured (older rows, replays)"
+    )
     peak_tflops: float | None = Field(description="the MMA rate at the SM clock the measurement ran")
     floor_ms: float | None = Field(description="max(flops / peak, bytes / copy bandwidth)")
     bound: Bound | None
@@ -260,9 +321,15 @@ class RooflineOut(BaseModel):
         copy, peak = (again.copy_gbs, again.peak_tflops) if again is not None else (trial.copy_gbs, trial.peak_tflops)
         roof = Roofline.of(trial.problem, peak, copy)
         bound = roof.bound
-        return cls(bytes_moved=trial.problem.min_bytes, bandwidth_gbs=roof.bandwidth_gbs(f.time_ms), copy_gbs=copy,
-                   peak_tflops=peak, floor_ms=roof.floor_ms, bound=None if bound is None else cast(Bound, bound),
-                   fraction=roof.fraction(f.time_ms))
+        return cls(
+            bytes_moved=trial.problem.min_bytes,
+            bandwidth_gbs=roof.bandwidth_gbs(f.time_ms),
+            copy_gbs=copy,
+            peak_tflops=peak,
+            floor_ms=roof.floor_ms,
+            bound=None if bound is None else cast(Bound, bound),
+            fraction=roof.fraction(f.time_ms),
+        )
 
 
 class TrialFiguresOut(BaseModel):
@@ -278,8 +345,15 @@ class TrialFiguresOut(BaseModel):
 
     @classmethod
     def of(cls, r: MeasurementRecord) -> TrialFiguresOut:
-        return cls(measurement_id=r.id, ratio=r.ratio, ratio_p10=r.ratio_p10, ratio_p90=r.ratio_p90,
-                   tflops=r.tflops, cublas_tflops=r.cublas_tflops, time_ms=r.time_ms)
+        return cls(
+            measurement_id=r.id,
+            ratio=r.ratio,
+            ratio_p10=r.ratio_p10,
+            ratio_p90=r.ratio_p90,
+            tflops=r.tflops,
+            cublas_tflops=r.cublas_tflops,
+            time_ms=r.time_ms,
+        )
 
 
 class RunnerUpOut(BaseModel):
@@ -299,70 +373,110 @@ class RunnerUpOut(BaseModel):
     @classmethod
     def of(cls, r: Ranked) -> RunnerUpOut:
         f = r.figures
-        return cls(config=r.trial.config.to_json(), config_label=r.trial.config.label(), measurement_id=r.trial.id,
-                   job_id=r.trial.job_id, confirmed=f.confirmed, ratio=f.ratio, ratio_p10=f.ratio_p10,
-                   ratio_p90=f.ratio_p90, tflops=f.tflops, cublas_tflops=f.cublas_tflops)
+        return cls(
+            config=r.trial.config.to_json(),
+            config_label=r.trial.config.label(),
+            measurement_id=r.trial.id,
+            job_id=r.trial.job_id,
+            confirmed=f.confirmed,
+            ratio=f.ratio,
+            ratio_p10=f.ratio_p10,
+            ratio_p90=f.ratio_p90,
+            tflops=f.tflops,
+            cublas_tflops=f.cublas_tflops,
+        )
 
 
 class BestOut(BaseModel):
     """The best config of a problem (tirtune.db.best): ranked by the same-run ratio, re-measured
     figures first. GET /best and `tirtune best` print exactly this (tirtune.api.best)."""
 
-    kind: Annotated[Literal["measured"], Field(description="measured: a measurement's figures (a problem nobody "
-                                                           "tuned gets a PredictedBestOut instead)")] = "measured"
+    kind: Annotated[
+        Literal["measured"],
+        Field(description="measured: a measurement's figures (a problem nobody tuned gets a PredictedBestOut instead)"),
+    ] = "measured"
     problem: ProblemOut
     shape: str
     dtype: str
     config: dict[str, Any]
     config_label: str
-    key: str = Field(description="the measurement's identity key (template version, config, problem, stack): "
-                                 "GET /kernels/{key} serves its built module")
+    key: str = Field(
+        description="the measurement's identity key (template version, config, problem, stack): "
+        "GET /kernels/{key} serves its built module"
+    )
     tflops: float | None = Field(description="the figures it is named by: its re-measurement's when confirmed")
     cublas_tflops: float | None
     ratio: float | None = Field(description="cuBLAS time / kernel time in the same process: above 1 beats cuBLAS")
-    ratio_p10: float | None = Field(description="10th percentile of the per-round ratios (over rounds and, when "
-                                                "re-measured, processes); null when unknown")
+    ratio_p10: float | None = Field(
+        description="10th percentile of the per-round ratios (over rounds and, when "
+        "re-measured, processes); null when unknown"
+    )
     ratio_p90: float | None
     time_ms: float | None
-    confirmed: bool = Field(description="true: the figures are a re-measurement's (interleaved with the other top "
-                                        "trials); false: no re-measurement exists, they are the trial's")
+    confirmed: bool = Field(
+        description="true: the figures are a re-measurement's (interleaved with the other top "
+        "trials); false: no re-measurement exists, they are the trial's"
+    )
     remeasurement: RemeasuredOut | None = Field(description="the re-measurement behind the figures, when confirmed")
     trial: TrialFiguresOut = Field(description="the same config's figures in its trial")
     runner_up: RunnerUpOut | None = Field(description="the second config of the same ranking")
     roofline: RooflineOut = Field(description="the physical limit beside cuBLAS, for the served figures")
     within_noise_of_runner_up: bool | None = Field(
         description="true when the p10-p90 intervals of the best and the runner-up overlap (either may be faster); "
-                    "null without a runner-up or when a spread is unknown")
+        "null without a runner-up or when a spread is unknown"
+    )
     note: str = Field(description="one line: how sure this answer is")
-    source: Source = Field(description="gpu: measured by this service; replay: read back from a recording "
-                                       "(served only with source=replay)")
+    source: Source = Field(
+        description="gpu: measured by this service; replay: read back from a recording (served only with source=replay)"
+    )
     recording: str | None = Field(description="for replays: the recording's file name and content hash")
     provenance: ProvenanceOut
-    measured_at: datetime | None = Field(description="when its trial was measured; null: unknown (a replayed "
-                                                     "recording that does not say)")
+    measured_at: datetime | None = Field(
+        description="when its trial was measured; null: unknown (a replayed recording that does not say)"
+    )
     job_id: int | None
     fallback: FallbackOut | None = Field(None, description="only with fallback=nearest")
     branch: str = Field(description="target arch of the template branch that built it: sm_90a or sm_100a")
-    branch_status: str = Field(description="how far that branch has been checked, e.g. "
-                                           "'compile-checked, not yet run on a B200' for sm_100a; for replayed "
-                                           "figures, that they were replayed")
+    branch_status: str = Field(
+        description="how far that branch has been checked, e.g. "
+        "'compile-checked, not yet run on a B200' for sm_100a; for replayed "
+        "figures, that they were replayed"
+    )
 
     @classmethod
     def of(cls, choice: BestChoice, fallback: FallbackOut | None = None) -> BestOut:
         r, f = choice.best.trial, choice.best.figures
-        note = choice.note if r.source is Source.GPU else (
-            f"replayed figures from {r.recording}, not measured by this service (a replay's re-measurement "
-            f"repeats the recording): {choice.note}")
+        note = (
+            choice.note
+            if r.source is Source.GPU
+            else (
+                f"replayed figures from {r.recording}, not measured by this service (a replay's re-measurement "
+                f"repeats the recording): {choice.note}"
+            )
+        )
         return cls(
-            problem=ProblemOut.of(r.problem), shape=r.problem.shape, dtype=r.dtype,
-            config=r.config.to_json(), config_label=r.config.label(), key=r.key, **_figures(f), confirmed=f.confirmed,
+            problem=ProblemOut.of(r.problem),
+            shape=r.problem.shape,
+            dtype=r.dtype,
+            config=r.config.to_json(),
+            config_label=r.config.label(),
+            key=r.key,
+            **_figures(f),
+            confirmed=f.confirmed,
             remeasurement=None if f.remeasurement is None else RemeasuredOut.of(f.remeasurement, r.problem),
             trial=TrialFiguresOut.of(r),
             runner_up=None if choice.runner_up is None else RunnerUpOut.of(choice.runner_up),
             roofline=RooflineOut.of(r, f),
-            within_noise_of_runner_up=choice.within_noise_of_runner_up, note=note, source=r.source,
-            recording=r.recording, provenance=ProvenanceOut.of(r), measured_at=r.measured_at, job_id=r.job_id,
-            fallback=fallback, branch=branch_for_version(r.template_version).arch, branch_status=status_of(r),
+            within_noise_of_runner_up=choice.within_noise_of_runner_up,
+            note=note,
+            source=r.source,
+            recording=r.recording,
+            provenance=ProvenanceOut.of(r),
+            measured_at=r.measured_at,
+            job_id=r.job_id,
+            fallback=fallback,
+            branch=branch_for_version(r.template_version).arch,
+            branch_status=status_of(r),
         )
 
 
@@ -375,8 +489,14 @@ def status_of(r: MeasurementRecord) -> str:
 
 
 def _figures(f: Figures) -> dict[str, Any]:
-    return {"tflops": f.tflops, "cublas_tflops": f.cublas_tflops, "ratio": f.ratio, "ratio_p10": f.ratio_p10,
-            "ratio_p90": f.ratio_p90, "time_ms": f.time_ms}
+    return {
+        "tflops": f.tflops,
+        "cublas_tflops": f.cublas_tflops,
+        "ratio": f.ratio,
+        "ratio_p10": f.ratio_p10,
+        "ratio_p90": f.ratio_p90,
+        "time_ms": f.time_ms,
+    }
 
 
 class Page(BaseModel, Generic[T]):
@@ -414,14 +534,22 @@ class StudyOut(BaseModel):
     dtype: str
     measurements: int
     ok: int
-    best_tflops: float | None = Field(description="the most TFLOP/s of any servable measurement; not necessarily "
-                                                  "the best's (GET /best ranks by the same-run ratio)")
+    best_tflops: float | None = Field(
+        description="the most TFLOP/s of any servable measurement; not necessarily "
+        "the best's (GET /best ranks by the same-run ratio)"
+    )
 
     @classmethod
     def of(cls, stats: ProblemStats) -> StudyOut:
         p = stats.problem
-        return cls(problem=ProblemOut.of(p), shape=p.shape, dtype=p.dtype, measurements=stats.measurements,
-                   ok=stats.ok, best_tflops=stats.best_tflops)
+        return cls(
+            problem=ProblemOut.of(p),
+            shape=p.shape,
+            dtype=p.dtype,
+            measurements=stats.measurements,
+            ok=stats.ok,
+            best_tflops=stats.best_tflops,
+        )
 
 
 class TrialPointOut(BaseModel):
@@ -442,10 +570,18 @@ class TrialPointOut(BaseModel):
     def of(cls, trial: Trial, best_so_far: MeasurementRecord | None) -> TrialPointOut:
         r = trial.record
         return cls(
-            trial=trial.number, measurement_id=r.id, job_id=r.job_id, outcome=r.outcome, tflops=r.tflops,
-            ratio=r.ratio, best_so_far_ratio=None if best_so_far is None else best_so_far.ratio,
-            best_so_far_tflops=None if best_so_far is None else best_so_far.tflops, config=r.config.to_json(),
-            config_label=r.config.label(), message=r.message, source=r.source,
+            trial=trial.number,
+            measurement_id=r.id,
+            job_id=r.job_id,
+            outcome=r.outcome,
+            tflops=r.tflops,
+            ratio=r.ratio,
+            best_so_far_ratio=None if best_so_far is None else best_so_far.ratio,
+            best_so_far_tflops=None if best_so_far is None else best_so_far.tflops,
+            config=r.config.to_json(),
+            config_label=r.config.label(),
+            message=r.message,
+            source=r.source,
         )
 
 
@@ -459,8 +595,9 @@ class TopConfigOut(BaseModel):
     config_label: str
     tflops: float | None
     cublas_tflops: float | None
-    ratio: float | None = Field(description="cuBLAS time / kernel time, same run: above 1 beats cuBLAS; the "
-                                            "re-measured ratio when confirmed")
+    ratio: float | None = Field(
+        description="cuBLAS time / kernel time, same run: above 1 beats cuBLAS; the re-measured ratio when confirmed"
+    )
     ratio_p10: float | None
     ratio_p90: float | None
     time_ms: float | None
@@ -471,9 +608,17 @@ class TopConfigOut(BaseModel):
     @classmethod
     def of(cls, rank: int, r: Ranked) -> TopConfigOut:
         t, f = r.trial, r.figures
-        return cls(rank=rank, measurement_id=t.id, job_id=t.job_id, config=t.config.to_json(),
-                   config_label=t.config.label(), **_figures(f), confirmed=f.confirmed, trial_ratio=t.ratio,
-                   source=t.source)
+        return cls(
+            rank=rank,
+            measurement_id=t.id,
+            job_id=t.job_id,
+            config=t.config.to_json(),
+            config_label=t.config.label(),
+            **_figures(f),
+            confirmed=f.confirmed,
+            trial_ratio=t.ratio,
+            source=t.source,
+        )
 
 
 class ImportanceOut(BaseModel):
@@ -495,32 +640,41 @@ class StudySummaryOut(BaseModel):
     dtype: str
     job_id: int | None
     trials: list[TrialPointOut]
-    cublas_tflops: float | None = Field(description="the median of the OK trials' same-run cuBLAS TFLOP/s (each "
-                                                   "from its own trial's run); the best's own run's is "
-                                                   "`best.cublas_tflops`")
+    cublas_tflops: float | None = Field(
+        description="the median of the OK trials' same-run cuBLAS TFLOP/s (each "
+        "from its own trial's run); the best's own run's is "
+        "`best.cublas_tflops`"
+    )
     importance: list[ImportanceOut] = Field(description="eta^2 per knob over OK trials (tirtune.api.summary)")
     top: list[TopConfigOut] = Field(description="the ranking GET /best uses: same-run ratio, re-measured first")
     best: BestOut | None = Field(description="what GET /best (of this job, with job_id) answers for these rows")
-    ranked_source: Source | None = Field(description="the rows `top` and `best` rank: the GPU's when there are "
-                                                     "any, else the replayed ones")
+    ranked_source: Source | None = Field(
+        description="the rows `top` and `best` rank: the GPU's when there are any, else the replayed ones"
+    )
     failures: list[FailureOut]
     invalid: int = Field(description="configs refused by validity rules: counted in failures, never trials")
     knobs: list[str]
     truncated: bool = Field(description="true when only the oldest measurements fitted the limit")
 
     @classmethod
-    def of(cls, problem: Problem, job_id: int | None, s: StudySummary, truncated: bool,
-           best: BestOut | None = None) -> StudySummaryOut:
+    def of(
+        cls, problem: Problem, job_id: int | None, s: StudySummary, truncated: bool, best: BestOut | None = None
+    ) -> StudySummaryOut:
         return cls(
-            problem=ProblemOut.of(problem), shape=problem.shape, dtype=problem.dtype, job_id=job_id,
+            problem=ProblemOut.of(problem),
+            shape=problem.shape,
+            dtype=problem.dtype,
+            job_id=job_id,
             trials=[TrialPointOut.of(t, b) for t, b in zip(s.trials, s.best_so_far, strict=True)],
             cublas_tflops=s.cublas_tflops,
-            importance=[ImportanceOut(knob=i.knob, eta_squared=min(1.0, i.eta_squared))
-                        for i in s.importance],
+            importance=[ImportanceOut(knob=i.knob, eta_squared=min(1.0, i.eta_squared)) for i in s.importance],
             top=[TopConfigOut.of(rank, r) for rank, r in enumerate(s.top, 1)],
-            best=best, ranked_source=s.top[0].trial.source if s.top else None,
+            best=best,
+            ranked_source=s.top[0].trial.source if s.top else None,
             failures=[FailureOut(outcome=f.outcome, reason=f.reason, count=f.count) for f in s.failures],
-            invalid=s.invalid, knobs=list(KNOBS), truncated=truncated,
+            invalid=s.invalid,
+            knobs=list(KNOBS),
+            truncated=truncated,
         )
 
 
@@ -543,7 +697,8 @@ class PredictedBestOut(BaseModel):
     figures). tirtune.api.predicted makes it; POST /tune starts from the same ranking."""
 
     kind: Annotated[Literal["predicted"], Field(description="predicted: the cost model's, never measured")] = (
-        "predicted")
+        "predicted"
+    )
     problem: ProblemOut
     shape: str
     dtype: str

@@ -70,9 +70,12 @@ def summarize(records: Sequence[MeasurementRecord], top: Sequence[Ranked] = ()) 
     ok = [t.record for t in trials if _ok(t.record)]
     cublas = [r.cublas_tflops for r in ok if r.cublas_tflops]
     return StudySummary(
-        trials=trials, best_so_far=_best_so_far(trials),
+        trials=trials,
+        best_so_far=_best_so_far(trials),
         cublas_tflops=statistics.median(cublas) if cublas else None,
-        importance=importance(ok), top=tuple(top[:TOP]), failures=failure_reasons(records),
+        importance=importance(ok),
+        top=tuple(top[:TOP]),
+        failures=failure_reasons(records),
         invalid=sum(r.outcome == Outcome.INVALID for r in records),
     )
 

@@ -93,8 +93,14 @@ class _Child:
 class LoweringPool:
     """`lower(batch)`: one Lowered per candidate, in order. `close()` ends the children."""
 
-    def __init__(self, processes: int = 2, timeout_s: float = 180.0, template: str | None = None,
-                 arch: str | None = None, start_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        processes: int = 2,
+        timeout_s: float = 180.0,
+        template: str | None = None,
+        arch: str | None = None,
+        start_timeout_s: float = 120.0,
+    ) -> None:
         from tirtune.space.branches import BRANCHES, DEFAULT_ARCH, branch_for_template
 
         self.template = template or BRANCHES[DEFAULT_ARCH].template
@@ -115,8 +121,9 @@ class LoweringPool:
     def _spawn(self) -> _Child:
         return _Child(self.template, self.arch, self.start_timeout_s).ready()
 
-    def lower(self, batch: Sequence[Candidate],
-              on_result: Callable[[int, Lowered], None] | None = None) -> list[Lowered]:
+    def lower(
+        self, batch: Sequence[Candidate], on_result: Callable[[int, Lowered], None] | None = None
+    ) -> list[Lowered]:
         """One Lowered per candidate, in order; `on_result(index, lowered)` is called (in this
         thread) as each arrives, so a caller can compile the first while the rest still lower."""
         results: list[Lowered | None] = [None] * len(batch)
@@ -139,9 +146,12 @@ class LoweringPool:
                 if child.conn in ready:
                     done = self._receive(child, batch[i], time.monotonic() - started[i], slot)
                 elif time.monotonic() >= deadline:
-                    done = Lowered(batch[i], Outcome.TIMEOUT,
-                                   message=f"lowering timed out after {self.timeout_s:g}s: killed",
-                                   seconds=time.monotonic() - started[i])
+                    done = Lowered(
+                        batch[i],
+                        Outcome.TIMEOUT,
+                        message=f"lowering timed out after {self.timeout_s:g}s: killed",
+                        seconds=time.monotonic() - started[i],
+                    )
                     self._replace(slot)
                 else:
                     continue
@@ -156,8 +166,9 @@ class LoweringPool:
         except (EOFError, OSError):
             code = child.proc.exitcode
             self._replace(slot)
-            return Lowered(candidate, Outcome.COMPILE_ERROR, message=f"lowering process died (exit code {code})",
-                           seconds=seconds)
+            return Lowered(
+                candidate, Outcome.COMPILE_ERROR, message=f"lowering process died (exit code {code})", seconds=seconds
+            )
         child.job = None
         if status == "ok":
             return Lowered(candidate, Outcome.OK, payload, LaunchSpec.from_json(spec), seconds=seconds, cpu_s=cpu_s)

@@ -42,8 +42,7 @@ def load_template(spec: str) -> Callable[[Config, Problem], Any]:
     return load(spec)
 
 
-def compile_into(out: Path, config: Config, problem: Problem, template: str,
-                 cache_dir: Path) -> dict[str, Any]:
+def compile_into(out: Path, config: Config, problem: Problem, template: str, cache_dir: Path) -> dict[str, Any]:
     """Lower and compile into `out`; raises toolchain errors. Returns the build.json record."""
     out.mkdir(parents=True, exist_ok=True)
     log = out / "build.log"
@@ -58,8 +57,9 @@ def compile_into(out: Path, config: Config, problem: Problem, template: str,
     lowered = time.perf_counter()
     (out / "kernel.cu").write_text(source)
     try:
-        nvcc_output = toolchain.nvcc_shared_library(out / "kernel.cu", out / "kernel.so", cache_dir=cache_dir,
-                                                    arch=arch)
+        nvcc_output = toolchain.nvcc_shared_library(
+            out / "kernel.cu", out / "kernel.so", cache_dir=cache_dir, arch=arch
+        )
     except toolchain.NvccError as exc:
         log.write_text(f"lowering: {lowered - started:.2f} s\n{exc}\n")
         raise

@@ -54,9 +54,15 @@ class CubinBuilder:
     the nvcc calls of a build run `processes` at a time (`batch_size`), each as soon as its
     kernels are lowered."""
 
-    def __init__(self, cache_dir: Path | str | None = None, timeout_s: float | None = None,
-                 processes: int | None = None, batch: int = 6, template: str = DEFAULT_TEMPLATE,
-                 warm: bool = False) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | str | None = None,
+        timeout_s: float | None = None,
+        processes: int | None = None,
+        batch: int = 6,
+        template: str = DEFAULT_TEMPLATE,
+        warm: bool = False,
+    ) -> None:
         """`warm`: start the lowering processes now, in the background (each imports TVM for
         seconds), so they are ready by the first build instead of starting inside it."""
         from tirtune.settings import get_settings
@@ -152,11 +158,16 @@ class CubinBuilder:
                 for call in calls:
                     call.result()
             # Where a build's wall time goes (the first batch of a cold study waits on all of it).
-            logger.info("built %d: %.1f s wall; lowered in %.1f s (slowest %.1f s); %d nvcc calls (slowest %.1f s)",
-                        len(candidates), time.perf_counter() - started, lowered_s,
-                        max((low.seconds for low in lowered), default=0.0), len(nvcc_s), max(nvcc_s, default=0.0))
-            return [self._result(low, compiled.get(i), time.perf_counter() - started)
-                    for i, low in enumerate(lowered)]
+            logger.info(
+                "built %d: %.1f s wall; lowered in %.1f s (slowest %.1f s); %d nvcc calls (slowest %.1f s)",
+                len(candidates),
+                time.perf_counter() - started,
+                lowered_s,
+                max((low.seconds for low in lowered), default=0.0),
+                len(nvcc_s),
+                max(nvcc_s, default=0.0),
+            )
+            return [self._result(low, compiled.get(i), time.perf_counter() - started) for i, low in enumerate(lowered)]
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -184,9 +195,14 @@ class CubinBuilder:
         (tmp / ARTIFACT).write_bytes(artifact)
         record: dict[str, Any] = {
             DIGEST_FIELD: sha256_hex(artifact),
-            "config": candidate.config.to_json(), "problem": candidate.problem.to_json(), "template": self.template,
-            "path": "cubin", "batch_size": item.batch_size, "lower_cpu_s": round(low.cpu_s, 3),
-            "nvcc_s_share": round(item.seconds, 3), "ptxas": item.resources.to_json() if item.resources else None,
+            "config": candidate.config.to_json(),
+            "problem": candidate.problem.to_json(),
+            "template": self.template,
+            "path": "cubin",
+            "batch_size": item.batch_size,
+            "lower_cpu_s": round(low.cpu_s, 3),
+            "nvcc_s_share": round(item.seconds, 3),
+            "ptxas": item.resources.to_json() if item.resources else None,
         }
         (tmp / BUILD_MARK).write_text(json.dumps(record, indent=1, sort_keys=True))
         try:
@@ -227,7 +243,6 @@ def batch_size(kernels: int, processes: int, batch: int) -> int:
     `processes` calls when there are that many: one kernel alone costs ~1.7 CPU s of nvcc and six
     together ~0.7 s each, so kernels share a call only as far as that still leaves every core one."""
     return max(1, min(batch, -(-kernels // max(1, processes))))
-
 
 
 def _cached(candidate: Candidate, final: Path) -> BuildResult | None:

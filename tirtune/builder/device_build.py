@@ -44,8 +44,9 @@ _GLOBAL_OVERLOADS = ("using ::max;", "using ::min;")
 _PREPROCESSOR = re.compile(r"^\s*#\s*(include|if|ifdef|ifndef|elif|else|endif)\b")
 
 
-def lower_device(config: Config, problem: Problem, template: Any = None,
-                 arch: str = toolchain.ARCH) -> tuple[str, LaunchSpec]:
+def lower_device(
+    config: Config, problem: Problem, template: Any = None, arch: str = toolchain.ARCH
+) -> tuple[str, LaunchSpec]:
     """(device-only CUDA source, LaunchSpec) of one (config, problem); LoweringError on failure."""
     try:
         import tvm
@@ -62,8 +63,7 @@ def lower_device(config: Config, problem: Problem, template: Any = None,
             pipeline, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("tirx")
             host_mod, device_mods = split_host_device_mods(pipeline(mod))
             spec = extract(host_mod, num_params=len(func.params))
-            sources = [_codegen(finalize_device()(dev), tgt) for tgt, dev in device_mods.items()
-                       if len(dev.functions)]
+            sources = [_codegen(finalize_device()(dev), tgt) for tgt, dev in device_mods.items() if len(dev.functions)]
         if len(sources) != 1:
             raise toolchain.LoweringError(f"expected one device module, got {len(sources)}")
         return sources[0], spec
@@ -71,8 +71,9 @@ def lower_device(config: Config, problem: Problem, template: Any = None,
         raise
     except Exception as exc:  # TVM raises many unrelated types; all mean "this kernel failed"
         chain = toolchain._exception_chain(exc)
-        raise toolchain.LoweringError(f"lowering {config.label()} for {problem} failed:\n{toolchain.tail(chain)}",
-                                      root=root_cause(chain)) from exc
+        raise toolchain.LoweringError(
+            f"lowering {config.label()} for {problem} failed:\n{toolchain.tail(chain)}", root=root_cause(chain)
+        ) from exc
 
 
 def _codegen(device_mod: Any, target: Any) -> str:
@@ -112,8 +113,7 @@ def batch_source(items: Sequence[BatchItem]) -> str:
         logical = item.source.replace("\\\n", " ").splitlines()  # join continued directives
         prelude += [line for line in logical if _PREPROCESSOR.match(line)]
         prelude.append("")
-    parts = ["// tirtune device batch: headers first at global scope (later includes are no-ops)",
-             *prelude]
+    parts = ["// tirtune device batch: headers first at global scope (later includes are no-ops)", *prelude]
     for i, item in enumerate(items):
         body = re.sub(rf"\b{re.escape(item.kernel)}\b", item.symbol, item.source)
         parts += [f"namespace tirtune_k{i} {{", *_GLOBAL_OVERLOADS, body, f"}}  // namespace tirtune_k{i}", ""]
@@ -122,12 +122,24 @@ def batch_source(items: Sequence[BatchItem]) -> str:
 
 def cubin_command(cu_path: Path, cubin_path: Path, arch: str = toolchain.ARCH) -> list[str]:
     """The project's nvcc flags (toolchain.nvcc_command's, less the host side), to a cubin."""
-    return [toolchain.nvcc_path(), "-std=c++17", "-O3", "-cubin", toolchain.gencode(arch), *toolchain._QUIET,
-            "-Xptxas", "-v", str(cu_path), "-o", str(cubin_path)]
+    return [
+        toolchain.nvcc_path(),
+        "-std=c++17",
+        "-O3",
+        "-cubin",
+        toolchain.gencode(arch),
+        *toolchain._QUIET,
+        "-Xptxas",
+        "-v",
+        str(cu_path),
+        "-o",
+        str(cubin_path),
+    ]
 
 
-def compile_batch(items: Sequence[BatchItem], work: Path, arch: str = toolchain.ARCH,
-                  timeout_s: float | None = None) -> list[ItemResult]:
+def compile_batch(
+    items: Sequence[BatchItem], work: Path, arch: str = toolchain.ARCH, timeout_s: float | None = None
+) -> list[ItemResult]:
     """Compile `items` into cubins under `work`, splitting failed or hung batches; one result per
     item, in order. `timeout_s` bounds each nvcc call (a batch's, then its halves')."""
     work.mkdir(parents=True, exist_ok=True)
@@ -136,28 +148,34 @@ def compile_batch(items: Sequence[BatchItem], work: Path, arch: str = toolchain.
     return [results[item.symbol] for item in items]
 
 
-def _compile(items: list[BatchItem], work: Path, arch: str, timeout_s: float | None,
-             results: dict[str, ItemResult], tag: str) -> None:
+def _compile(
+    items: list[BatchItem], work: Path, arch: str, timeout_s: float | None, results: dict[str, ItemResult], tag: str
+) -> None:
     started = time.perf_counter()
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     # A lone kernel compiles as generated (no namespace): the same text the old path compiled.
-    cu.write_text(batch_source(items) if len(items) > 1 else
-                  re.sub(rf"\b{re.escape(items[0].kernel)}\b", items[0].symbol, items[0].source))
+    cu.write_text(
+        batch_source(items)
+        if len(items) > 1
+        else re.sub(rf"\b{re.escape(items[0].kernel)}\b", items[0].symbol, items[0].source)
+    )
     code, output = _run(cubin_command(cu, cubin, arch), timeout_s)
     seconds = time.perf_counter() - started
     if code == 0:
         per_kernel = _ptxas_by_kernel(output)
         for item in items:
-            results[item.symbol] = ItemResult(item, cubin, per_kernel.get(item.symbol), None, len(items),
-                                              seconds / len(items))
+            results[item.symbol] = ItemResult(
+                item, cubin, per_kernel.get(item.symbol), None, len(items), seconds / len(items)
+            )
         return
     if len(items) == 1:
         if code is None:
-            error = toolchain.NvccError(f"nvcc timed out after {timeout_s:g}s: killed\n{toolchain.tail(output)}",
-                                        root=f"nvcc timed out after {timeout_s:g}s")
+            error = toolchain.NvccError(
+                f"nvcc timed out after {timeout_s:g}s: killed\n{toolchain.tail(output)}",
+                root=f"nvcc timed out after {timeout_s:g}s",
+            )
         else:
-            error = toolchain.NvccError(f"nvcc exited with {code}:\n{toolchain.tail(output)}",
-                                        root=root_cause(output))
+            error = toolchain.NvccError(f"nvcc exited with {code}:\n{toolchain.tail(output)}", root=root_cause(output))
         results[items[0].symbol] = ItemResult(items[0], None, None, error, 1, seconds, timed_out=code is None)
         return
     # A failed (or hung) batch: halves, until the culprits stand alone.
@@ -170,8 +188,9 @@ def _compile(items: list[BatchItem], work: Path, arch: str, timeout_s: float | N
 def _run(cmd: list[str], timeout_s: float | None) -> tuple[int | None, str]:
     """Run `cmd` in its own process group; (None, output) when it ran past `timeout_s`: then the
     whole group (nvcc, cicc, ptxas) is killed."""
-    proc = subprocess.Popen(toolchain.niced(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        toolchain.niced(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, output or ""

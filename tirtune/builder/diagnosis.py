@@ -42,7 +42,7 @@ def _dispatch(text: str) -> str | None:
     if head is None:
         return None
     reasons = []
-    for line in text[head.end():].splitlines():
+    for line in text[head.end() :].splitlines():
         if line.startswith("Error in pass") or line.startswith("Location"):
             break
         row = _DISPATCH_ROW.match(line)

@@ -86,12 +86,21 @@ class _Walker:
         arg, offset = self.pointer(args[1])
         values = [_int(a, "tensor-map operand") for a in args[2:]]
         dims, rest = values[:rank], values[rank:]
-        strides, rest = rest[: rank - 1], rest[rank - 1:]
+        strides, rest = rest[: rank - 1], rest[rank - 1 :]
         box, elem = rest[:rank], rest[rank:]
         return TensorMapSpec(
-            arg=arg, byte_offset=offset, dtype=str(attrs.descriptor_dtype), rank=rank, dims=tuple(dims),
-            strides=tuple(strides), box=tuple(box), element_strides=tuple(elem), interleave=int(attrs.interleave),
-            swizzle=int(attrs.swizzle), l2_promotion=int(attrs.l2_promotion), oob_fill=int(attrs.oob_fill),
+            arg=arg,
+            byte_offset=offset,
+            dtype=str(attrs.descriptor_dtype),
+            rank=rank,
+            dims=tuple(dims),
+            strides=tuple(strides),
+            box=tuple(box),
+            element_strides=tuple(elem),
+            interleave=int(attrs.interleave),
+            swizzle=int(attrs.swizzle),
+            l2_promotion=int(attrs.l2_promotion),
+            oob_fill=int(attrs.oob_fill),
             force_cu_dtype=int(attrs.force_cu_dtype),
         )
 
@@ -133,8 +142,8 @@ class _Walker:
             raise ExtractError(f"unknown launch tag(s) {unknown}: the launcher would launch differently")
         args = list(call.args)
         kernel = args[0].value if isinstance(args[0], ir.StringImm) else str(args[0])
-        values = [_int(v, "launch value") for v in args[len(args) - len(tags):]]
-        operands = args[1:len(args) - len(tags)]
+        values = [_int(v, "launch value") for v in args[len(args) - len(tags) :]]
+        operands = args[1 : len(args) - len(tags)]
         by_tag = dict(zip(tags, values, strict=True))
         maps: list[TensorMapSpec] = []
         kernel_args = [self.operand(op, maps) for op in operands]
@@ -144,8 +153,15 @@ class _Walker:
             return x, y, z
 
         return LaunchSpec(
-            kernel=kernel, args=tuple(kernel_args), tensor_maps=tuple(maps), grid=dims(GRID), block=dims(BLOCK),
-            cluster=dims(CLUSTER), dyn_smem=by_tag.get(DYN_SMEM, 0), num_params=num_params, launch_params=tags,
+            kernel=kernel,
+            args=tuple(kernel_args),
+            tensor_maps=tuple(maps),
+            grid=dims(GRID),
+            block=dims(BLOCK),
+            cluster=dims(CLUSTER),
+            dyn_smem=by_tag.get(DYN_SMEM, 0),
+            num_params=num_params,
+            launch_params=tags,
         )
 
     def operand(self, expr: Any, maps: list[TensorMapSpec]) -> KernelArg:

@@ -41,7 +41,13 @@ from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.core.artifacts import ARTIFACT, BUILD_MARK, entry_name
 
 __all__ = [
-    "BUILD_MARK", "Compiler", "TirxBuilder", "compile_and_ship", "compile_candidate", "failure_message", "shipped"
+    "BUILD_MARK",
+    "Compiler",
+    "TirxBuilder",
+    "compile_and_ship",
+    "compile_candidate",
+    "failure_message",
+    "shipped",
 ]
 
 logger = logging.getLogger(__name__)
@@ -156,11 +162,11 @@ def compile_candidate(
 
 
 def failure_message(stage: str, output: str) -> str:
-    """"<stage> failed: <root cause>" on the first line (what tables and the dashboard show), the
+    """ "<stage> failed: <root cause>" on the first line (what tables and the dashboard show), the
     output's tail below it. The compiler process names the root cause on a marked line, found
     from its whole output; for anything else (a crash) it is looked for in what there is."""
     lines = output.splitlines()
-    marked = [line[len(ROOT_CAUSE_MARK):] for line in lines if line.startswith(ROOT_CAUSE_MARK)]
+    marked = [line[len(ROOT_CAUSE_MARK) :] for line in lines if line.startswith(ROOT_CAUSE_MARK)]
     rest = "\n".join(line for line in lines if not line.startswith(ROOT_CAUSE_MARK))
     root = marked[0] if marked else root_cause(output)
     return f"{stage} failed: {root}\n{tail(rest)}"

@@ -90,14 +90,22 @@ def gencode(arch: str = ARCH) -> str:
         raise ToolchainError(f"unknown target arch {arch!r}; known: {', '.join(ARCHS)}")
     return BRANCHES[arch].gencode
 
+
 # Unused-function and unused-variable remarks from the generated helpers drown real diagnostics.
 _QUIET = ("-diag-suppress=174,177,550",)
 # Driver API symbols the exported host wrapper may call. The stub only has to satisfy the link
 # and carry the soname; at run time the real libcuda.so.1 provides the implementations.
 _DRIVER_SYMBOLS = (
-    "cuGetErrorString", "cuGetErrorName", "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col",
-    "cuTensorMapReplaceAddress", "cuDriverGetVersion", "cuInit", "cuLaunchKernelEx",
-    "cuFuncSetAttribute", "cuGetProcAddress",
+    "cuGetErrorString",
+    "cuGetErrorName",
+    "cuTensorMapEncodeTiled",
+    "cuTensorMapEncodeIm2col",
+    "cuTensorMapReplaceAddress",
+    "cuDriverGetVersion",
+    "cuInit",
+    "cuLaunchKernelEx",
+    "cuFuncSetAttribute",
+    "cuGetProcAddress",
 )
 _STUB_DIRS = ("/usr/local/cuda/targets/x86_64-linux/lib/stubs", "/usr/local/cuda/lib64/stubs")
 TAIL_CHARS = 4000
@@ -218,20 +226,25 @@ def _build_libcuda_stub(stub: Path, cc: str) -> None:
     logger.info("built libcuda link stub %s", stub)
 
 
-def nvcc_command(cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: bool = True,
-                 arch: str = ARCH) -> list[str]:
+def nvcc_command(
+    cu_path: Path, so_path: Path, cache_dir: Path, verbose_ptxas: bool = True, arch: str = ARCH
+) -> list[str]:
     includes, ffi_lib = _tvm_ffi_dirs()
     cmd = [nvcc_path(), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", gencode(arch), *_QUIET]
     if verbose_ptxas:
         cmd += ["-Xptxas", "-v"]
     cmd += [f"-I{d}" for d in includes]
-    cmd += [str(cu_path), "-o", str(so_path), f"-L{ffi_lib}", "-ltvm_ffi",
-            f"-L{libcuda_link_dir(cache_dir)}", "-lcuda"]
+    cmd += [str(cu_path), "-o", str(so_path), f"-L{ffi_lib}", "-ltvm_ffi", f"-L{libcuda_link_dir(cache_dir)}", "-lcuda"]
     return cmd
 
 
-def nvcc_shared_library(cu_path: Path | str, so_path: Path | str, timeout_s: float | None = None,
-                        cache_dir: Path | str | None = None, arch: str = ARCH) -> str:
+def nvcc_shared_library(
+    cu_path: Path | str,
+    so_path: Path | str,
+    timeout_s: float | None = None,
+    cache_dir: Path | str | None = None,
+    arch: str = ARCH,
+) -> str:
     """Compile `cu_path` into `so_path`; returns nvcc's output (ptxas -v resource lines included).
 
     Raises NvccError with the output tail on failure, subprocess.TimeoutExpired on timeout.
@@ -245,16 +258,27 @@ def nvcc_shared_library(cu_path: Path | str, so_path: Path | str, timeout_s: flo
     return _run_nvcc(cmd, timeout_s)
 
 
-def nvcc_cubin(cu_path: Path | str, cubin_path: Path | str, arch: str = ARCH,
-               timeout_s: float | None = None) -> str:
+def nvcc_cubin(cu_path: Path | str, cubin_path: Path | str, arch: str = ARCH, timeout_s: float | None = None) -> str:
     """Compile only the device code of `cu_path` into a cubin (`nvcc -cubin`, ptxas -v output returned).
 
     The host wrapper is parsed but not compiled to machine code, which saves most of the time; the
     result can be read by `sass` but not loaded by tvm-ffi.
     """
     includes, _ = _tvm_ffi_dirs()
-    cmd = [nvcc_path(), "-std=c++17", "-O3", "-cubin", gencode(arch), *_QUIET, "-Xptxas", "-v",
-           *[f"-I{d}" for d in includes], str(cu_path), "-o", str(cubin_path)]
+    cmd = [
+        nvcc_path(),
+        "-std=c++17",
+        "-O3",
+        "-cubin",
+        gencode(arch),
+        *_QUIET,
+        "-Xptxas",
+        "-v",
+        *[f"-I{d}" for d in includes],
+        str(cu_path),
+        "-o",
+        str(cubin_path),
+    ]
     return _run_nvcc(cmd, timeout_s)
 
 
@@ -280,8 +304,16 @@ def cuobjdump_path() -> str:
             candidates += sorted(Path(root).glob("cu*/bin/cuobjdump"))
     except ImportError:
         pass
-    candidates.append(Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-                      / "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump")
+    candidates.append(
+        Path(sys.prefix)
+        / "lib"
+        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        / "site-packages"
+        / "nvidia"
+        / "cu13"
+        / "bin"
+        / "cuobjdump"
+    )
     for path in candidates:
         if path.exists():
             return str(path)
@@ -296,8 +328,9 @@ def sass(binary_path: Path | str, timeout_s: float = 120.0) -> str:
     # cuobjdump shells out to nvdisasm; the wheels install it beside cuobjdump, off PATH.
     if not shutil.which("nvdisasm") and (Path(tool).parent / "nvdisasm").exists():
         env.setdefault("NVDISASM_PATH", str(Path(tool).parent))
-    proc = subprocess.run([tool, "-sass", str(binary_path)], capture_output=True, text=True,
-                          timeout=timeout_s, check=False, env=env)
+    proc = subprocess.run(
+        [tool, "-sass", str(binary_path)], capture_output=True, text=True, timeout=timeout_s, check=False, env=env
+    )
     if proc.returncode != 0:
         raise ToolchainError(f"cuobjdump -sass {binary_path} failed:\n{tail(proc.stderr + proc.stdout)}")
     return proc.stdout
@@ -318,9 +351,13 @@ class PtxasResources:
         return self.spill_stores > 0 or self.spill_loads > 0
 
     def to_json(self) -> dict[str, int]:
-        return {"registers": self.registers, "spill_stores": self.spill_stores,
-                "spill_loads": self.spill_loads, "stack_bytes": self.stack_bytes,
-                "smem_bytes": self.smem_bytes}
+        return {
+            "registers": self.registers,
+            "spill_stores": self.spill_stores,
+            "spill_loads": self.spill_loads,
+            "stack_bytes": self.stack_bytes,
+            "smem_bytes": self.smem_bytes,
+        }
 
 
 _REGS = re.compile(r"Used (\d+) registers")
@@ -336,5 +373,10 @@ def ptxas_resources(nvcc_output: str) -> PtxasResources | None:
         return None
     smem = _SMEM.findall(nvcc_output)
     stack, stores, loads = (int(x) for x in spill[-1])
-    return PtxasResources(registers=int(regs[-1]), spill_stores=stores, spill_loads=loads,
-                          stack_bytes=stack, smem_bytes=int(smem[-1]) if smem else 0)
+    return PtxasResources(
+        registers=int(regs[-1]),
+        spill_stores=stores,
+        spill_loads=loads,
+        stack_bytes=stack,
+        smem_bytes=int(smem[-1]) if smem else 0,
+    )

@@ -165,8 +165,11 @@ def _cheap_stack(context: int = 1) -> list[inspect.FrameInfo]:
     while frame is not None:
         code = frame.f_code
         line = linecache.getline(code.co_filename, frame.f_lineno, frame.f_globals) if context > 0 else ""
-        infos.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name,
-                                       [line] if line else None, 0 if line else None))
+        infos.append(
+            inspect.FrameInfo(
+                frame, code.co_filename, frame.f_lineno, code.co_name, [line] if line else None, 0 if line else None
+            )
+        )
         frame = frame.f_back
     return infos
 

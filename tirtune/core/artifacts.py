@@ -24,8 +24,18 @@ from dataclasses import dataclass
 
 from tirtune.core.results import Candidate
 
-__all__ = ["ARTIFACT", "BUILD_MARK", "CUBIN_ARTIFACT", "CUBIN_SUFFIX", "DIGEST_FIELD", "KINDS", "ArtifactKind",
-           "entry_name", "kind_named", "sha256_hex"]
+__all__ = [
+    "ARTIFACT",
+    "BUILD_MARK",
+    "CUBIN_ARTIFACT",
+    "CUBIN_SUFFIX",
+    "DIGEST_FIELD",
+    "KINDS",
+    "ArtifactKind",
+    "entry_name",
+    "kind_named",
+    "sha256_hex",
+]
 
 BUILD_MARK = "build.json"
 ARTIFACT = "kernel.so"

@@ -162,8 +162,14 @@ class Config:
         if head is None:
             raise SpaceError(f"not a config label: {str(label)[:80]!r} (expected e.g. '128x128x64 s4 c2 ws')")
         blk_m, blk_n, blk_k, stages, consumers, roles = head.groups()
-        knobs: dict[str, Any] = {"blk_m": int(blk_m), "blk_n": int(blk_n), "blk_k": int(blk_k),
-                                 "stages": int(stages), "consumers": int(consumers), "warp_specialized": roles == "ws"}
+        knobs: dict[str, Any] = {
+            "blk_m": int(blk_m),
+            "blk_n": int(blk_n),
+            "blk_k": int(blk_k),
+            "stages": int(stages),
+            "consumers": int(consumers),
+            "warp_specialized": roles == "ws",
+        }
         rest = iter(words[4:])
         for word in rest:
             if word == "l2":
@@ -190,8 +196,7 @@ _LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"r(\d+/\d+)"), lambda m: {"reg_split": m[1]}),
     (re.compile(r"(\w+)-load"), lambda m: {"loader": m[1]}),
     (re.compile(r"ewg"), lambda m: {"epilogue_warpgroup": True}),
-    (re.compile(r"sk(\d+)(?:-(\w+))?"),
-     lambda m: {"split_k": int(m[1]), **({"split_k_reduce": m[2]} if m[2] else {})}),
+    (re.compile(r"sk(\d+)(?:-(\w+))?"), lambda m: {"split_k": int(m[1]), **({"split_k_reduce": m[2]} if m[2] else {})}),
     (re.compile(r"swap"), lambda m: {"swap_ab": True}),
     (re.compile(r"p(\d+B)"), lambda m: {"l2_promotion": m[1]}),
     (re.compile(r"pftm"), lambda m: {"prefetch_tensormap": True}),

@@ -27,8 +27,11 @@ def _one_to(limit: int) -> str:
     fewer digits than `limit`, then, digit by digit, those of its length below it, then itself."""
     top = str(limit)
     fewer = [f"[1-9][0-9]{{0,{len(top) - 2}}}"] if len(top) > 1 else []
-    below = [f"{top[:i]}[{int(i == 0)}-{int(d) - 1}]" + (f"[0-9]{{{len(top) - i - 1}}}" if i < len(top) - 1 else "")
-             for i, d in enumerate(top) if int(d) > int(i == 0)]
+    below = [
+        f"{top[:i]}[{int(i == 0)}-{int(d) - 1}]" + (f"[0-9]{{{len(top) - i - 1}}}" if i < len(top) - 1 else "")
+        for i, d in enumerate(top)
+        if int(d) > int(i == 0)
+    ]
     return f"0*(?:{'|'.join([*fewer, *below, top])})"
 
 

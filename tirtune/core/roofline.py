@@ -46,7 +46,7 @@ class Roofline:
 
     @property
     def bound(self) -> str | None:
-        """"memory" or "compute": which ceiling sets the floor."""
+        """ "memory" or "compute": which ceiling sets the floor."""
         if self.compute_ms is None or self.memory_ms is None:
             return None
         return "memory" if self.memory_ms >= self.compute_ms else "compute"

@@ -92,11 +92,26 @@ class Figures:
     @classmethod
     def of(cls, trial: MeasurementRecord, again: RemeasurementRecord | None) -> Figures:
         if again is None:
-            return cls(trial.ratio or 0.0, trial.ratio_p10, trial.ratio_p90, trial.tflops, trial.cublas_tflops,
-                       trial.time_ms, confirmed=False)
+            return cls(
+                trial.ratio or 0.0,
+                trial.ratio_p10,
+                trial.ratio_p90,
+                trial.tflops,
+                trial.cublas_tflops,
+                trial.time_ms,
+                confirmed=False,
+            )
         cublas = None if again.cublas_ms is None else trial.problem.tflops(again.cublas_ms)
-        return cls(again.ratio or 0.0, again.ratio_p10, again.ratio_p90, again.tflops, cublas, again.time_ms,
-                   confirmed=True, remeasurement=again)
+        return cls(
+            again.ratio or 0.0,
+            again.ratio_p10,
+            again.ratio_p90,
+            again.tflops,
+            cublas,
+            again.time_ms,
+            confirmed=True,
+            remeasurement=again,
+        )
 
     def overlaps(self, other: Figures) -> bool | None:
         """Whether the two p10-p90 intervals overlap; None when either spread is unknown."""
@@ -127,9 +142,12 @@ class BestChoice:
     def note(self) -> str:
         """One line for people: how sure the answer is."""
         f = self.best.figures
-        head = (f"re-measured: {f.ratio:.3f}x cuBLAS{_interval(f)}" if f.confirmed else
-                f"not re-measured: {f.ratio:.3f}x cuBLAS{_interval(f)} is its trial's figure (a re-measurement "
-                "can move it by a few hundredths)")
+        head = (
+            f"re-measured: {f.ratio:.3f}x cuBLAS{_interval(f)}"
+            if f.confirmed
+            else f"not re-measured: {f.ratio:.3f}x cuBLAS{_interval(f)} is its trial's figure (a re-measurement "
+            "can move it by a few hundredths)"
+        )
         if self.runner_up is None:
             return f"{head}; no other verified config to compare with"
         r = self.runner_up.figures

@@ -88,4 +88,3 @@ def _on_sqlite_begin(connection: sa.Connection) -> None:
     # fails at once with SQLITE_BUSY when another writer got in between (no busy wait applies),
     # which is exactly the claim/record pattern; serializing writers is cheap at this scale.
     connection.exec_driver_sql("BEGIN IMMEDIATE")
-

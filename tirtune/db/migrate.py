@@ -85,8 +85,10 @@ def check(url: Target) -> None:
         at = found or "none (empty)"
         where = shown_url(url)
         password = " (with its password for ***)" if "***" in where else ""
-        raise DbError(f"database {where} is at revision {at}, code expects {expected}; migrate it with "
-                      f"`tirtune db upgrade --database {where}`{password}")
+        raise DbError(
+            f"database {where} is at revision {at}, code expects {expected}; migrate it with "
+            f"`tirtune db upgrade --database {where}`{password}"
+        )
 
 
 def ensure_ready(url: Target) -> None:

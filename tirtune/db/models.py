@@ -14,8 +14,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["JOB_STATES", "OUTCOMES", "SOURCES", "Base", "Job", "Measurement", "Remeasurement", "UtcDateTime",
-           "metadata", "utcnow"]
+__all__ = [
+    "JOB_STATES",
+    "OUTCOMES",
+    "SOURCES",
+    "Base",
+    "Job",
+    "Measurement",
+    "Remeasurement",
+    "UtcDateTime",
+    "metadata",
+    "utcnow",
+]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -100,8 +110,9 @@ class Job(Base):
     # Every UPDATE of the row adds one, in the statement itself (ORM flushes and Core updates
     # alike): the sum over the table moves whenever any job changes, whatever order writers commit
     # in (repo.jobs_version; migration 0005).
-    revision: Mapped[int] = mapped_column(default=0, server_default=sa.text("0"),
-                                          onupdate=sa.literal_column("revision + 1"))
+    revision: Mapped[int] = mapped_column(
+        default=0, server_default=sa.text("0"), onupdate=sa.literal_column("revision + 1")
+    )
 
 
 class Measurement(Base):
@@ -122,9 +133,7 @@ class Measurement(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int | None] = mapped_column(
-        sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True
-    )
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True)
     trial_number: Mapped[int | None]
     key: Mapped[str] = mapped_column(sa.String(64), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
@@ -185,9 +194,7 @@ class Remeasurement(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int | None] = mapped_column(
-        sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True
-    )
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("tirtune_jobs.id", ondelete="SET NULL"), index=True)
     # The trial this re-measures (its config, problem and provenance live there).
     measurement_id: Mapped[int] = mapped_column(
         sa.ForeignKey("tirtune_measurements.id", ondelete="CASCADE"), index=True

@@ -122,15 +122,27 @@ class MeasurementRecord:
     @classmethod
     def from_row(cls, row: Measurement) -> MeasurementRecord:
         values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
-        return cls(**{**values, "config": Config.from_json(row.config), "outcome": Outcome(row.outcome),
-                      "source": Source(row.source)})
+        return cls(
+            **{
+                **values,
+                "config": Config.from_json(row.config),
+                "outcome": Outcome(row.outcome),
+                "source": Source(row.source),
+            }
+        )
 
     @classmethod
     def from_columns(cls, columns: Mapping[str, Any]) -> MeasurementRecord:
         """From a plain row of the table, as column name -> value (a page read without the ORM)."""
         values = {name: columns[name] for name in cls.__dataclass_fields__}
-        return cls(**{**values, "config": Config.from_json(values["config"]), "outcome": Outcome(values["outcome"]),
-                      "source": Source(values["source"])})
+        return cls(
+            **{
+                **values,
+                "config": Config.from_json(values["config"]),
+                "outcome": Outcome(values["outcome"]),
+                "source": Source(values["source"]),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,8 +100,14 @@ def create_job(
     if max_trials < 1:
         raise DbError(f"max_trials must be at least 1, got {max_trials}")
     job = Job(
-        m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype, arch=arch,
-        state=JobState.QUEUED.value, max_trials=max_trials, time_budget_s=time_budget_s,
+        m=problem.m,
+        n=problem.n,
+        k=problem.k,
+        dtype=problem.dtype,
+        arch=arch,
+        state=JobState.QUEUED.value,
+        max_trials=max_trials,
+        time_budget_s=time_budget_s,
         study_name=f"pending-{uuid.uuid4().hex}",  # the id is only known after the insert
     )
     s.add(job)
@@ -119,8 +125,11 @@ def get_job(s: Session, job_id: int) -> JobRecord:
 def job_with_best(s: Session, job_id: int) -> tuple[JobRecord, MeasurementRecord | None]:
     """The job and its best trial so far (the row's `best_measurement_id`) in one query; NotFound
     if there is no such job."""
-    stmt = (sa.select(Job, Measurement).outerjoin(Measurement, Job.best_measurement_id == Measurement.id)
-            .where(Job.id == job_id))
+    stmt = (
+        sa.select(Job, Measurement)
+        .outerjoin(Measurement, Job.best_measurement_id == Measurement.id)
+        .where(Job.id == job_id)
+    )
     row = s.execute(stmt).first()
     if row is None:
         raise NotFound(f"job {job_id} not found")
@@ -128,9 +137,7 @@ def job_with_best(s: Session, job_id: int) -> tuple[JobRecord, MeasurementRecord
     return JobRecord.from_row(job), None if best is None else MeasurementRecord.from_row(best)
 
 
-def list_jobs(
-    s: Session, *, state: JobState | str | None = None, limit: int = 50, offset: int = 0
-) -> list[JobRecord]:
+def list_jobs(s: Session, *, state: JobState | str | None = None, limit: int = 50, offset: int = 0) -> list[JobRecord]:
     """Jobs, newest first."""
     stmt = _job_filter(sa.select(Job), state).order_by(Job.id.desc()).limit(limit).offset(offset)
     return [JobRecord.from_row(row) for row in s.scalars(stmt)]
@@ -148,8 +155,11 @@ def claim_next_job(s: Session) -> JobRecord | None:
     their start (see engine.py), so claims are serialized.
     """
     stmt = (
-        sa.select(Job).where(Job.state == JobState.QUEUED.value)
-        .order_by(Job.created_at, Job.id).limit(1).with_for_update(skip_locked=True)
+        sa.select(Job)
+        .where(Job.state == JobState.QUEUED.value)
+        .order_by(Job.created_at, Job.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
     )
     job = s.scalars(stmt).first()
     if job is None:
@@ -174,7 +184,8 @@ def requeue_running(s: Session) -> int:
     """Put every RUNNING job back in the queue; returns how many. For a service starting up: the
     jobs it finds RUNNING were left by a dead worker. Only safe while no other service runs jobs."""
     stmt = (
-        sa.update(Job).where(Job.state == JobState.RUNNING.value)
+        sa.update(Job)
+        .where(Job.state == JobState.RUNNING.value)
         .values(state=JobState.QUEUED.value, started_at=None, updated_at=utcnow())
         .execution_options(synchronize_session=False)
     )
@@ -220,7 +231,8 @@ def find_active_job(s: Session, problem: Problem, arch: str) -> JobRecord | None
     stmt = (
         sa.select(Job)
         .where(*_same_problem(Job, problem), Job.arch == arch, Job.state.in_(_ACTIVE))
-        .order_by(Job.id).limit(1)
+        .order_by(Job.id)
+        .limit(1)
     )
     row = s.scalars(stmt).first()
     return None if row is None else JobRecord.from_row(row)
@@ -252,9 +264,15 @@ def record_measurement(
     """
     job = None if job_id is None else _job_row(s, job_id, lock=True)
     row = Measurement(
-        job_id=job_id, trial_number=trial_number, key=key, outcome=Outcome(outcome).value,
-        message=message, build_seconds=build_seconds, **_candidate_columns(candidate),
-        **_origin_columns(result, source), **_result_columns(candidate.problem, result),
+        job_id=job_id,
+        trial_number=trial_number,
+        key=key,
+        outcome=Outcome(outcome).value,
+        message=message,
+        build_seconds=build_seconds,
+        **_candidate_columns(candidate),
+        **_origin_columns(result, source),
+        **_result_columns(candidate.problem, result),
     )
     s.add(row)
     s.flush()
@@ -304,7 +322,8 @@ def find_measurement(s: Session, key: str, source: Source = Source.GPU) -> Measu
     stmt = (
         sa.select(Measurement)
         .where(Measurement.key == key, Measurement.stale.is_(False), Measurement.source == Source(source).value)
-        .order_by(Measurement.id.desc()).limit(1)
+        .order_by(Measurement.id.desc())
+        .limit(1)
     )
     row = s.scalars(stmt).first()
     return None if row is None else MeasurementRecord.from_row(row)
@@ -322,8 +341,13 @@ class _Light:
 
 
 def ranked(
-    s: Session, problem: Problem, *, gpu_name: str | None = None, source: Source = Source.GPU,
-    job_id: int | None = None, limit: int = 10,
+    s: Session,
+    problem: Problem,
+    *,
+    gpu_name: str | None = None,
+    source: Source = Source.GPU,
+    job_id: int | None = None,
+    limit: int = 10,
 ) -> list[Ranked]:
     """The best configs of `problem` (on `gpu_name`, of `job_id`, if given) from `source`, best
     first, at most `limit`, ranked by `tirtune.db.best.order` (same-run ratio, re-measured first)
@@ -333,8 +357,13 @@ def ranked(
         where.append(Measurement.gpu_name == gpu_name)
     if job_id is not None:
         where.append(Measurement.job_id == job_id)
-    columns = (Measurement.id, Measurement.key, Measurement.config_digest, Measurement.template_version,
-               Measurement.ratio)
+    columns = (
+        Measurement.id,
+        Measurement.key,
+        Measurement.config_digest,
+        Measurement.template_version,
+        Measurement.ratio,
+    )
     light = [_Light(*row) for row in s.execute(sa.select(*columns).where(*where))]
     again = _newest_by_key(s, sa.select(Measurement.key).where(*where), source)
     top = order(light, again)[:limit]
@@ -343,7 +372,11 @@ def ranked(
 
 
 def best_of(
-    s: Session, problem: Problem, *, gpu_name: str | None = None, source: Source = Source.GPU,
+    s: Session,
+    problem: Problem,
+    *,
+    gpu_name: str | None = None,
+    source: Source = Source.GPU,
     job_id: int | None = None,
 ) -> BestChoice | None:
     """The best config of `problem` (of one job, with `job_id`) and its runner-up: what GET /best,
@@ -399,8 +432,12 @@ def mark_stale(
         differs.append(Measurement.template_version != template_version)
     stmt = (
         sa.update(Measurement)
-        .where(Measurement.gpu_name == keep_stack.gpu_name, Measurement.stale.is_(False),
-               Measurement.source == Source(source).value, sa.or_(*differs))
+        .where(
+            Measurement.gpu_name == keep_stack.gpu_name,
+            Measurement.stale.is_(False),
+            Measurement.source == Source(source).value,
+            sa.or_(*differs),
+        )
         .values(stale=True)
         .execution_options(synchronize_session=False)
     )
@@ -441,8 +478,12 @@ def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None
 def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
     problem = candidate.problem
     return {
-        "config": candidate.config.to_json(), "config_digest": candidate.config.digest(),
-        "m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype,
+        "config": candidate.config.to_json(),
+        "config_digest": candidate.config.digest(),
+        "m": problem.m,
+        "n": problem.n,
+        "k": problem.k,
+        "dtype": problem.dtype,
         "template_version": candidate.template_version,
     }
 
@@ -463,21 +504,33 @@ def _result_columns(problem: Problem, result: RunResult | None) -> dict[str, Any
         return {}
     has_ratio = bool(result.time_ms and result.cublas_ms)
     columns: dict[str, Any] = {
-        "time_ms": result.time_ms, "time_p10_ms": result.time_p10_ms, "time_p90_ms": result.time_p90_ms,
-        "repetitions": result.repetitions, "cublas_ms": result.cublas_ms, "rel_error": result.rel_error,
-        "tflops": _tflops(problem, result.time_ms), "cublas_tflops": _tflops(problem, result.cublas_ms),
+        "time_ms": result.time_ms,
+        "time_p10_ms": result.time_p10_ms,
+        "time_p90_ms": result.time_p90_ms,
+        "repetitions": result.repetitions,
+        "cublas_ms": result.cublas_ms,
+        "rel_error": result.rel_error,
+        "tflops": _tflops(problem, result.time_ms),
+        "cublas_tflops": _tflops(problem, result.cublas_ms),
         "ratio": result.ratio if has_ratio else None,
-        "ratio_p10": result.ratio_p10 if has_ratio else None, "ratio_p90": result.ratio_p90 if has_ratio else None,
+        "ratio_p10": result.ratio_p10 if has_ratio else None,
+        "ratio_p90": result.ratio_p90 if has_ratio else None,
         "bytes_moved": problem.min_bytes if result.time_ms else None,
         "bandwidth_gbs": Roofline.of(problem, None, None).bandwidth_gbs(result.time_ms),
     }
     if result.provenance is not None:
         p = result.provenance
         columns |= {
-            "gpu_name": p.stack.gpu_name, "driver": p.stack.driver, "cuda": p.stack.cuda,
-            "tvm_version": p.stack.tvm, "compute_capability": p.stack.compute_capability,
-            "torch_version": p.torch, "sm_clock_mhz": p.sm_clock_mhz, "power_w": p.power_w,
-            "copy_gbs": p.copy_gbs, "peak_tflops": p.peak_tflops,
+            "gpu_name": p.stack.gpu_name,
+            "driver": p.stack.driver,
+            "cuda": p.stack.cuda,
+            "tvm_version": p.stack.tvm,
+            "compute_capability": p.stack.compute_capability,
+            "torch_version": p.torch,
+            "sm_clock_mhz": p.sm_clock_mhz,
+            "power_w": p.power_w,
+            "copy_gbs": p.copy_gbs,
+            "peak_tflops": p.peak_tflops,
         }
     return columns
 
@@ -486,9 +539,7 @@ def _tflops(problem: Problem, milliseconds: float | None) -> float | None:
     return problem.tflops(milliseconds) if milliseconds is not None and milliseconds > 0 else None
 
 
-def _same_problem(
-    model: type[Job] | type[Measurement], problem: Problem
-) -> Sequence[sa.ColumnElement[bool]]:
+def _same_problem(model: type[Job] | type[Measurement], problem: Problem) -> Sequence[sa.ColumnElement[bool]]:
     return (model.m == problem.m, model.n == problem.n, model.k == problem.k, model.dtype == problem.dtype)
 
 
@@ -497,7 +548,10 @@ def _job_filter(stmt: sa.Select[Any], state: JobState | str | None) -> sa.Select
 
 
 def _measurement_filter(
-    stmt: sa.Select[Any], job_id: int | None, problem: Problem | None, outcome: Outcome | str | None,
+    stmt: sa.Select[Any],
+    job_id: int | None,
+    problem: Problem | None,
+    outcome: Outcome | str | None,
     dtype: str | None = None,
 ) -> sa.Select[Any]:
     if job_id is not None:
@@ -542,13 +596,24 @@ def problem_stats(s: Session, *, limit: int = 100, offset: int = 0) -> list[Prob
     ok = sa.case((Measurement.outcome == Outcome.OK.value, 1), else_=0)
     best = sa.case((_usable(), Measurement.tflops), else_=None)
     stmt = (
-        sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype,
-                  sa.func.count(), sa.func.sum(ok), sa.func.max(best))
+        sa.select(
+            Measurement.m,
+            Measurement.n,
+            Measurement.k,
+            Measurement.dtype,
+            sa.func.count(),
+            sa.func.sum(ok),
+            sa.func.max(best),
+        )
         .group_by(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype)
-        .order_by(sa.func.max(Measurement.id).desc()).limit(limit).offset(offset)
+        .order_by(sa.func.max(Measurement.id).desc())
+        .limit(limit)
+        .offset(offset)
     )
-    return [ProblemStats(Problem(m, n, k, dtype), count, int(oks or 0), top)
-            for m, n, k, dtype, count, oks, top in s.execute(stmt)]
+    return [
+        ProblemStats(Problem(m, n, k, dtype), count, int(oks or 0), top)
+        for m, n, k, dtype, count, oks, top in s.execute(stmt)
+    ]
 
 
 def count_problems(s: Session) -> int:
@@ -560,8 +625,10 @@ def tuned_problems(
     s: Session, dtype: str, *, gpu_name: str | None = None, source: Source = Source.GPU
 ) -> list[Problem]:
     """The problems of `dtype` that `best_of` has an answer for (on `gpu_name` if given, from `source`)."""
-    stmt = sa.select(Measurement.m, Measurement.n, Measurement.k).distinct().where(
-        Measurement.dtype == dtype, _usable(), Measurement.source == Source(source).value
+    stmt = (
+        sa.select(Measurement.m, Measurement.n, Measurement.k)
+        .distinct()
+        .where(Measurement.dtype == dtype, _usable(), Measurement.source == Source(source).value)
     )
     if gpu_name is not None:
         stmt = stmt.where(Measurement.gpu_name == gpu_name)
@@ -570,8 +637,10 @@ def tuned_problems(
 
 def tuned_gpus(s: Session, problem: Problem, *, source: Source = Source.GPU) -> list[str]:
     """The GPU models `best_of` has an answer for `problem` on, from `source`."""
-    stmt = sa.select(Measurement.gpu_name).distinct().where(
-        *_same_problem(Measurement, problem), _usable(), Measurement.source == Source(source).value
+    stmt = (
+        sa.select(Measurement.gpu_name)
+        .distinct()
+        .where(*_same_problem(Measurement, problem), _usable(), Measurement.source == Source(source).value)
     )
     return sorted(s.scalars(stmt))
 
@@ -582,10 +651,15 @@ def _usable() -> sa.ColumnElement[bool]:
     ran on a GPU its code runs on (compute capability 10.0): a figure from anywhere else (a replay,
     a hand-made row) is never ranked."""
     return sa.and_(
-        Measurement.outcome == Outcome.OK.value, Measurement.stale.is_(False), Measurement.tflops.is_not(None),
+        Measurement.outcome == Outcome.OK.value,
+        Measurement.stale.is_(False),
+        Measurement.tflops.is_not(None),
         Measurement.ratio.is_not(None),
-        *(sa.or_(~Measurement.template_version.startswith(b.version_prefix), _runs_on(b.compute_capabilities))
-          for b in BRANCHES.values() if not b.measured),
+        *(
+            sa.or_(~Measurement.template_version.startswith(b.version_prefix), _runs_on(b.compute_capabilities))
+            for b in BRANCHES.values()
+            if not b.measured
+        ),
     )
 
 
@@ -599,7 +673,11 @@ def _runs_on(capabilities: Sequence[str]) -> sa.ColumnElement[bool]:
 
 
 def record_remeasurements(
-    s: Session, *, job_id: int | None, session_id: str, rounds: int,
+    s: Session,
+    *,
+    job_id: int | None,
+    session_id: str,
+    rounds: int,
     pairs: Sequence[tuple[MeasurementRecord, RunResult]],
 ) -> list[RemeasurementRecord]:
     """Store one interleaved re-measurement: each (trial, result) pair becomes a row of `session_id`.
@@ -609,16 +687,30 @@ def record_remeasurements(
     for trial, result in pairs:
         p = result.provenance
         row = Remeasurement(
-            job_id=job_id, measurement_id=trial.id, key=trial.key, session=session_id, rounds=rounds,
-            outcome=result.outcome.value, message=result.message, time_ms=result.time_ms,
-            time_p10_ms=result.time_p10_ms, time_p90_ms=result.time_p90_ms, repetitions=result.repetitions,
-            tflops=_tflops(trial.problem, result.time_ms), cublas_ms=result.cublas_ms,
-            ratio=result.ratio, sm_clock_mhz=p.sm_clock_mhz if p else None, power_w=p.power_w if p else None,
-            ratio_p10=result.ratio_p10, ratio_p90=result.ratio_p90,
+            job_id=job_id,
+            measurement_id=trial.id,
+            key=trial.key,
+            session=session_id,
+            rounds=rounds,
+            outcome=result.outcome.value,
+            message=result.message,
+            time_ms=result.time_ms,
+            time_p10_ms=result.time_p10_ms,
+            time_p90_ms=result.time_p90_ms,
+            repetitions=result.repetitions,
+            tflops=_tflops(trial.problem, result.time_ms),
+            cublas_ms=result.cublas_ms,
+            ratio=result.ratio,
+            sm_clock_mhz=p.sm_clock_mhz if p else None,
+            power_w=p.power_w if p else None,
+            ratio_p10=result.ratio_p10,
+            ratio_p90=result.ratio_p90,
             processes=int(result.extra.get("processes", 1)),
-            source=(p.source if p else trial.source).value, recording=p.recording if p else trial.recording,
+            source=(p.source if p else trial.source).value,
+            recording=p.recording if p else trial.recording,
             bandwidth_gbs=Roofline.of(trial.problem, None, None).bandwidth_gbs(result.time_ms),
-            copy_gbs=p.copy_gbs if p else None, peak_tflops=p.peak_tflops if p else None,
+            copy_gbs=p.copy_gbs if p else None,
+            peak_tflops=p.peak_tflops if p else None,
         )
         s.add(row)
         rows.append(row)
@@ -648,9 +740,7 @@ def remeasurements_of(s: Session, trials: Iterable[MeasurementRecord]) -> dict[i
     return found
 
 
-def _newest_by_key(
-    s: Session, keys: Sequence[str] | sa.Select[Any], source: Source
-) -> dict[str, RemeasurementRecord]:
+def _newest_by_key(s: Session, keys: Sequence[str] | sa.Select[Any], source: Source) -> dict[str, RemeasurementRecord]:
     stmt = (
         sa.select(Remeasurement)
         .where(Remeasurement.key.in_(keys), Remeasurement.source == Source(source).value)
@@ -680,7 +770,8 @@ def jobs_version(s: Session) -> tuple[int, int, int]:
     committed after a later one still moves it. A scan of the jobs (one row per tuning job), meant
     for about one call a second."""
     count, newest, revisions = s.execute(
-        sa.select(sa.func.count(), sa.func.max(Job.id), sa.func.sum(Job.revision))).one()
+        sa.select(sa.func.count(), sa.func.max(Job.id), sa.func.sum(Job.revision))
+    ).one()
     return count, newest or 0, int(revisions or 0)
 
 
@@ -696,7 +787,12 @@ def measurements_version(s: Session) -> tuple[int, int, int]:
 
 
 def training_samples(
-    s: Session, gpu_name: str, version_prefix: str, *, source: Source = Source.GPU, after_id: int = 0,
+    s: Session,
+    gpu_name: str,
+    version_prefix: str,
+    *,
+    source: Source = Source.GPU,
+    after_id: int = 0,
     limit: int = 100_000,
 ) -> tuple[list[Sample], int]:
     """What the cost model learns from (tirtune.model): the correct trials with a same-run ratio
@@ -706,11 +802,24 @@ def training_samples(
     weighs figures, it does not serve them. A reused measurement (the same key measured once,
     recorded again for another job) is one sample."""
     stmt = (
-        sa.select(Measurement.id, Measurement.m, Measurement.n, Measurement.k, Measurement.dtype, Measurement.config,
-                  Measurement.ratio, Measurement.key)
-        .where(Measurement.id > after_id, Measurement.outcome == Outcome.OK.value, Measurement.ratio > 0,
-               Measurement.gpu_name == gpu_name, Measurement.source == Source(source).value,
-               Measurement.template_version.startswith(version_prefix))
+        sa.select(
+            Measurement.id,
+            Measurement.m,
+            Measurement.n,
+            Measurement.k,
+            Measurement.dtype,
+            Measurement.config,
+            Measurement.ratio,
+            Measurement.key,
+        )
+        .where(
+            Measurement.id > after_id,
+            Measurement.outcome == Outcome.OK.value,
+            Measurement.ratio > 0,
+            Measurement.gpu_name == gpu_name,
+            Measurement.source == Source(source).value,
+            Measurement.template_version.startswith(version_prefix),
+        )
         .order_by(Measurement.id)
         .limit(limit)
     )
@@ -728,6 +837,9 @@ def training_samples(
 
 def newest_gpu(s: Session) -> str | None:
     """The GPU model of the newest measurement taken on a GPU (None: none yet)."""
-    return s.scalar(sa.select(Measurement.gpu_name).where(Measurement.source == Source.GPU.value,
-                                                            Measurement.gpu_name != "")
-                    .order_by(Measurement.id.desc()).limit(1))
+    return s.scalar(
+        sa.select(Measurement.gpu_name)
+        .where(Measurement.source == Source.GPU.value, Measurement.gpu_name != "")
+        .order_by(Measurement.id.desc())
+        .limit(1)
+    )

@@ -49,8 +49,15 @@ class ArtifactStore:
     (None: none); `build`: whether to compile a missing one here (nvcc, about 10 s); `compiler`
     replaces the builder's `compile_candidate` (tests)."""
 
-    def __init__(self, cache_dir: Path, *, http: Http | None = None, build: bool = True, build_timeout_s: float = 180.0,
-                 compiler: Compiler | None = None) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        http: Http | None = None,
+        build: bool = True,
+        build_timeout_s: float = 180.0,
+        compiler: Compiler | None = None,
+    ) -> None:
         self.cache_dir = Path(cache_dir)
         self.http = http
         self.build = build
@@ -75,9 +82,11 @@ class ArtifactStore:
                 return downloaded
         if self.build:
             return self._build(chosen, self.entry(chosen))
-        raise NoArtifact(f"no module for {_what(chosen)}: not in {self.cache_dir}, "
-                         f"{'not served by the service' if self.http else 'no service (TIRTUNE_URL)'}, "
-                         "and building here is off (TIRTUNE_DISPATCH_BUILD)")
+        raise NoArtifact(
+            f"no module for {_what(chosen)}: not in {self.cache_dir}, "
+            f"{'not served by the service' if self.http else 'no service (TIRTUNE_URL)'}, "
+            "and building here is off (TIRTUNE_DISPATCH_BUILD)"
+        )
 
     def _checked(self, entry: Path, kind: ArtifactKind, origin: str) -> Fetched:
         data = (entry / kind.artifact).read_bytes()
@@ -86,8 +95,10 @@ class ArtifactStore:
         if recorded is None:
             log.warning("%s was built before digests were recorded: trusting it as it is", entry)
         elif recorded != digest:
-            raise ArtifactRefused(f"{entry / kind.artifact}: its sha256 {digest[:16]}... is not the {recorded[:16]}"
-                                  "... recorded when it was built; refusing to load it (delete the folder to rebuild)")
+            raise ArtifactRefused(
+                f"{entry / kind.artifact}: its sha256 {digest[:16]}... is not the {recorded[:16]}"
+                "... recorded when it was built; refusing to load it (delete the folder to rebuild)"
+            )
         return Fetched(entry / kind.artifact, digest, origin, kind)
 
     def _download(self, chosen: Chosen) -> Fetched | None:
@@ -103,10 +114,17 @@ class ArtifactStore:
             return None
         claimed = reply.headers.get("x-tirtune-sha256", "")
         if sha256_hex(reply.body) != claimed:
-            raise ArtifactRefused(f"GET /kernels/{chosen.key}: the bytes received hash to {sha256_hex(reply.body)[:16]}"
-                                  f"..., the service said {claimed[:16] or 'nothing'}...; refusing to load them")
-        record = {"config": chosen.config.to_json(), "problem": chosen.problem.to_json(),
-                  "template_version": chosen.template_version, DIGEST_FIELD: claimed, "downloaded": chosen.key}
+            raise ArtifactRefused(
+                f"GET /kernels/{chosen.key}: the bytes received hash to {sha256_hex(reply.body)[:16]}"
+                f"..., the service said {claimed[:16] or 'nothing'}...; refusing to load them"
+            )
+        record = {
+            "config": chosen.config.to_json(),
+            "problem": chosen.problem.to_json(),
+            "template_version": chosen.template_version,
+            DIGEST_FIELD: claimed,
+            "downloaded": chosen.key,
+        }
         entry = self.entry(chosen, kind)
         _publish(entry, kind, reply.body, record)
         return self._checked(entry, kind, "service")
@@ -114,8 +132,10 @@ class ArtifactStore:
     def _build(self, chosen: Chosen, entry: Path) -> Fetched:
         current = branch_for_version(chosen.template_version)
         if chosen.template_version != current.space.template_version:
-            raise NoArtifact(f"no module for {_what(chosen)} here, and this checkout's template is "
-                             f"{current.space.template_version}: it cannot build {chosen.template_version} kernels")
+            raise NoArtifact(
+                f"no module for {_what(chosen)} here, and this checkout's template is "
+                f"{current.space.template_version}: it cannot build {chosen.template_version} kernels"
+            )
         candidate = Candidate(chosen.config, chosen.problem, chosen.template_version)
         log.info("building the tuned kernel of %s (%s)", _what(chosen), chosen.config.label())
         result = self.compiler(candidate, str(self.cache_dir), self.build_timeout_s, current.template)

@@ -52,8 +52,16 @@ class LocalBest:
             return None
         trial = choice.best.trial
         figures = choice.best.figures
-        return Chosen(problem, gpu_name, trial.config, trial.template_version, trial.key, figures.ratio,
-                      figures.cublas_tflops, figures.ratio_p10)
+        return Chosen(
+            problem,
+            gpu_name,
+            trial.config,
+            trial.template_version,
+            trial.key,
+            figures.ratio,
+            figures.cublas_tflops,
+            figures.ratio_p10,
+        )
 
 
 class ServiceBest:
@@ -65,25 +73,39 @@ class ServiceBest:
         self.queue_untuned = queue_untuned
 
     def best(self, problem: Problem, gpu_name: str) -> Chosen | None:
-        reply = self.http.get("/best", {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name,
-                                        "predict": "false"})  # a prediction is no tuned kernel
+        reply = self.http.get(
+            "/best", {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name, "predict": "false"}
+        )  # a prediction is no tuned kernel
         if reply.status == 404:
             if self.queue_untuned:
                 self._queue(problem)
             return None
         if reply.status != 200:
-            raise DispatchError(f"GET /best for {problem.shape} {problem.dtype} answered {reply.status}: "
-                                f"{reply.body[:300]!r}")
+            raise DispatchError(
+                f"GET /best for {problem.shape} {problem.dtype} answered {reply.status}: {reply.body[:300]!r}"
+            )
         body = reply.json()
         cublas, p10 = body.get("cublas_tflops"), body.get("ratio_p10")
-        return Chosen(problem, gpu_name, Config.from_json(body["config"]), body["provenance"]["template_version"],
-                      body["key"], float(body["ratio"]), None if cublas is None else float(cublas),
-                      None if p10 is None else float(p10))
+        return Chosen(
+            problem,
+            gpu_name,
+            Config.from_json(body["config"]),
+            body["provenance"]["template_version"],
+            body["key"],
+            float(body["ratio"]),
+            None if cublas is None else float(cublas),
+            None if p10 is None else float(p10),
+        )
 
     def _queue(self, problem: Problem) -> None:
         reply = self.http.post("/tune", {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype})
         if reply.status in (200, 202):
             log.info("queued a tuning job for %s %s (job %s)", problem.shape, problem.dtype, reply.json().get("id"))
         else:
-            log.warning("could not queue a tuning job for %s %s: %s %r", problem.shape, problem.dtype,
-                        reply.status, reply.body[:300])
+            log.warning(
+                "could not queue a tuning job for %s %s: %s %r",
+                problem.shape,
+                problem.dtype,
+                reply.status,
+                reply.body[:300],
+            )

@@ -31,16 +31,19 @@ def from_settings(settings: Settings) -> Dispatcher:
     if settings.manifest is not None:
         finder = ManifestBest(settings.manifest)
         store = ArtifactStore(settings.manifest.parent, build=False)
-        return Dispatcher(finder, store, TvmFfiLoader(), strict=settings.dispatch_strict,
-                          require_lead=not settings.dispatch_unproven)
+        return Dispatcher(
+            finder, store, TvmFfiLoader(), strict=settings.dispatch_strict, require_lead=not settings.dispatch_unproven
+        )
     if http is not None:
         finder = ServiceBest(http, queue_untuned=settings.dispatch_queue_untuned)
     else:
         finder = _LocalOnFirstUse(settings.database_url)
-    store = ArtifactStore(settings.cache_dir, http=http, build=settings.dispatch_build,
-                          build_timeout_s=settings.build_timeout_s)
-    return Dispatcher(finder, store, TvmFfiLoader(), strict=settings.dispatch_strict,
-                      require_lead=not settings.dispatch_unproven)
+    store = ArtifactStore(
+        settings.cache_dir, http=http, build=settings.dispatch_build, build_timeout_s=settings.build_timeout_s
+    )
+    return Dispatcher(
+        finder, store, TvmFfiLoader(), strict=settings.dispatch_strict, require_lead=not settings.dispatch_unproven
+    )
 
 
 class _LocalOnFirstUse:

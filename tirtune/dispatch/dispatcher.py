@@ -69,8 +69,7 @@ def unproven_lead(chosen: Chosen) -> str | None:
     if chosen.ratio <= 1.0:
         return f"its measured ratio to cuBLAS is {chosen.ratio:.3f}x, no lead"
     if chosen.ratio_p10 is not None and chosen.ratio_p10 <= 1.0:
-        return (f"its lead over cuBLAS ({chosen.ratio:.3f}x) is within its rounds' spread (p10 "
-                f"{chosen.ratio_p10:.3f}x)")
+        return f"its lead over cuBLAS ({chosen.ratio:.3f}x) is within its rounds' spread (p10 {chosen.ratio_p10:.3f}x)"
     return None
 
 
@@ -103,9 +102,16 @@ class Dispatcher:
     refused module instead of falling back; `require_lead` (default) leaves to cuBLAS a problem
     whose tuned kernel has no established lead (`unproven_lead`)."""
 
-    def __init__(self, finder: BestFinder, store: ArtifactStore, loader: Loader, *,
-                 device_name: Callable[[Any], str | None] = cuda_device_name, strict: bool = False,
-                 require_lead: bool = True) -> None:
+    def __init__(
+        self,
+        finder: BestFinder,
+        store: ArtifactStore,
+        loader: Loader,
+        *,
+        device_name: Callable[[Any], str | None] = cuda_device_name,
+        strict: bool = False,
+        require_lead: bool = True,
+    ) -> None:
         self.finder, self.store, self.loader = finder, store, loader
         self.device_name = device_name
         self.strict = strict
@@ -178,8 +184,9 @@ class Dispatcher:
                 return self._fallback(problem, gpu, "nobody tuned it", logging.WARNING)
             unproven = unproven_lead(chosen) if self.require_lead else None
             if unproven is not None:
-                return self._fallback(problem, gpu, f"the tuned {chosen.config.label()}: {unproven}", logging.INFO,
-                                      chosen)
+                return self._fallback(
+                    problem, gpu, f"the tuned {chosen.config.label()}: {unproven}", logging.INFO, chosen
+                )
             fetched = self.store.fetch(chosen)
             kernel = self.loader.load(fetched.path)
         except (TirtuneError, OSError, ValueError, KeyError) as e:
@@ -187,10 +194,18 @@ class Dispatcher:
                 raise
             return self._fallback(problem, gpu, f"{type(e).__name__}: {e}", logging.ERROR)
         pays = bias_add_pays(problem, chosen)
-        log.info("%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s; with a bias: %s)", problem.shape,
-                 problem.dtype, gpu, chosen.config.label(), chosen.ratio, fetched.origin,
-                 "the kernel, then an add" if pays else
-                 f"torch.addmm, its lead does not pay for a ~{bias_add_ms(problem) * 1e3:.0f} us bias add")
+        log.info(
+            "%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s; with a bias: %s)",
+            problem.shape,
+            problem.dtype,
+            gpu,
+            chosen.config.label(),
+            chosen.ratio,
+            fetched.origin,
+            "the kernel, then an add"
+            if pays
+            else f"torch.addmm, its lead does not pay for a ~{bias_add_ms(problem) * 1e3:.0f} us bias add",
+        )
         return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin, pays)
 
     def _fallback(self, problem: Problem, gpu: str, why: str, level: int, chosen: Chosen | None = None) -> Resolved:

@@ -56,8 +56,18 @@ def export(factory: sessionmaker[Session], cache_dir: Path, out: Path, *, gpu_na
         exported.append({**row, "sha256": fetched.digest, "entry": entry.name})
     manifest = out / MANIFEST
     out.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps({"format": FORMAT, "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                                    "kernels": exported, "missing": missing}, indent=1) + "\n")
+    manifest.write_text(
+        json.dumps(
+            {
+                "format": FORMAT,
+                "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "kernels": exported,
+                "missing": missing,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return ExportReport(exported, missing, manifest)
 
 
@@ -70,17 +80,34 @@ def _bests(factory: sessionmaker[Session], gpu_name: str | None) -> list[Chosen]
                     choice = repo.best_of(s, problem, gpu_name=gpu)
                     if choice is not None:
                         t = choice.best.trial
-                        found.append(Chosen(problem, gpu, t.config, t.template_version, t.key,
-                                            choice.best.figures.ratio, choice.best.figures.cublas_tflops,
-                                            choice.best.figures.ratio_p10))
+                        found.append(
+                            Chosen(
+                                problem,
+                                gpu,
+                                t.config,
+                                t.template_version,
+                                t.key,
+                                choice.best.figures.ratio,
+                                choice.best.figures.cublas_tflops,
+                                choice.best.figures.ratio_p10,
+                            )
+                        )
     return found
 
 
 def _entry(chosen: Chosen) -> dict[str, Any]:
-    return {"shape": chosen.problem.shape, "dtype": chosen.problem.dtype, "gpu": chosen.gpu_name,
-            "template_version": chosen.template_version, "config": chosen.config.to_json(),
-            "config_label": chosen.config.label(), "key": chosen.key, "ratio": chosen.ratio,
-            "cublas_tflops": chosen.cublas_tflops, "ratio_p10": chosen.ratio_p10}
+    return {
+        "shape": chosen.problem.shape,
+        "dtype": chosen.problem.dtype,
+        "gpu": chosen.gpu_name,
+        "template_version": chosen.template_version,
+        "config": chosen.config.to_json(),
+        "config_label": chosen.config.label(),
+        "key": chosen.key,
+        "ratio": chosen.ratio,
+        "cublas_tflops": chosen.cublas_tflops,
+        "ratio_p10": chosen.ratio_p10,
+    }
 
 
 class ManifestBest:
@@ -98,6 +125,13 @@ class ManifestBest:
         if k is None:
             return None
         cublas, p10 = k.get("cublas_tflops"), k.get("ratio_p10")  # absent from older manifests
-        return Chosen(problem, gpu_name, Config.from_json(k["config"]), k["template_version"], k["key"],
-                      float(k["ratio"]), None if cublas is None else float(cublas), None if p10 is None else float(p10))
-
+        return Chosen(
+            problem,
+            gpu_name,
+            Config.from_json(k["config"]),
+            k["template_version"],
+            k["key"],
+            float(k["ratio"]),
+            None if cublas is None else float(cublas),
+            None if p10 is None else float(p10),
+        )

@@ -44,8 +44,9 @@ class UrllibHttp:
 
     def post(self, path: str, body: Mapping[str, Any]) -> Reply:
         data = json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method="POST", headers={"Content-Type": "application/json"}
+        )
         return self._send(request)
 
     def _send(self, request: urllib.request.Request) -> Reply:

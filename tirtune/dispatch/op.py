@@ -20,10 +20,15 @@ __all__ = ["gemm", "gemm_op", "gemm_out_op", "linear", "linear_op"]
 
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
-    torch._check(a.dim() == 2 and b.dim() == 2,
-                 lambda: f"tirtune.gemm takes 2-D A and B, got {a.dim()}-D and {b.dim()}-D")
-    torch._check(a.shape[1] == b.shape[1], lambda: f"tirtune.gemm: A is (M, {a.shape[1]}), B must be (N, {a.shape[1]}) "
-                                                    f"(D = A @ B.T), got B {tuple(b.shape)}")
+    torch._check(
+        a.dim() == 2 and b.dim() == 2, lambda: f"tirtune.gemm takes 2-D A and B, got {a.dim()}-D and {b.dim()}-D"
+    )
+    torch._check(
+        a.shape[1] == b.shape[1],
+        lambda: (
+            f"tirtune.gemm: A is (M, {a.shape[1]}), B must be (N, {a.shape[1]}) (D = A @ B.T), got B {tuple(b.shape)}"
+        ),
+    )
     torch._check(a.dtype == b.dtype, lambda: f"tirtune.gemm: A is {a.dtype}, B is {b.dtype}")
     torch._check(a.device == b.device, lambda: f"tirtune.gemm: A is on {a.device}, B on {b.device}")
 
@@ -49,9 +54,13 @@ def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("tirtune::gemm_out", mutates_args=("out",))
 def gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
     _check(a, b)
-    torch._check(tuple(out.shape) == (a.shape[0], b.shape[0]) and out.dtype == a.dtype,
-                 lambda: f"tirtune.gemm: out must be {a.dtype} of shape ({a.shape[0]}, {b.shape[0]}), "
-                         f"got {out.dtype} {tuple(out.shape)}")
+    torch._check(
+        tuple(out.shape) == (a.shape[0], b.shape[0]) and out.dtype == a.dtype,
+        lambda: (
+            f"tirtune.gemm: out must be {a.dtype} of shape ({a.shape[0]}, {b.shape[0]}), "
+            f"got {out.dtype} {tuple(out.shape)}"
+        ),
+    )
     default.current().gemm(a, b, out)
 
 
@@ -102,10 +111,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -
 
 
 def _check_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> None:
-    torch._check(bias.dim() == 1 and bias.shape[0] == b.shape[0],
-                 lambda: f"tirtune.linear: the bias must have N = {b.shape[0]} values, got {tuple(bias.shape)}")
-    torch._check(bias.dtype == a.dtype and bias.device == a.device,
-                 lambda: f"tirtune.linear: the bias is {bias.dtype} on {bias.device}, A {a.dtype} on {a.device}")
+    torch._check(
+        bias.dim() == 1 and bias.shape[0] == b.shape[0],
+        lambda: f"tirtune.linear: the bias must have N = {b.shape[0]} values, got {tuple(bias.shape)}",
+    )
+    torch._check(
+        bias.dtype == a.dtype and bias.device == a.device,
+        lambda: f"tirtune.linear: the bias is {bias.dtype} on {bias.device}, A {a.dtype} on {a.device}",
+    )
 
 
 @torch.library.custom_op("tirtune::linear", mutates_args=())

@@ -33,8 +33,15 @@ __all__ = ["EXPLORE", "LOCAL_MIN", "PER_TILE", "Guide"]
 PER_TILE = 1  # first picks of one tile (tile_key) before the next tile's
 EXPLORE = 0.03  # the bonus (in log ratio, ~3%) of a structure the job has not measured, shrinking as it does
 LOCAL_MIN = 4  # the job's own results before its local trees are fitted
-LOCAL = {**PARAMS, "learning_rate": 0.1, "num_leaves": 4, "min_data_in_leaf": 2, "bagging_fraction": 1.0,
-         "bagging_freq": 0, "feature_fraction": 1.0}
+LOCAL = {
+    **PARAMS,
+    "learning_rate": 0.1,
+    "num_leaves": 4,
+    "min_data_in_leaf": 2,
+    "bagging_fraction": 1.0,
+    "bagging_freq": 0,
+    "feature_fraction": 1.0,
+}
 LOCAL_ROUNDS = 15
 POOL_REVISITED = 64  # the ranked pool's best configs re-scored after each result
 
@@ -43,8 +50,14 @@ class Guide:
     """The cost model's ranking of one problem's valid space, updated by the job's results."""
 
     def __init__(
-        self, model: CostModel, space: SearchSpace, problem: Problem, *, seeds: Iterable[Config] = (),
-        rng: random.Random | None = None, settings: SearchSettings | None = None,
+        self,
+        model: CostModel,
+        space: SearchSpace,
+        problem: Problem,
+        *,
+        seeds: Iterable[Config] = (),
+        rng: random.Random | None = None,
+        settings: SearchSettings | None = None,
     ) -> None:
         self.model = model
         self.space = space
@@ -53,8 +66,14 @@ class Guide:
         self._tried: dict[tuple[int, int, bool, int], int] = {}  # results told per structure (tile_key)
         self._offset = 0.0  # the mean of the job's log residuals
         self._local: Any = None  # a lightgbm.Booster over what the offset leaves
-        self.ranked = rank_space(space, problem, self.predict, seeds=seeds, rng=rng or random.Random(0),
-                                 settings=settings or SearchSettings())
+        self.ranked = rank_space(
+            space,
+            problem,
+            self.predict,
+            seeds=seeds,
+            rng=rng or random.Random(0),
+            settings=settings or SearchSettings(),
+        )
 
     def predict(self, configs: Sequence[Config]) -> np.ndarray:
         """Predicted ratios of `configs` on the problem, with what the job's results taught."""
@@ -102,8 +121,9 @@ class Guide:
         data = lgb.Dataset(rows, residual - self._offset, feature_name=list(FEATURES), free_raw_data=True)
         self._local = lgb.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
 
-    def best_of(self, candidates: Iterable[Config], exclude: Iterable[Config] = (), *, pool: bool = True
-                ) -> Config | None:
+    def best_of(
+        self, candidates: Iterable[Config], exclude: Iterable[Config] = (), *, pool: bool = True
+    ) -> Config | None:
         """The best of `candidates` and (with `pool`) the ranked pool's top, leaving out `exclude`:
         predicted ratio plus the exploration bonus of its structure (EXPLORE / sqrt(1 + results of it))."""
         skip = set(exclude)

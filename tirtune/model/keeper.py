@@ -70,8 +70,11 @@ class ModelKeeper:
                     kept.model = train(samples)
                 except (ImportError, OSError) as e:  # LightGBM cannot load here: tune without the model
                     if not self._unavailable:
-                        log.error("cost model off: its learner cannot load (%s); jobs start from their shape "
-                                  "class and search nearest first", e)
+                        log.error(
+                            "cost model off: its learner cannot load (%s); jobs start from their shape "
+                            "class and search nearest first",
+                            e,
+                        )
                     self._unavailable = True
                     return None
                 kept.trained_on = len(kept.stored)

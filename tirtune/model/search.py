@@ -99,16 +99,28 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
     consumers = space.knobs.get("consumers", ())
     schedules = space.knobs.get("schedule", ())
     for config in configs:
-        roles = list(dict.fromkeys([(config.consumers, config.schedule),
-                                    *((c, config.schedule) for c in consumers),
-                                    *((c, s) for s in schedules for c in consumers)]))
+        roles = list(
+            dict.fromkeys(
+                [
+                    (config.consumers, config.schedule),
+                    *((c, config.schedule) for c in consumers),
+                    *((c, s) for s in schedules for c in consumers),
+                ]
+            )
+        )
         depths = [s for s in stages if s <= config.stages] or [config.stages]
         for swap in swaps:
             for blk_m in blk_ms:
                 for blk_n in blk_ns:
-                    found = _first_valid(space, problem, (
-                        replace(config, blk_m=blk_m, blk_n=blk_n, swap_ab=swap, consumers=c, schedule=s, stages=d)
-                        for c, s in roles for d in depths))
+                    found = _first_valid(
+                        space,
+                        problem,
+                        (
+                            replace(config, blk_m=blk_m, blk_n=blk_n, swap_ab=swap, consumers=c, schedule=s, stages=d)
+                            for c, s in roles
+                            for d in depths
+                        ),
+                    )
                     if found is not None:
                         out.append(found)
     return out

@@ -72,8 +72,14 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
     """Turn the child's raw reply into the RunResult value object: medians of every repetition,
     the ratio's p10-p90 over the reply's rounds (None when it has none, e.g. cuBLAS not timed)."""
     provenance = Provenance(
-        stack, build.candidate.template_version, torch_version, reply.sm_clock_mhz, reply.power_w,
-        source=Source.GPU, measured_at=datetime.now(UTC), copy_gbs=reply.info.get("copy_gbs"),
+        stack,
+        build.candidate.template_version,
+        torch_version,
+        reply.sm_clock_mhz,
+        reply.power_w,
+        source=Source.GPU,
+        measured_at=datetime.now(UTC),
+        copy_gbs=reply.info.get("copy_gbs"),
         peak_tflops=_peak_tflops(stack, reply.info.get("sm_count"), reply.sm_clock_mhz),
     )
     outcome = Outcome(reply.outcome)

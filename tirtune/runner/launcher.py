@@ -26,18 +26,40 @@ from tirtune.core.artifacts import CUBIN_ARTIFACT
 from tirtune.core.launch import DYN_SMEM_ATTR_FROM, LaunchSpec, TensorMapSpec, unbundle
 from tirtune.runner.errors import WorkerError
 
-__all__ = ["CubinKernel", "LaunchError", "TorchStreamKernel", "encode_arguments", "load_artifact", "load_bundle",
-           "pack_params", "tensor_map_dtype"]
+__all__ = [
+    "CubinKernel",
+    "LaunchError",
+    "TorchStreamKernel",
+    "encode_arguments",
+    "load_artifact",
+    "load_bundle",
+    "pack_params",
+    "tensor_map_dtype",
+]
 
 TENSOR_MAP_BYTES = 128
 # TVM's descriptor dtypes -> CUtensorMapDataType member names (the exported wrapper's spelling).
 _DTYPE_NAMES = {
-    "uint8": "UINT8", "int8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "int32": "INT32",
-    "uint64": "UINT64", "int64": "INT64", "float16": "FLOAT16", "float32": "FLOAT32", "float64": "FLOAT64",
+    "uint8": "UINT8",
+    "int8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "int32": "INT32",
+    "uint64": "UINT64",
+    "int64": "INT64",
+    "float16": "FLOAT16",
+    "float32": "FLOAT32",
+    "float64": "FLOAT64",
     "bfloat16": "BFLOAT16",
 }
-_SCALARS = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
-            "uint64": ctypes.c_uint64, "float32": ctypes.c_float, "bool": ctypes.c_bool}
+_SCALARS = {
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float,
+    "bool": ctypes.c_bool,
+}
 
 
 class LaunchError(WorkerError):
@@ -86,8 +108,17 @@ def encode_arguments(spec: TensorMapSpec, pointers: Sequence[int]) -> EncodeArgu
     # zeroed array, and the driver refuses a null one (CUDA_ERROR_INVALID_VALUE).
     strides = spec.strides or (0,)
     return EncodeArguments(
-        tensor_map_dtype(spec), spec.rank, pointers[spec.arg] + spec.byte_offset, spec.dims, tuple(strides),
-        spec.box, spec.element_strides, spec.interleave, spec.swizzle, spec.l2_promotion, spec.oob_fill,
+        tensor_map_dtype(spec),
+        spec.rank,
+        pointers[spec.arg] + spec.byte_offset,
+        spec.dims,
+        tuple(strides),
+        spec.box,
+        spec.element_strides,
+        spec.interleave,
+        spec.swizzle,
+        spec.l2_promotion,
+        spec.oob_fill,
     )
 
 
@@ -135,16 +166,22 @@ class CubinKernel:
         self.spec = spec
         self._check(driver.cuInit(0), "cuInit")
         self.module = self._check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
-        self.function = self._check(driver.cuModuleGetFunction(self.module, spec.kernel.encode()),
-                                    f"cuModuleGetFunction({spec.kernel})")
+        self.function = self._check(
+            driver.cuModuleGetFunction(self.module, spec.kernel.encode()), f"cuModuleGetFunction({spec.kernel})"
+        )
         attr = driver.CUfunction_attribute
         if spec.dyn_smem >= DYN_SMEM_ATTR_FROM:
-            self._check(driver.cuFuncSetAttribute(self.function, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                  spec.dyn_smem), "cuFuncSetAttribute(max dynamic smem)")
+            self._check(
+                driver.cuFuncSetAttribute(
+                    self.function, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.dyn_smem
+                ),
+                "cuFuncSetAttribute(max dynamic smem)",
+            )
         if spec.has_cluster:
-            self._check(driver.cuFuncSetAttribute(self.function,
-                                                  attr.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-                        "cuFuncSetAttribute(non-portable cluster size)")
+            self._check(
+                driver.cuFuncSetAttribute(self.function, attr.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                "cuFuncSetAttribute(non-portable cluster size)",
+            )
 
     def __call__(self, *tensors: Any, stream: int = 0) -> None:
         if len(tensors) != self.spec.num_params:
@@ -153,8 +190,10 @@ class CubinKernel:
         maps = [self._encode(encode_arguments(m, pointers)) for m in self.spec.tensor_maps]
         params, keep = pack_params(self.spec, maps, pointers)
         config = self.launch_config(stream)
-        self._check(self.driver.cuLaunchKernelEx(config, self.function, ctypes.addressof(params), 0),
-                    f"cuLaunchKernelEx({self.spec.kernel})")
+        self._check(
+            self.driver.cuLaunchKernelEx(config, self.function, ctypes.addressof(params), 0),
+            f"cuLaunchKernelEx({self.spec.kernel})",
+        )
         del keep
 
     def launch_config(self, stream: int) -> Any:
@@ -178,12 +217,22 @@ class CubinKernel:
     def _encode(self, a: EncodeArguments) -> bytes:
         d = self.driver
         u64, u32 = d.cuuint64_t, d.cuuint32_t
-        tensor_map = self._check(d.cuTensorMapEncodeTiled(
-            getattr(d.CUtensorMapDataType, a.dtype), a.rank, a.address, [u64(x) for x in a.dims],
-            [u64(x) for x in a.strides], [u32(x) for x in a.box], [u32(x) for x in a.element_strides],
-            d.CUtensorMapInterleave(a.interleave), d.CUtensorMapSwizzle(a.swizzle),
-            d.CUtensorMapL2promotion(a.l2_promotion), d.CUtensorMapFloatOOBfill(a.oob_fill),
-        ), "cuTensorMapEncodeTiled")
+        tensor_map = self._check(
+            d.cuTensorMapEncodeTiled(
+                getattr(d.CUtensorMapDataType, a.dtype),
+                a.rank,
+                a.address,
+                [u64(x) for x in a.dims],
+                [u64(x) for x in a.strides],
+                [u32(x) for x in a.box],
+                [u32(x) for x in a.element_strides],
+                d.CUtensorMapInterleave(a.interleave),
+                d.CUtensorMapSwizzle(a.swizzle),
+                d.CUtensorMapL2promotion(a.l2_promotion),
+                d.CUtensorMapFloatOOBfill(a.oob_fill),
+            ),
+            "cuTensorMapEncodeTiled",
+        )
         return ctypes.string_at(tensor_map.getPtr(), TENSOR_MAP_BYTES)
 
     def _check(self, result: Any, what: str) -> Any:

@@ -23,8 +23,16 @@ from typing import Any
 from tirtune.runner.verify import TOLERANCE, verify
 
 __all__ = [
-    "FOLLOWER_WARM_S", "TOLERANCE", "WARM_S", "MeasureReply", "MeasureRequest", "Nvml", "RemeasureReply",
-    "RemeasureRequest", "serve", "timed_events",
+    "FOLLOWER_WARM_S",
+    "TOLERANCE",
+    "WARM_S",
+    "MeasureReply",
+    "MeasureRequest",
+    "Nvml",
+    "RemeasureReply",
+    "RemeasureRequest",
+    "serve",
+    "timed_events",
 ]
 
 log = logging.getLogger(__name__)
@@ -210,8 +218,15 @@ class _Bench:
         for slot, i in enumerate(timed):
             clock, power = clocks[slot]
             replies[i] = MeasureReply(
-                "OK", "", tuple(times[slot]), tuple(cublas), checked[i][2], clock, power,
-                info={"rounds": req.rounds, "pid": os.getpid()}, round_ratios=tuple(ratios[slot]),
+                "OK",
+                "",
+                tuple(times[slot]),
+                tuple(cublas),
+                checked[i][2],
+                clock,
+                power,
+                info={"rounds": req.rounds, "pid": os.getpid()},
+                round_ratios=tuple(ratios[slot]),
             )
         return RemeasureReply(tuple(r for r in replies if r is not None))
 
@@ -306,8 +321,15 @@ HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
 SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
 
 
-def timed_events(torch: Any, launch: Any, flush: Any, reps: int, *, hold_ms_per_rep: float = HOLD_MS_PER_REP,
-                 while_running: Any = None) -> list[float]:
+def timed_events(
+    torch: Any,
+    launch: Any,
+    flush: Any,
+    reps: int,
+    *,
+    hold_ms_per_rep: float = HOLD_MS_PER_REP,
+    while_running: Any = None,
+) -> list[float]:
     """One warm-up of `launch`, then `reps` launches, each after zeroing `flush` (a buffer larger
     than the L2) and timed by its own pair of CUDA events: milliseconds per launch. The launches
     are queued behind a sleeping kernel that holds the GPU longer than the queueing takes (the
@@ -337,8 +359,13 @@ def timed_events(torch: Any, launch: Any, flush: Any, reps: int, *, hold_ms_per_
         torch.cuda.synchronize()
         if queued_ms < hold_ms:
             break
-        log.debug("queueing %d launches took %.1f ms, past a %.1f ms hold: again with %.1f ms",
-                  reps, queued_ms, hold_ms, 2 * hold_ms)
+        log.debug(
+            "queueing %d launches took %.1f ms, past a %.1f ms hold: again with %.1f ms",
+            reps,
+            queued_ms,
+            hold_ms,
+            2 * hold_ms,
+        )
         hold_ms *= 2
     return [s.elapsed_time(e) for s, e in pairs]
 

@@ -100,8 +100,10 @@ class ReplayRunner:
         """The records of a .jsonl file, or of every .jsonl file of a folder; WorkerError naming the
         path (and line) when there is nothing to read or a line is not a recorded measurement."""
         if not path.exists():
-            raise WorkerError(f"replay data {path}: no such file or folder (give a .jsonl recording or a folder "
-                              "of them, e.g. bench/data)")
+            raise WorkerError(
+                f"replay data {path}: no such file or folder (give a .jsonl recording or a folder "
+                "of them, e.g. bench/data)"
+            )
         files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         if not files:
             raise WorkerError(f"replay data {path}: the folder holds no .jsonl recording")
@@ -120,8 +122,9 @@ class ReplayRunner:
                 try:
                     key, data = from_record(json.loads(line))
                 except (ValueError, TypeError, KeyError, SpaceError) as e:
-                    raise WorkerError(f"replay data {file}:{number}: not a recorded measurement "
-                                      f"({type(e).__name__}: {str(e)[:200]})") from e
+                    raise WorkerError(
+                        f"replay data {file}:{number}: not a recorded measurement ({type(e).__name__}: {str(e)[:200]})"
+                    ) from e
                 self._records[key] = {**data, _RECORDING: recording}
 
     def recordings(self) -> list[str]:
@@ -150,8 +153,7 @@ class ReplayRunner:
     def _nothing_recorded(self, problem: Problem, recorded: Sequence[Problem]) -> str:
         shown = ", ".join(str(p) for p in recorded[:MAX_LISTED])
         more = f" and {len(recorded) - MAX_LISTED} more" if len(recorded) > MAX_LISTED else ""
-        return (f"nothing is recorded for {problem} in this replay ({self.template_version}); "
-                f"recorded: {shown}{more}")
+        return f"nothing is recorded for {problem} in this replay ({self.template_version}); recorded: {shown}{more}"
 
     def stack(self) -> Stack:
         return self._stack

@@ -59,9 +59,15 @@ def _prepare_measuring() -> None:
 
 
 class ChildSupervisor:
-    def __init__(self, run_timeout_s: float = 60.0, start_timeout_s: float = 180.0, *,
-                 target: Callable[..., None] = serve, spare: bool = False,
-                 prepare: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        run_timeout_s: float = 60.0,
+        start_timeout_s: float = 180.0,
+        *,
+        target: Callable[..., None] = serve,
+        spare: bool = False,
+        prepare: Callable[[], None] | None = None,
+    ) -> None:
         """`target`: the child's entry point (tests substitute misbehaving ones), called as
         `target(conn)`, or `target(conn, warm_s=...)` when a spare is started with a warm-up of its
         own. `spare`: keep a prepared child waiting (module docstring); `prepare`: what a spare
@@ -83,8 +89,12 @@ class ChildSupervisor:
     def _spawn(self, spare: bool) -> tuple[Any, Any]:
         ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_child_main, args=(self.target, self.prepare, child, spare), daemon=True,
-                           name="tirtune-measure-spare" if spare else "tirtune-measure")
+        proc = ctx.Process(
+            target=_child_main,
+            args=(self.target, self.prepare, child, spare),
+            daemon=True,
+            name="tirtune-measure-spare" if spare else "tirtune-measure",
+        )
         proc.start()
         child.close()
         return proc, parent
@@ -126,8 +136,9 @@ class ChildSupervisor:
             self._spare = self._spawn(spare=True)
         return self.info
 
-    def measure(self, request: MeasureRequest | RemeasureRequest,
-                timeout_s: float | None = None) -> MeasureReply | RemeasureReply:
+    def measure(
+        self, request: MeasureRequest | RemeasureRequest, timeout_s: float | None = None
+    ) -> MeasureReply | RemeasureReply:
         """The child's reply, or a TIMEOUT / LAUNCH_ERROR MeasureReply when it hung or died.
 
         `timeout_s` overrides the watchdog's deadline for this request (a re-measurement of
@@ -146,8 +157,11 @@ class ChildSupervisor:
             code = self._exitcode()
             self._kill()
             self.restarts += 1
-            return MeasureReply("LAUNCH_ERROR", f"measuring process died (exit code {code}) after "
-                                f"{time.monotonic() - began:.1f}s", fatal=True)
+            return MeasureReply(
+                "LAUNCH_ERROR",
+                f"measuring process died (exit code {code}) after {time.monotonic() - began:.1f}s",
+                fatal=True,
+            )
         if reply.fatal:
             self._kill()
             self.restarts += 1

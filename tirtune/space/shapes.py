@@ -105,7 +105,10 @@ def wave_fill(config: Config, problem: Problem, sms: int = SMS) -> float:
 
 
 def wave_fitted(
-    config: Config, problem: Problem, widths: Sequence[int], valid: Callable[[Config], bool] | None = None,
+    config: Config,
+    problem: Problem,
+    widths: Sequence[int],
+    valid: Callable[[Config], bool] | None = None,
     sms: int = SMS,
 ) -> Config:
     """`config` with the blk_n of `widths` (at least its own blk_n, the narrowest it may take:

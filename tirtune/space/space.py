@@ -34,7 +34,10 @@ class SearchSpace:
     normal_form: Callable[[Config], Config] | None = None
 
     def restricted(
-        self, points: Mapping[Problem, Collection[Config]], rule: str, reason: str,
+        self,
+        points: Mapping[Problem, Collection[Config]],
+        rule: str,
+        reason: str,
         missing: Callable[[Problem, Sequence[Problem]], str] | None = None,
     ) -> SearchSpace:
         """This space cut down to `points`: any other config breaks the rule named `rule` (e.g. a
@@ -53,8 +56,12 @@ class SearchSpace:
             return missing(problem, having) if missing else f"{reason}: no point for {problem}"
 
         in_points.__name__ = has_points.__name__ = rule
-        return replace(self, problem_rules=(*self.problem_rules, has_points),
-                       config_rules=(*self.config_rules, in_points), points=frozen)
+        return replace(
+            self,
+            problem_rules=(*self.problem_rules, has_points),
+            config_rules=(*self.config_rules, in_points),
+            points=frozen,
+        )
 
     def finite_configs(self, problem: Problem) -> list[Config] | None:
         """The valid configs of a restricted space (cheap to list), or None for a whole grid."""
@@ -147,8 +154,13 @@ class SearchSpace:
         return found
 
     def nearest_valid(
-        self, config: Config, problem: Problem, *, exclude: Collection[Config] = (),
-        rng: random.Random | None = None, max_nodes: int = 50_000,
+        self,
+        config: Config,
+        problem: Problem,
+        *,
+        exclude: Collection[Config] = (),
+        rng: random.Random | None = None,
+        max_nodes: int = 50_000,
     ) -> Config | None:
         """A valid config not in `exclude` that changes the fewest knobs of `config` (ties drawn
         with `rng`), or None when there is none. Branch and bound over the same depth-first walk
@@ -279,7 +291,11 @@ class SearchSpace:
         return Config(**chosen) if walk(0) else None
 
     def neighbours(
-        self, config: Config, problem: Problem, *, exclude: Collection[Config] = (),
+        self,
+        config: Config,
+        problem: Problem,
+        *,
+        exclude: Collection[Config] = (),
         rng: random.Random | None = None,
     ) -> list[Config]:
         """The valid configs one knob away from `config`, not in `exclude`, nearest first: a knob

@@ -57,11 +57,15 @@ def knobs_off_default(config: Config, knobs: Collection[str]) -> list[str]:
     Config's order. A space or branch without a knob has no code path for its other values: this
     is the one check that holds such knobs at their defaults (`SearchSpace`'s
     `knobs_of_this_space` and `holds`, the Blackwell branch's `hopper_knobs_at_default`)."""
-    return [f"{name}={getattr(config, name)!r}" for name, default in _KNOB_DEFAULTS
-            if name not in knobs and getattr(config, name) != default]
+    return [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in _KNOB_DEFAULTS
+        if name not in knobs and getattr(config, name) != default
+    ]
 
 
 _KNOB_DEFAULTS: tuple[tuple[str, object], ...] = tuple((f.name, f.default) for f in fields(Config))
+
 
 @dataclass(frozen=True, slots=True)
 class Violation:

@@ -33,8 +33,10 @@ from tirtune.tuner.tune_command import report_console
 
 __all__ = ["Named", "parse_shapes", "run_batch"]
 
-_LINE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][\w.@-]*)\s+)?(?P<shape>\d+\s*x\s*\d+\s*x\s*\d+)"
-                   r"(?:\s*[: ]\s*(?P<dtype>[A-Za-z0-9]+))?\s*$")
+_LINE = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z_][\w.@-]*)\s+)?(?P<shape>\d+\s*x\s*\d+\s*x\s*\d+)"
+    r"(?:\s*[: ]\s*(?P<dtype>[A-Za-z0-9]+))?\s*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +65,15 @@ def parse_shapes(text: str, default_dtype: str = "float16") -> list[Named]:
     return list(found.values())
 
 
-def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, time_s: float | None,
-              replay: str | Path | None, database_url: str | None = None) -> dict[str, Any]:
+def run_batch(
+    settings: Settings,
+    problems: Sequence[Named],
+    *,
+    trials: int,
+    time_s: float | None,
+    replay: str | Path | None,
+    database_url: str | None = None,
+) -> dict[str, Any]:
     """Tune each problem in turn (`trials` and `time_s` each) and return the batch's summary."""
     for named in problems:
         branches.check_problem(named.problem)  # every refusal before any job starts
@@ -95,23 +104,45 @@ def run_batch(settings: Settings, problems: Sequence[Named], *, trials: int, tim
         for row in rows:
             choice = repo.best_of(s, Problem.parse(row["shape"], row["dtype"]), source=source, job_id=row["job_id"])
             row.update(_best(choice))
-    summary = {"problems": rows, "trials_per_problem": trials, "source": source.value,
-               "template_version": workers.space.template_version}
+    summary = {
+        "problems": rows,
+        "trials_per_problem": trials,
+        "source": source.value,
+        "template_version": workers.space.template_version,
+    }
     _print(summary)
     return summary
 
 
-def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named, job_id: int, bar: Progress,
-         trials: int, models: ModelKeeper | None) -> dict[str, Any]:
+def _one(
+    sessions: Any,
+    url: str,
+    settings: Settings,
+    workers: Any,
+    named: Named,
+    job_id: int,
+    bar: Progress,
+    trials: int,
+    models: ModelKeeper | None,
+) -> dict[str, Any]:
     task = bar.add_task(f"{named.name} {named.problem.shape} {named.problem.dtype}", total=trials, best="-")
 
     def update(p: JobProgress) -> None:
         ratio = "-" if p.best is None or p.best.ratio is None else f"best so far {p.best.ratio:.3f}x (trial)"
         bar.update(task, completed=p.trials_done, best=ratio)
 
-    loop = JobLoop(sessions, url, workers.space, workers.builder, workers.runner, batch_size=workers.batch_size,
-                   on_progress=update, remeasure_processes=settings.remeasure_processes,
-                   local_share=settings.local_share, models=models)
+    loop = JobLoop(
+        sessions,
+        url,
+        workers.space,
+        workers.builder,
+        workers.runner,
+        batch_size=workers.batch_size,
+        on_progress=update,
+        remeasure_processes=settings.remeasure_processes,
+        local_share=settings.local_share,
+        models=models,
+    )
     try:
         result = loop.run(job_id)
     except BaseException as exc:
@@ -121,32 +152,60 @@ def _one(sessions: Any, url: str, settings: Settings, workers: Any, named: Named
     with transaction(sessions) as s:
         repo.finish_job(s, job_id, result.state, result.message)
     bar.update(task, completed=trials, best=result.message[:60])
-    return {"name": named.name, "shape": named.problem.shape, "dtype": named.problem.dtype, "job_id": job_id,
-            "state": result.state, "trials": result.trials, "stopped_because": result.message}
+    return {
+        "name": named.name,
+        "shape": named.problem.shape,
+        "dtype": named.problem.dtype,
+        "job_id": job_id,
+        "state": result.state,
+        "trials": result.trials,
+        "stopped_because": result.message,
+    }
 
 
 def _best(choice: Any) -> dict[str, Any]:
     if choice is None:
         return {"config": None, "config_label": None, "ratio": None, "confirmed": None, "key": None}
     f, t = choice.best.figures, choice.best.trial
-    return {"config": t.config.to_json(), "config_label": t.config.label(), "ratio": f.ratio,
-            "ratio_p10": f.ratio_p10, "ratio_p90": f.ratio_p90, "confirmed": f.confirmed, "tflops": f.tflops,
-            "key": t.key}
+    return {
+        "config": t.config.to_json(),
+        "config_label": t.config.label(),
+        "ratio": f.ratio,
+        "ratio_p10": f.ratio_p10,
+        "ratio_p90": f.ratio_p90,
+        "confirmed": f.confirmed,
+        "tflops": f.tflops,
+        "key": t.key,
+    }
 
 
 def _bar(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[best]}"), console=console)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=console,
+    )
 
 
 def _print(summary: dict[str, Any]) -> None:
-    table = Table(title=f"{len(summary['problems'])} problems: the best of each job by same-run ratio "
-                        f"(re-measured first){' (replayed)' if summary['source'] == 'replay' else ''}")
+    table = Table(
+        title=f"{len(summary['problems'])} problems: the best of each job by same-run ratio "
+        f"(re-measured first){' (replayed)' if summary['source'] == 'replay' else ''}"
+    )
     for column in ("name", "problem", "best config", "ratio (p10-p90)", "re-measured", "trials"):
         table.add_column(column, justify="right" if column in ("ratio (p10-p90)", "trials") else "left")
     for r in summary["problems"]:
         spread = f" ({r['ratio_p10']:.3f}-{r['ratio_p90']:.3f})" if r.get("ratio_p10") and r.get("ratio_p90") else ""
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}{spread}"
-        table.add_row(r["name"], f"{r['shape']} {r['dtype']}", r["config_label"] or "no verified config", ratio,
-                      "-" if r["confirmed"] is None else ("yes" if r["confirmed"] else "no"), str(r["trials"]))
+        table.add_row(
+            r["name"],
+            f"{r['shape']} {r['dtype']}",
+            r["config_label"] or "no verified config",
+            ratio,
+            "-" if r["confirmed"] is None else ("yes" if r["confirmed"] else "no"),
+            str(r["trials"]),
+        )
     report_console().print(table)

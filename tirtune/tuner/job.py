@@ -156,8 +156,14 @@ class JobLoop:
         guide = self._guide(job, arch.version_prefix, (*near, *own))
         start_with = guided_starts(guide, near) if guide is not None else (*near, *own)
         return OptunaProposer(
-            self.storage_url, job.study_name, self.space, seed=job.id, start_with=start_with, problem=job.problem,
-            local_share=self.settings.local_share, guide=guide,
+            self.storage_url,
+            job.study_name,
+            self.space,
+            seed=job.id,
+            start_with=start_with,
+            problem=job.problem,
+            local_share=self.settings.local_share,
+            guide=guide,
         )
 
     def _guide(self, job: JobRecord, version_prefix: str, seeds: Sequence[Config]) -> Guide | None:
@@ -168,9 +174,16 @@ class JobLoop:
         if model is None:
             return None
         guide = Guide(model, self.space, job.problem, seeds=seeds, rng=random.Random(job.id))
-        log.info("job %d: cost model %s (%d samples, %d problems) ranks %d configs; its pick %s predicted %.3fx",
-                 job.id, model.digest, model.samples, model.problems, len(guide.ranked),
-                 guide.ranked[0][0].label() if guide.ranked else "-", guide.ranked[0][1] if guide.ranked else 0.0)
+        log.info(
+            "job %d: cost model %s (%d samples, %d problems) ranks %d configs; its pick %s predicted %.3fx",
+            job.id,
+            model.digest,
+            model.samples,
+            model.problems,
+            len(guide.ranked),
+            guide.ranked[0][0].label() if guide.ranked else "-",
+            guide.ranked[0][1] if guide.ranked else 0.0,
+        )
         return guide
 
     def run(self, job_id: int) -> JobSummary:
@@ -185,8 +198,15 @@ class JobLoop:
         job = self.store.start_job(job_id, stack)
         proposer = self.proposer_factory(job)
         return _JobRun(
-            job, stack, proposer, store=self.store, space=self.space, builder=self.builder, runner=self.runner,
-            settings=self.settings, on_progress=self.on_progress,
+            job,
+            stack,
+            proposer,
+            store=self.store,
+            space=self.space,
+            builder=self.builder,
+            runner=self.runner,
+            settings=self.settings,
+            on_progress=self.on_progress,
         ).run()
 
 
@@ -261,9 +281,7 @@ class _JobRun:
         failed = why_nothing_ran(self._name_best())
         if failed is not None:  # every candidate failed: the job says why, in one line
             return JobSummary(self.job.id, "FAILED", self.done, None, failed, self.remeasured, None)
-        return JobSummary(
-            self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice
-        )
+        return JobSummary(self.job.id, "DONE", self.done, self.best, self._stop_reason(), self.remeasured, self.choice)
 
     # --- the search: batches through propose -> check -> build -> measure -> record -> tell ------
 
@@ -294,8 +312,11 @@ class _JobRun:
     def _next_trials(self, in_flight: int) -> list[Trial]:
         """Propose and check until a batch of new, valid candidates is ready; what needs no GPU
         is settled (and recorded) on the way."""
-        want = min(self.settings.batch_size, max(MIN_BATCH, -(-self.job.max_trials // BUDGET_PARTS)),
-                   self.remaining() - in_flight)
+        want = min(
+            self.settings.batch_size,
+            max(MIN_BATCH, -(-self.job.max_trials // BUDGET_PARTS)),
+            self.remaining() - in_flight,
+        )
         trials: list[Trial] = []
         while len(trials) < want and self.idle_asks < MAX_IDLE_ASKS:
             proposals = self._propose(want - len(trials))
@@ -387,8 +408,9 @@ class _JobRun:
                     Provenance(self.stack, candidate.template_version, source=self.source)
                 )
             )
-            self._tell(proposal, self._record(proposal, candidate, result.outcome, result.message, result,
-                                              build.seconds))
+            self._tell(
+                proposal, self._record(proposal, candidate, result.outcome, result.message, result, build.seconds)
+            )
 
     def _record(
         self,
@@ -400,8 +422,14 @@ class _JobRun:
         build_seconds: float | None,
     ) -> Recorded:
         return self.store.record(
-            self.job.id, proposal.trial, candidate, candidate.measurement_key(self.stack), outcome, message,
-            result, build_seconds,
+            self.job.id,
+            proposal.trial,
+            candidate,
+            candidate.measurement_key(self.stack),
+            outcome,
+            message,
+            result,
+            build_seconds,
         )
 
     def _tell(self, proposal: Proposal, recorded: Recorded) -> None:
@@ -423,7 +451,8 @@ class _JobRun:
             self.job.id,
             proposal.trial,
             record.outcome.value,
-            f"{record.tflops:.1f} TFLOP/s, {record.ratio or 0:.3f}x cuBLAS" if ok and record.tflops
+            f"{record.tflops:.1f} TFLOP/s, {record.ratio or 0:.3f}x cuBLAS"
+            if ok and record.tflops
             else record.message[:120],
         )
         if self.on_progress is not None:
@@ -473,8 +502,12 @@ class _JobRun:
         self.best = winner
         log.info(
             "job %d: best %s at %.3fx cuBLAS (%s; trial figure %.3fx): %s",
-            self.job.id, winner.config.label(), figures.ratio,
-            "re-measured" if figures.confirmed else "not re-measured", winner.ratio or 0.0, self.choice.note,
+            self.job.id,
+            winner.config.label(),
+            figures.ratio,
+            "re-measured" if figures.confirmed else "not re-measured",
+            winner.ratio or 0.0,
+            self.choice.note,
         )
         return finished.rows
 

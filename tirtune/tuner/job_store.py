@@ -87,8 +87,16 @@ class JobStore:
         """A config a rule refused, stored as INVALID with the rules it broke: no trial spent."""
         with transaction(self.sessions) as s:
             return repo.record_measurement(
-                s, job_id=job_id, trial_number=trial, key=key, candidate=candidate, outcome=Outcome.INVALID,
-                message=message, result=None, build_seconds=None, source=self.source,
+                s,
+                job_id=job_id,
+                trial_number=trial,
+                key=key,
+                candidate=candidate,
+                outcome=Outcome.INVALID,
+                message=message,
+                result=None,
+                build_seconds=None,
+                source=self.source,
             )
 
     def record(
@@ -105,8 +113,16 @@ class JobStore:
         """Store one candidate's fate as a trial of the job."""
         with transaction(self.sessions) as s:
             record = repo.record_measurement(
-                s, job_id=job_id, trial_number=trial, key=key, candidate=candidate, outcome=outcome,
-                message=message, result=result, build_seconds=build_seconds, source=self.source,
+                s,
+                job_id=job_id,
+                trial_number=trial,
+                key=key,
+                candidate=candidate,
+                outcome=outcome,
+                message=message,
+                result=result,
+                build_seconds=build_seconds,
+                source=self.source,
             )
             done, best = repo.job_progress(s, job_id)
         return Recorded(record, done, best)

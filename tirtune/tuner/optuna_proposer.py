@@ -132,8 +132,12 @@ class OptunaProposer:
         for config in held:
             if not self.space.is_valid(config, self.problem):
                 repaired = self.space.nearest_valid(config, self.problem, exclude=[*held, *starts], rng=self._rng)
-                log.info("start %s breaks a rule at %s: %s instead", config.label(), self.problem,
-                         repaired.label() if repaired else "none")
+                log.info(
+                    "start %s breaks a rule at %s: %s instead",
+                    config.label(),
+                    self.problem,
+                    repaired.label() if repaired else "none",
+                )
                 if repaired is None:
                     continue
                 config = repaired
@@ -226,8 +230,11 @@ class OptunaProposer:
         assert self.problem is not None and self.guide is not None
         same = self.space.normal_form or (lambda c: c)
         seen = {same(c) for c in exclude}
-        near = {c: centre for centre in centres
-                for c in self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)}
+        near = {
+            c: centre
+            for centre in centres
+            for c in self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)
+        }
         pick = self.guide.best_of(near, exclude=seen)
         if pick is None:
             return None

@@ -55,8 +55,11 @@ def _is_resource_tracker(pid: int) -> bool:
 
 def alive(processes: Processes) -> Processes:
     """Those still running: a zombie counts as gone, and so does a pid now held by another process."""
-    return {pid: start for pid, start in processes.items()
-            if (stat := _stat(pid)) is not None and stat[19] == start and stat[0] != "Z"}
+    return {
+        pid: start
+        for pid, start in processes.items()
+        if (stat := _stat(pid)) is not None and stat[19] == start and stat[0] != "Z"
+    }
 
 
 def terminate(processes: Processes, grace_s: float) -> Processes:
@@ -83,4 +86,4 @@ def _stat(pid: int) -> list[str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2 :].split()

@@ -24,8 +24,15 @@ from tirtune.tuner.processes import descendants, multiprocessing_helpers, termin
 from tirtune.tuner.signals import action_kept
 
 __all__ = [
-    "SERVICE_REPLAY_HINT", "TUNE_REPLAY_HINT", "Workers", "check_local_gpus", "make_workers", "no_gpu_reason",
-    "replay_space", "start_ray", "stop_ray",
+    "SERVICE_REPLAY_HINT",
+    "TUNE_REPLAY_HINT",
+    "Workers",
+    "check_local_gpus",
+    "make_workers",
+    "no_gpu_reason",
+    "replay_space",
+    "start_ray",
+    "stop_ray",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,8 +85,13 @@ def local_gpus() -> int:
     import ray
 
     here = cast(Any, ray).util.get_node_ip_address()
-    return int(sum(node["Resources"].get("GPU", 0) for node in cast(Any, ray).nodes()
-                   if node.get("Alive") and node.get("NodeManagerAddress") == here))
+    return int(
+        sum(
+            node["Resources"].get("GPU", 0)
+            for node in cast(Any, ray).nodes()
+            if node.get("Alive") and node.get("NodeManagerAddress") == here
+        )
+    )
 
 
 def _init_in_keeper_thread(settings: Settings) -> threading.Thread:
@@ -193,8 +205,9 @@ def check_local_gpus(settings: Settings, no_gpu_hint: str = SERVICE_REPLAY_HINT)
         raise TunerError(f"{reason}. tirtune measures on an NVIDIA Hopper GPU; without one, {no_gpu_hint}")
 
 
-def make_workers(settings: Settings, *, replay: str | Path | None = None,
-                 no_gpu_hint: str = SERVICE_REPLAY_HINT) -> Workers:
+def make_workers(
+    settings: Settings, *, replay: str | Path | None = None, no_gpu_hint: str = SERVICE_REPLAY_HINT
+) -> Workers:
     """GPU runner + TIRx builder on Ray, or the replay pair when `replay` (or the setting
     TIRTUNE_REPLAY) names recorded data; a replay searches the space of the recorded template
     version (replaying hopper-gemm/1 data proposes hopper-gemm/1 configs), cut down to the
@@ -223,8 +236,13 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         processes = settings.builds_in_flight or build_processes(os.cpu_count() or 1, local_gpus())
 
         def cubin_builder(template: str) -> Any:
-            return CubinBuilder(cache_dir=settings.cache_dir, timeout_s=settings.build_timeout_s, template=template,
-                                processes=processes, warm=True)
+            return CubinBuilder(
+                cache_dir=settings.cache_dir,
+                timeout_s=settings.build_timeout_s,
+                template=template,
+                processes=processes,
+                warm=True,
+            )
 
         # Its lowering processes import TVM while the GPU actors start (seconds each).
         builder = cubin_builder(branch(DEFAULT_ARCH).template)
@@ -247,8 +265,9 @@ def make_workers(settings: Settings, *, replay: str | Path | None = None,
         "measuring on %d %s GPU(s): %s", runner.num_gpus, runner.gpu_model, ", ".join(u.label for u in runner.usage())
     )
     # Enough candidates per batch that every GPU has work while the next batch builds.
-    workers = Workers(builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus),
-                      space=space)
+    workers = Workers(
+        builder, runner, batch_size=settings.builds_in_flight or max(processes, 4 * runner.num_gpus), space=space
+    )
     with _lock:
         _on_ray.append(workers)
     return workers

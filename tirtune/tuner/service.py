@@ -24,8 +24,14 @@ class JobService:
     """`settings.concurrent_jobs` threads that claim QUEUED jobs and run them, sharing one set of
     workers (builders, GPU runners); jobs a dead service left RUNNING resume."""
 
-    def __init__(self, settings: Settings, sessions: sessionmaker[Session], *, workers: Workers | None = None,
-                 poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        *,
+        workers: Workers | None = None,
+        poll_s: float = 1.0,
+    ) -> None:
         self.settings = settings
         self.sessions = sessions
         self._workers = workers
@@ -41,8 +47,10 @@ class JobService:
             resumed = repo.requeue_running(s)
         if resumed:
             log.warning("resuming %d job(s) left RUNNING by a previous service", resumed)
-        self._threads = [threading.Thread(target=self._serve, name=f"tirtune-jobs-{n}", daemon=True)
-                         for n in range(self.settings.concurrent_jobs)]
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"tirtune-jobs-{n}", daemon=True)
+            for n in range(self.settings.concurrent_jobs)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -69,10 +77,17 @@ class JobService:
             with self._workers_lock:  # made once, by the first job that needs them
                 if self._workers is None:
                     self._workers = make_workers(self.settings)
-            loop = JobLoop(self.sessions, url_of(self.sessions), self._workers.space, self._workers.builder,
-                           self._workers.runner, batch_size=self._workers.batch_size,
-                           remeasure_processes=self.settings.remeasure_processes, local_share=self.settings.local_share,
-                           models=self._models)
+            loop = JobLoop(
+                self.sessions,
+                url_of(self.sessions),
+                self._workers.space,
+                self._workers.builder,
+                self._workers.runner,
+                batch_size=self._workers.batch_size,
+                remeasure_processes=self.settings.remeasure_processes,
+                local_share=self.settings.local_share,
+                models=self._models,
+            )
             summary = loop.run(job_id)
             state, message = summary.state, summary.message
         except Exception as exc:  # the job fails, the service lives on

@@ -34,8 +34,16 @@ from tirtune.model.guide import Guide
 from tirtune.space.branches import Branch
 from tirtune.space.shapes import nearest_problems, shape_class
 
-__all__ = ["OTHER_DTYPE", "PER_PROBLEM", "START_PICKS", "TRANSFER_PROBLEMS", "guided_starts", "start_configs",
-           "start_sources", "transferred"]
+__all__ = [
+    "OTHER_DTYPE",
+    "PER_PROBLEM",
+    "START_PICKS",
+    "TRANSFER_PROBLEMS",
+    "guided_starts",
+    "start_configs",
+    "start_sources",
+    "transferred",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +55,7 @@ OTHER_DTYPE = 0.1  # in log_distance units: less than any change of shape (ln 2 
 START_PICKS = 12
 
 
-def transferred(
-    s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
-) -> list[Config]:
+def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source) -> list[Config]:
     """The best configs of the nearest problems tuned before (nearest first; none for the
     problem itself, whose own measurements the job reuses anyway), only those the branch's space
     still holds (a knob value it no longer searches, such as trim=True, is not proposed again)."""
@@ -57,8 +63,11 @@ def transferred(
     configs: list[Config] = []
     for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
         ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)
-        own = [r.trial.config for r in ranking
-               if r.trial.template_version.startswith(branch.version_prefix) and branch.space.holds(r.trial.config)]
+        own = [
+            r.trial.config
+            for r in ranking
+            if r.trial.template_version.startswith(branch.version_prefix) and branch.space.holds(r.trial.config)
+        ]
         configs += own[:PER_PROBLEM]
     return configs
 
@@ -71,8 +80,13 @@ def start_sources(
     with transaction(sessions) as s:
         near = tuple(dict.fromkeys(transferred(s, branch, problem, gpu_name=gpu_name, source=source)))
     own = tuple(c for c in dict.fromkeys(branch.start_configs(problem)) if c not in near)
-    log.info("%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
-             problem, shape_class(problem).value, len(near) + len(own), len(near))
+    log.info(
+        "%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
+        problem,
+        shape_class(problem).value,
+        len(near) + len(own),
+        len(near),
+    )
     return near, own
 
 

@@ -81,9 +81,11 @@ def run_tune(
     console.print(f"job {job.id}: tuning {problem} on {workers.space.arch}, up to {trials} trials")
     if source is Source.REPLAY:
         named = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
-        console.print(f"replaying recorded measurements (not a GPU run) into {shown_url(url)}; `tirtune best "
-                      f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
-                      "serve them, labelled")
+        console.print(
+            f"replaying recorded measurements (not a GPU run) into {shown_url(url)}; `tirtune best "
+            f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
+            "serve them, labelled"
+        )
     began = time.monotonic()
     with _bar(console) as bar:
         task = bar.add_task("tuning", total=trials, best="-")
@@ -117,7 +119,13 @@ def run_tune(
         ranked = repo.ranked(s, problem, job_id=job.id, source=source, limit=max(top, 2))
         overall = repo.best_of(s, problem, source=source)  # what GET /best serves (no fallback)
     summary = summarize(
-        problem, rows, job_id=job.id, elapsed_s=time.monotonic() - began, serve=serve, top=top, ranked=ranked,
+        problem,
+        rows,
+        job_id=job.id,
+        elapsed_s=time.monotonic() - began,
+        serve=serve,
+        top=top,
+        ranked=ranked,
         remeasured=remeasured,
     )
     summary["stopped_because"] = result.message
@@ -127,8 +135,10 @@ def run_tune(
     ours = choose(ranked[:2])
     if overall is not None and (ours is None or overall.best.trial.id != ours.best.trial.id):
         other = overall.best.trial
-        console.print(f"the best stored for {problem} is another job's: {other.config.label()} "
-                      f"({overall.best.figures.ratio:.3f}x, job {other.job_id}); GET /best serves that one")
+        console.print(
+            f"the best stored for {problem} is another job's: {other.config.label()} "
+            f"({overall.best.figures.ratio:.3f}x, job {other.job_id}); GET /best serves that one"
+        )
     return summary
 
 
@@ -192,8 +202,9 @@ def summarize(
         "torch": trial.torch_version if trial else None,
         "source": trial.source.value if trial else (rows[0].source.value if rows else None),
         # What was measured (a replay of recorded data keeps its recording's version).
-        "template_version": trial.template_version if trial else (rows[0].template_version if rows
-                                                                  else _default_version()),
+        "template_version": trial.template_version
+        if trial
+        else (rows[0].template_version if rows else _default_version()),
         "trials": sum(1 for r in rows if r.outcome != "INVALID"),
         "invalid_configs_refused": sum(1 for r in rows if r.outcome == "INVALID"),
         "outcomes": dict(Counter(str(r.outcome.value) for r in rows)),
@@ -206,13 +217,20 @@ def summarize(
         "ratio_p10": figures.ratio_p10 if figures else None,
         "ratio_p90": figures.ratio_p90 if figures else None,
         "confirmed": figures.confirmed if figures else None,
-        "best_trial": {"tflops": trial.tflops, "ratio": trial.ratio, "ratio_p10": trial.ratio_p10,
-                       "ratio_p90": trial.ratio_p90} if trial else None,
+        "best_trial": {
+            "tflops": trial.tflops,
+            "ratio": trial.ratio,
+            "ratio_p10": trial.ratio_p10,
+            "ratio_p90": trial.ratio_p90,
+        }
+        if trial
+        else None,
         "best_rel_error": trial.rel_error if trial else None,
         "sm_clock_mhz": trial.sm_clock_mhz if trial else None,
         "power_w": trial.power_w if trial else None,
         "best": None if choice is None else serve(choice),
-        "best_remeasured": None if figures is None or figures.remeasurement is None
+        "best_remeasured": None
+        if figures is None or figures.remeasurement is None
         else _again(figures.remeasurement, by_id),
         "remeasured": [_again(m, by_id) for m in remeasured],
         "top": [_row(r) for r in ranked[:top]],
@@ -261,9 +279,11 @@ def _row(ranked: Ranked) -> dict[str, Any]:
 
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
     where = f" on {summary['gpu']}" if summary["gpu"] else " (nothing measured)"
-    table = Table(title=f"{summary['problem']} {summary['dtype']}{where}"
-                  f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
-                  "(re-measured first)")
+    table = Table(
+        title=f"{summary['problem']} {summary['dtype']}{where}"
+        f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
+        "(re-measured first)"
+    )
     # rel. error and the trials' times are in the JSON and markdown files; a terminal is narrow.
     for column in ("config", "ratio (p10-p90)", "re-measured", "TFLOP/s", "cuBLAS TFLOP/s", "trial ratio"):
         table.add_column(column, justify="left" if column == "config" else "right")

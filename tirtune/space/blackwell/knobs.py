@@ -22,34 +22,72 @@ EPILOGUES = ("register", "tma")
 CLUSTERS = (1, 2)
 
 KNOBS = KnobTable(
-    Knob("blk_m", int, 128, (128, 256),
-         "Rows of the output tile one CTA owns: its consumers' 128 rows each (the full 128-lane TMEM "
-         "datapath), so 128 x consumers."),
-    Knob("blk_n", int, 128, (64, 128, 192, 256),
-         "Columns of the output tile, tcgen05.mma's N: each consumer accumulates blk_n TMEM columns, reading "
-         "the same B stage."),
+    Knob(
+        "blk_m",
+        int,
+        128,
+        (128, 256),
+        "Rows of the output tile one CTA owns: its consumers' 128 rows each (the full 128-lane TMEM "
+        "datapath), so 128 x consumers.",
+    ),
+    Knob(
+        "blk_n",
+        int,
+        128,
+        (64, 128, 192, 256),
+        "Columns of the output tile, tcgen05.mma's N: each consumer accumulates blk_n TMEM columns, reading "
+        "the same B stage.",
+    ),
     Knob("blk_k", int, 64, (64, 128), "The k-tile: one or two 128-byte swizzle atoms of K a stage."),
     Knob("stages", int, 4, (1, 2, 3, 4, 5, 6, 8), "Depth of the shared-memory ring (up to 8)."),
-    Knob("consumers", int, 2, CONSUMERS,
-         "MMA streams, each owning 128 rows of the tile and its own TMEM accumulator."),
-    Knob("warp_specialized", bool, True, (False, True),
-         "An extra warpgroup whose warp 3 issues the TMA loads and whose warp c issues consumer c's MMAs; "
-         "otherwise one elected thread of warpgroup 0 loads (up to `stages` k-tiles ahead) and issues the "
-         "MMAs."),
-    Knob("persistent", bool, False, (False, True),
-         "As on Hopper: CTAs (whole pairs with cluster=2) looping over output tiles."),
-    Knob("raster_group", int, 1, (1, 8),
-         "As on Hopper: tile rows (along M) visited together by consecutive tile indices; persistent only."),
-    Knob("epilogue", str, "register", EPILOGUES,
-         "\"register\" (tcgen05.ld 64 columns at a time, then 16-byte stores) or \"tma\" (a 128 x 64 staging "
-         "chunk per consumer, then a TMA store)."),
-    Knob("cluster", int, 1, CLUSTERS,
-         "1, or 2 to pair two CTAs along M into one tcgen05 cta_group::2 MMA of M=256 (each CTA loads its own "
-         "A rows and half of the B tile; the pair shares both halves): a cluster tile is (2 x blk_m) x blk_n."),
-    Knob("cluster_dim", str, "m", ("m",),
-         "Always \"m\": the CTA pair splits M (not a knob of the space's grid)."),
-    Knob("loader", str, "tma", ("tma", "threads"),
-         "\"tma\", or \"threads\" (one stage, no producer: every thread copies 16-byte chunks; the seed's "
-         "synchronous first steps)."),
+    Knob("consumers", int, 2, CONSUMERS, "MMA streams, each owning 128 rows of the tile and its own TMEM accumulator."),
+    Knob(
+        "warp_specialized",
+        bool,
+        True,
+        (False, True),
+        "An extra warpgroup whose warp 3 issues the TMA loads and whose warp c issues consumer c's MMAs; "
+        "otherwise one elected thread of warpgroup 0 loads (up to `stages` k-tiles ahead) and issues the "
+        "MMAs.",
+    ),
+    Knob(
+        "persistent",
+        bool,
+        False,
+        (False, True),
+        "As on Hopper: CTAs (whole pairs with cluster=2) looping over output tiles.",
+    ),
+    Knob(
+        "raster_group",
+        int,
+        1,
+        (1, 8),
+        "As on Hopper: tile rows (along M) visited together by consecutive tile indices; persistent only.",
+    ),
+    Knob(
+        "epilogue",
+        str,
+        "register",
+        EPILOGUES,
+        '"register" (tcgen05.ld 64 columns at a time, then 16-byte stores) or "tma" (a 128 x 64 staging '
+        "chunk per consumer, then a TMA store).",
+    ),
+    Knob(
+        "cluster",
+        int,
+        1,
+        CLUSTERS,
+        "1, or 2 to pair two CTAs along M into one tcgen05 cta_group::2 MMA of M=256 (each CTA loads its own "
+        "A rows and half of the B tile; the pair shares both halves): a cluster tile is (2 x blk_m) x blk_n.",
+    ),
+    Knob("cluster_dim", str, "m", ("m",), 'Always "m": the CTA pair splits M (not a knob of the space\'s grid).'),
+    Knob(
+        "loader",
+        str,
+        "tma",
+        ("tma", "threads"),
+        '"tma", or "threads" (one stage, no producer: every thread copies 16-byte chunks; the seed\'s '
+        "synchronous first steps).",
+    ),
 )
 Config.conform(KNOBS)

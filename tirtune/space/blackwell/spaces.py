@@ -23,8 +23,19 @@ ARCH = "sm_100a"
 STATUS = "compile-checked, not yet run on a B200"
 
 # The space's knobs in the order its searches walk them: the table's, but cluster_dim (always "m").
-_WALK = ("blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized", "persistent", "raster_group",
-         "epilogue", "cluster", "loader")
+_WALK = (
+    "blk_m",
+    "blk_n",
+    "blk_k",
+    "stages",
+    "consumers",
+    "warp_specialized",
+    "persistent",
+    "raster_group",
+    "epilogue",
+    "cluster",
+    "loader",
+)
 BLACKWELL = SearchSpace(
     arch=ARCH,
     template_version=TEMPLATE_VERSION,

@@ -17,6 +17,4 @@ from tirtune.space.shapes import ShapeClass
 __all__ = ["BLACKWELL_START", "BLACKWELL_STARTS"]
 
 BLACKWELL_START: tuple[Config, ...] = HOPPER_START[2:]
-BLACKWELL_STARTS: Mapping[ShapeClass, tuple[Config, ...]] = MappingProxyType(
-    {c: BLACKWELL_START for c in ShapeClass}
-)
+BLACKWELL_STARTS: Mapping[ShapeClass, tuple[Config, ...]] = MappingProxyType({c: BLACKWELL_START for c in ShapeClass})

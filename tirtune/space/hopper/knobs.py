@@ -51,87 +51,207 @@ L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
 L2_PROMOTIONS = ("128B", "256B")
 
 KNOBS = KnobTable(
-    Knob("blk_m", int, 128, (64, 128, 192, 256),
-         "Rows of the CTA tile (with swap_ab: its extent along the problem's N, the kernel's own M). "
-         "Split evenly over the consumers (each owns blk_m/consumers rows, 64 or 128)."),
-    Knob("blk_n", int, 128, (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N),
-         "Columns of the CTA tile, wgmma's N (with swap_ab: its extent along the problem's M). The template "
-         "builds any multiple of 8 in 8..256; 136..248 (off the 64-wide box) let ragged problems' tiles fill "
-         "the SMs' rounds, and the chunked TMA store ends them in a narrower box."),
-    Knob("blk_k", int, 64, (64, 128, 256),
-         "The k-tile: one to four 128-byte swizzle atoms of K a stage, one TMA box each (256: a memory-bound "
-         "tile's rows arrive 512 B at a time)."),
-    Knob("stages", int, 4, (1, 2, 3, 4, 5, 6, 8),
-         "Depth of the shared-memory ring. The template builds up to 20 where shared memory fits, but deeper "
-         "decode rings measured slower under the suite's flush (bench/results/kits/2026-12-01-decode-deep.md), "
-         "so the search stops at 8."),
-    Knob("consumers", int, 2, (1, 2, 3, 4),
-         "Consumer warpgroups issuing the wgmma MMAs: cooperative ones split blk_m evenly (64 or 128 rows "
-         "each), ping-pong ones each compute whole tiles."),
-    Knob("warp_specialized", bool, True, (False, True),
-         "A separate producer warpgroup issues the TMA loads; otherwise one consumer thread issues them ahead "
-         "of the MMAs."),
-    Knob("persistent", bool, False, (False, True),
-         "One CTA per SM (at most), each looping over output tiles; otherwise one CTA per tile."),
-    Knob("raster_group", int, 1, (0, 1, 8, 16),
-         "Tile rows (along M) visited together by consecutive tile indices: 1 row-major, 0 all of them "
-         "(column-major); persistent only."),
-    Knob("epilogue", str, "register", EPILOGUES,
-         "How the output leaves: \"register\" (fragments stored straight to global memory), \"tma\" (stmatrix "
-         "into a shared-memory staging tile, then a TMA store) or \"tma_chunked\" (the same, one 64x64 box at a "
-         "time through two small buffers per consumer, so one box's stmatrix overlaps the previous box's "
-         "store)."),
-    Knob("schedule", str, "cooperative", SCHEDULES,
-         "The consumers' roles: \"cooperative\" (they split blk_m of one tile) or \"pingpong\" (each computes "
-         "whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps the other's MMAs)."),
-    Knob("reg_split", str, "232/40", REG_SPLITS,
-         "\"consumer/others\": the registers a consumer thread and a producer (or epilogue warpgroup) thread "
-         "hold after setmaxnreg, where the kernel rebalances."),
-    Knob("cluster", int, 1, CLUSTER_SIZES,
-         "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA."),
-    Knob("cluster_dim", str, "m", CLUSTER_DIMS,
-         "The axis (\"m\" or \"n\") along which the cluster's CTAs lie; ignored without a cluster."),
-    Knob("loader", str, "tma", LOADERS,
-         "\"tma\" (the copy engine fills the ring) or \"threads\" (every consumer thread copies 16-byte chunks "
-         "into the swizzled stage; one stage, no producer: the seed journey's first steps)."),
-    Knob("epilogue_warpgroup", bool, False, (False, True),
-         "(hopper-gemm/4) A separate epilogue warpgroup issues the TMA stores: the consumers stage their "
-         "fragments in shared memory (stmatrix), hand each buffer over through an mbarrier and go on; it "
-         "stores the buffer and hands it back once the store has read it."),
-    Knob("swap_ab", bool, False, (False, True),
-         "(hopper-gemm/5) The kernel computes D^T = B A^T: the problem's N runs along wgmma's 64-row M and its "
-         "M becomes wgmma's N (8..256 in steps of 8), so a small M (decode, small batches) fits a narrow wgmma. "
-         "D stays row-major (M, N), stored transposed from the fragment. blk_m, blk_n, consumers and "
-         "cluster_dim name the kernel's own (post-swap) axes."),
-    Knob("split_k", int, 1, SPLIT_KS,
-         "(hopper-gemm/5) split_k CTAs compute the same output tile, each over 1/split_k of the k-tiles, and "
-         "sum their fp32 partial tiles (split_k_reduce)."),
-    Knob("split_k_reduce", str, "dsmem", SPLIT_K_REDUCES,
-         "(hopper-gemm/5) How split-K partial tiles are summed: \"dsmem\" (a cluster of split_k CTAs; each parks "
-         "its fragment in its own shared memory, then CTA r sums its share of the tile over every peer, in rank "
-         "order, through distributed shared memory) or \"serial\" (added in turn through a global workspace)."),
-    Knob("l2_hint", str, "none/none", L2_HINTS,
-         "(hopper-gemm/5) The L2 eviction priority of the TMA loads of the kernel's A and B, \"<A>/<B>\", each "
-         "\"none\" (the default policy), \"first\" (evict_first: a streamed operand, read once) or \"last\" "
-         "(evict_last: an operand re-read by many CTAs). With swap_ab, A is the problem's B."),
-    Knob("l2_promotion", str, "128B", L2_PROMOTIONS,
-         "(hopper-gemm/5) The L2 promotion of the load tensor maps: \"128B\" (TVM's default) or \"256B\" (an L2 "
-         "miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it)."),
-    Knob("prefetch_tensormap", bool, False, (False, True),
-         "(hopper-gemm/5) Warp 0 prefetches every tensor map's descriptor when the kernel starts "
-         "(prefetch.tensormap), before the first TMA needs it."),
-    Knob("trim", bool, False, (False,),
-         "(hopper-gemm/5) The MMAs of a ragged problem's edge tiles skip what lies past the problem: an m64 block "
-         "wholly past M issues no wgmma, the last tile column multiplies with a narrower wgmma, the last k-tile "
-         "stops after its last k16 step that starts before K. The template builds it, but it measured slower in "
-         "every pair (bench/results/kits/2026-11-30-trim.md), so the search draws only the default."),
-    Knob("peel_k", bool, False, (False, True),
-         "(hopper-gemm/5) trim's last cut alone, without its branches: the k loop runs one k-tile short and the "
-         "last k-tile follows as straight-line code issuing only its k16 steps that start before K, so the K "
-         "tail's zero padding costs no MMA."),
-    Knob("k_rotate", bool, False, (False, True),
-         "(hopper-gemm/5) Each tile loads its k-tiles starting at its own one (its linear index modulo the "
-         "k-tiles, wrapping), so CTAs streaming a weight matrix at once read different column blocks of their "
-         "rows; only where one operand is streamed once."),
+    Knob(
+        "blk_m",
+        int,
+        128,
+        (64, 128, 192, 256),
+        "Rows of the CTA tile (with swap_ab: its extent along the problem's N, the kernel's own M). "
+        "Split evenly over the consumers (each owns blk_m/consumers rows, 64 or 128).",
+    ),
+    Knob(
+        "blk_n",
+        int,
+        128,
+        (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N),
+        "Columns of the CTA tile, wgmma's N (with swap_ab: its extent along the problem's M). The template "
+        "builds any multiple of 8 in 8..256; 136..248 (off the 64-wide box) let ragged problems' tiles fill "
+        "the SMs' rounds, and the chunked TMA store ends them in a narrower box.",
+    ),
+    Knob(
+        "blk_k",
+        int,
+        64,
+        (64, 128, 256),
+        "The k-tile: one to four 128-byte swizzle atoms of K a stage, one TMA box each (256: a memory-bound "
+        "tile's rows arrive 512 B at a time).",
+    ),
+    Knob(
+        "stages",
+        int,
+        4,
+        (1, 2, 3, 4, 5, 6, 8),
+        "Depth of the shared-memory ring. The template builds up to 20 where shared memory fits, but deeper "
+        "decode rings measured slower under the suite's flush (bench/results/kits/2026-12-01-decode-deep.md), "
+        "so the search stops at 8.",
+    ),
+    Knob(
+        "consumers",
+        int,
+        2,
+        (1, 2, 3, 4),
+        "Consumer warpgroups issuing the wgmma MMAs: cooperative ones split blk_m evenly (64 or 128 rows "
+        "each), ping-pong ones each compute whole tiles.",
+    ),
+    Knob(
+        "warp_specialized",
+        bool,
+        True,
+        (False, True),
+        "A separate producer warpgroup issues the TMA loads; otherwise one consumer thread issues them ahead "
+        "of the MMAs.",
+    ),
+    Knob(
+        "persistent",
+        bool,
+        False,
+        (False, True),
+        "One CTA per SM (at most), each looping over output tiles; otherwise one CTA per tile.",
+    ),
+    Knob(
+        "raster_group",
+        int,
+        1,
+        (0, 1, 8, 16),
+        "Tile rows (along M) visited together by consecutive tile indices: 1 row-major, 0 all of them "
+        "(column-major); persistent only.",
+    ),
+    Knob(
+        "epilogue",
+        str,
+        "register",
+        EPILOGUES,
+        'How the output leaves: "register" (fragments stored straight to global memory), "tma" (stmatrix '
+        'into a shared-memory staging tile, then a TMA store) or "tma_chunked" (the same, one 64x64 box at a '
+        "time through two small buffers per consumer, so one box's stmatrix overlaps the previous box's "
+        "store).",
+    ),
+    Knob(
+        "schedule",
+        str,
+        "cooperative",
+        SCHEDULES,
+        'The consumers\' roles: "cooperative" (they split blk_m of one tile) or "pingpong" (each computes '
+        "whole blk_m x blk_n tiles, alternating, so one's epilogue overlaps the other's MMAs).",
+    ),
+    Knob(
+        "reg_split",
+        str,
+        "232/40",
+        REG_SPLITS,
+        '"consumer/others": the registers a consumer thread and a producer (or epilogue warpgroup) thread '
+        "hold after setmaxnreg, where the kernel rebalances.",
+    ),
+    Knob(
+        "cluster",
+        int,
+        1,
+        CLUSTER_SIZES,
+        "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA.",
+    ),
+    Knob(
+        "cluster_dim",
+        str,
+        "m",
+        CLUSTER_DIMS,
+        'The axis ("m" or "n") along which the cluster\'s CTAs lie; ignored without a cluster.',
+    ),
+    Knob(
+        "loader",
+        str,
+        "tma",
+        LOADERS,
+        '"tma" (the copy engine fills the ring) or "threads" (every consumer thread copies 16-byte chunks '
+        "into the swizzled stage; one stage, no producer: the seed journey's first steps).",
+    ),
+    Knob(
+        "epilogue_warpgroup",
+        bool,
+        False,
+        (False, True),
+        "(hopper-gemm/4) A separate epilogue warpgroup issues the TMA stores: the consumers stage their "
+        "fragments in shared memory (stmatrix), hand each buffer over through an mbarrier and go on; it "
+        "stores the buffer and hands it back once the store has read it.",
+    ),
+    Knob(
+        "swap_ab",
+        bool,
+        False,
+        (False, True),
+        "(hopper-gemm/5) The kernel computes D^T = B A^T: the problem's N runs along wgmma's 64-row M and its "
+        "M becomes wgmma's N (8..256 in steps of 8), so a small M (decode, small batches) fits a narrow wgmma. "
+        "D stays row-major (M, N), stored transposed from the fragment. blk_m, blk_n, consumers and "
+        "cluster_dim name the kernel's own (post-swap) axes.",
+    ),
+    Knob(
+        "split_k",
+        int,
+        1,
+        SPLIT_KS,
+        "(hopper-gemm/5) split_k CTAs compute the same output tile, each over 1/split_k of the k-tiles, and "
+        "sum their fp32 partial tiles (split_k_reduce).",
+    ),
+    Knob(
+        "split_k_reduce",
+        str,
+        "dsmem",
+        SPLIT_K_REDUCES,
+        '(hopper-gemm/5) How split-K partial tiles are summed: "dsmem" (a cluster of split_k CTAs; each parks '
+        "its fragment in its own shared memory, then CTA r sums its share of the tile over every peer, in rank "
+        'order, through distributed shared memory) or "serial" (added in turn through a global workspace).',
+    ),
+    Knob(
+        "l2_hint",
+        str,
+        "none/none",
+        L2_HINTS,
+        '(hopper-gemm/5) The L2 eviction priority of the TMA loads of the kernel\'s A and B, "<A>/<B>", each '
+        '"none" (the default policy), "first" (evict_first: a streamed operand, read once) or "last" '
+        "(evict_last: an operand re-read by many CTAs). With swap_ab, A is the problem's B.",
+    ),
+    Knob(
+        "l2_promotion",
+        str,
+        "128B",
+        L2_PROMOTIONS,
+        '(hopper-gemm/5) The L2 promotion of the load tensor maps: "128B" (TVM\'s default) or "256B" (an L2 '
+        "miss fetches 256 bytes, so a box row's neighbouring 128-byte atom arrives with it).",
+    ),
+    Knob(
+        "prefetch_tensormap",
+        bool,
+        False,
+        (False, True),
+        "(hopper-gemm/5) Warp 0 prefetches every tensor map's descriptor when the kernel starts "
+        "(prefetch.tensormap), before the first TMA needs it.",
+    ),
+    Knob(
+        "trim",
+        bool,
+        False,
+        (False,),
+        "(hopper-gemm/5) The MMAs of a ragged problem's edge tiles skip what lies past the problem: an m64 block "
+        "wholly past M issues no wgmma, the last tile column multiplies with a narrower wgmma, the last k-tile "
+        "stops after its last k16 step that starts before K. The template builds it, but it measured slower in "
+        "every pair (bench/results/kits/2026-11-30-trim.md), so the search draws only the default.",
+    ),
+    Knob(
+        "peel_k",
+        bool,
+        False,
+        (False, True),
+        "(hopper-gemm/5) trim's last cut alone, without its branches: the k loop runs one k-tile short and the "
+        "last k-tile follows as straight-line code issuing only its k16 steps that start before K, so the K "
+        "tail's zero padding costs no MMA.",
+    ),
+    Knob(
+        "k_rotate",
+        bool,
+        False,
+        (False, True),
+        "(hopper-gemm/5) Each tile loads its k-tiles starting at its own one (its linear index modulo the "
+        "k-tiles, wrapping), so CTAs streaming a weight matrix at once read different column blocks of their "
+        "rows; only where one operand is streamed once.",
+    ),
 )
 Config.conform(KNOBS)

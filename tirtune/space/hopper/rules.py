@@ -270,8 +270,11 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
         return (
             f"epilogue={config.epilogue} stores {STORE_BOX}x{STORE_BOX} boxes; blk_n={config.blk_n} and "
             f"{consumer_rows(config)} rows per consumer must be multiples of {STORE_BOX}"
-            + (f" (tma_chunked: or blk_n above {TAIL_BOX_MIN_BLK_N}, a narrower last box)"
-               if config.epilogue == "tma_chunked" else "")
+            + (
+                f" (tma_chunked: or blk_n above {TAIL_BOX_MIN_BLK_N}, a narrower last box)"
+                if config.epilogue == "tma_chunked"
+                else ""
+            )
         )
     return None
 
@@ -639,8 +642,9 @@ def k_rotate_supported(config: Config, problem: Problem) -> str | None:
     if config.loader != "tma":
         return f"k_rotate orders a TMA ring's loads; loader={config.loader!r} has none"
     if config.cluster != 1:
-        return (f"k_rotate needs cluster=1 (got {config.cluster}): a cluster's multicast loads one k-tile into "
-                "all its CTAs")
+        return (
+            f"k_rotate needs cluster=1 (got {config.cluster}): a cluster's multicast loads one k-tile into all its CTAs"
+        )
     if config.peel_k or config.trim:
         return "k_rotate moves the last k-tile into the loop: not with peel_k or trim, which treat it apart"
     m, n = kernel_shape(config, problem)

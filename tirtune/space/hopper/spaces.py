@@ -114,9 +114,30 @@ def same_kernel(config: Config) -> Config:
 # rotated k loop (k_rotate). Its values are the knob table's; `_WALK` is the order its searches walk
 # the grid in (and so which configs they draw), trim first.
 _WALK = (
-    "trim", "blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized", "persistent", "raster_group",
-    "epilogue", "schedule", "reg_split", "cluster", "cluster_dim", "loader", "epilogue_warpgroup", "swap_ab",
-    "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "peel_k", "k_rotate",
+    "trim",
+    "blk_m",
+    "blk_n",
+    "blk_k",
+    "stages",
+    "consumers",
+    "warp_specialized",
+    "persistent",
+    "raster_group",
+    "epilogue",
+    "schedule",
+    "reg_split",
+    "cluster",
+    "cluster_dim",
+    "loader",
+    "epilogue_warpgroup",
+    "swap_ab",
+    "split_k",
+    "split_k_reduce",
+    "l2_hint",
+    "l2_promotion",
+    "prefetch_tensormap",
+    "peel_k",
+    "k_rotate",
 )
 HOPPER = SearchSpace(
     arch="sm_90a",

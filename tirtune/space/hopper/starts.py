@@ -24,12 +24,40 @@ __all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
 # and the cooperative 128x256 with chunked stores (1.026x fp16, 1.020x bf16); then the best
 # hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes (docs/perf-notes.md, "hopper-gemm/1").
 HOPPER_START: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=6, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=16, epilogue="tma_chunked", schedule="pingpong"),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=8, epilogue="tma_chunked"),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=3, consumers=2, warp_specialized=True, persistent=True,
-           raster_group=8, epilogue="tma"),
+    Config(
+        blk_m=128,
+        blk_n=128,
+        blk_k=64,
+        stages=6,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=16,
+        epilogue="tma_chunked",
+        schedule="pingpong",
+    ),
+    Config(
+        blk_m=128,
+        blk_n=256,
+        blk_k=64,
+        stages=4,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma_chunked",
+    ),
+    Config(
+        blk_m=128,
+        blk_n=256,
+        blk_k=64,
+        stages=3,
+        consumers=2,
+        warp_specialized=True,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma",
+    ),
     Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
     Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
 )
@@ -50,8 +78,18 @@ DECODE: tuple[Config, ...] = (
     replace(_DECODE_HEAD, k_rotate=True, l2_promotion="256B"),
     replace(_DECODE_HEAD, k_rotate=True),
     _DECODE_HEAD,
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none",
-           l2_promotion="256B", prefetch_tensormap=True),
+    Config(
+        blk_m=64,
+        blk_n=16,
+        blk_k=128,
+        stages=8,
+        consumers=1,
+        swap_ab=True,
+        split_k=2,
+        l2_hint="first/none",
+        l2_promotion="256B",
+        prefetch_tensormap=True,
+    ),
     Config(blk_m=64, blk_n=16, blk_k=256, stages=5, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
     Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
     Config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4, l2_hint="first/none"),
@@ -75,16 +113,37 @@ SMALL_BATCH: tuple[Config, ...] = (
 # 0.954x (kits/2026-11-30-hopper-gemm-5-l2-options.md); 128x128 split-K 0.76x, ping-pong 0.82x
 # (kits/2026-11-30-hopper-gemm-5.md).
 FEW_TILES: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked", prefetch_tensormap=True),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
-    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked", prefetch_tensormap=True),
-    Config(blk_m=64, blk_n=128, blk_k=64, stages=8, consumers=1, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
+    Config(
+        blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
+    ),
+    Config(
+        blk_m=128,
+        blk_n=64,
+        blk_k=64,
+        stages=8,
+        consumers=2,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma_chunked",
+        prefetch_tensormap=True,
+    ),
+    Config(
+        blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
+    ),
+    Config(
+        blk_m=128,
+        blk_n=64,
+        blk_k=128,
+        stages=4,
+        consumers=2,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma_chunked",
+        prefetch_tensormap=True,
+    ),
+    Config(
+        blk_m=64, blk_n=128, blk_k=64, stages=8, consumers=1, persistent=True, raster_group=8, epilogue="tma_chunked"
+    ),
 )
 
 # Ragged (M or N not a multiple of 128): 3000x5000x2000's best was 128x192 (0.969x and 0.957x in
@@ -114,14 +173,25 @@ FEW_TILES: tuple[Config, ...] = (
 # 128x256's 0.969x. What
 # 128x152 loses there is K's (3072x5016x2000: 0.976x, M and N ragged alone 0.998-1.003x, padded
 # 1.001x); the template's 2-CTA clusters lose more than they save (kits/2026-12-01-ragged-cluster.md).
-WAVE_FITTED_TWO = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True,
-                         raster_group=8, epilogue="tma_chunked")
+WAVE_FITTED_TWO = Config(
+    blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
+)
 WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
 
-_RAGGED_256 = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
-                     epilogue="tma_chunked", prefetch_tensormap=True)
-_RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
-                     epilogue="tma_chunked")
+_RAGGED_256 = Config(
+    blk_m=128,
+    blk_n=256,
+    blk_k=64,
+    stages=4,
+    consumers=2,
+    persistent=True,
+    raster_group=8,
+    epilogue="tma_chunked",
+    prefetch_tensormap=True,
+)
+_RAGGED_192 = Config(
+    blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
+)
 
 # The ragged list starts with ping-pong consumers on 128x152 (5 stages), then the two best tiles,
 # each with its last k-tile peeled (peel_k: a K that is not a multiple of 64 pads its last k-tile
@@ -134,18 +204,31 @@ _RAGGED_192 = Config(blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, pers
 # 4000^3 0.977x / 0.979x. The unpeeled tiles follow; where K has no tail the branch's fit drops
 # the peel (Branch.start_configs), so those problems start as before.
 RAGGED: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=152, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked", schedule="pingpong", reg_split="240/24", peel_k=True),
+    Config(
+        blk_m=128,
+        blk_n=152,
+        blk_k=64,
+        stages=5,
+        consumers=2,
+        persistent=True,
+        raster_group=8,
+        epilogue="tma_chunked",
+        schedule="pingpong",
+        reg_split="240/24",
+        peel_k=True,
+    ),
     replace(_RAGGED_256, peel_k=True),
     replace(WAVE_FITTED_TWO, peel_k=True),
     _RAGGED_256,
     WAVE_FITTED_TWO,
     _RAGGED_192,
-    Config(blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
+    Config(
+        blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8, epilogue="tma_chunked"
+    ),
     HOPPER_START[0],
-    Config(blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
-           epilogue="tma_chunked"),
+    Config(
+        blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
+    ),
 )
 
 # Narrow output (N <= 64): narrow tiles, K split so the few tiles fill the SMs.
@@ -164,12 +247,14 @@ K_HEAVY: tuple[Config, ...] = (
     *HOPPER_START[2:],
 )
 
-HOPPER_STARTS: Mapping[ShapeClass, tuple[Config, ...]] = MappingProxyType({
-    ShapeClass.DECODE: DECODE,
-    ShapeClass.SMALL_BATCH: SMALL_BATCH,
-    ShapeClass.TALL_SKINNY: TALL_SKINNY,
-    ShapeClass.FEW_TILES: FEW_TILES,
-    ShapeClass.K_HEAVY: K_HEAVY,
-    ShapeClass.RAGGED: RAGGED,
-    ShapeClass.SQUARE: HOPPER_START,
-})
+HOPPER_STARTS: Mapping[ShapeClass, tuple[Config, ...]] = MappingProxyType(
+    {
+        ShapeClass.DECODE: DECODE,
+        ShapeClass.SMALL_BATCH: SMALL_BATCH,
+        ShapeClass.TALL_SKINNY: TALL_SKINNY,
+        ShapeClass.FEW_TILES: FEW_TILES,
+        ShapeClass.K_HEAVY: K_HEAVY,
+        ShapeClass.RAGGED: RAGGED,
+        ShapeClass.SQUARE: HOPPER_START,
+    }
+)

@@ -88,18 +88,21 @@ def _create_measurements() -> None:
         sa.Column("message", sa.Text(), nullable=False, server_default=""),
         *(sa.Column(name, sa.Double(), nullable=True) for name in ("time_ms", "time_p10_ms", "time_p90_ms")),
         sa.Column("repetitions", sa.Integer(), nullable=False, server_default=sa.text("0")),
-        *(sa.Column(name, sa.Double(), nullable=True)
-          for name in ("tflops", "cublas_ms", "cublas_tflops", "ratio", "rel_error")),
+        *(
+            sa.Column(name, sa.Double(), nullable=True)
+            for name in ("tflops", "cublas_ms", "cublas_tflops", "ratio", "rel_error")
+        ),
         _text("gpu_name", 128),
         *(_text(name, 64) for name in ("driver", "cuda", "tvm_version", "torch_version")),
         _text("compute_capability", 16),
-        *(sa.Column(name, sa.Double(), nullable=True)
-          for name in ("sm_clock_mhz", "power_w", "build_seconds")),
+        *(sa.Column(name, sa.Double(), nullable=True) for name in ("sm_clock_mhz", "power_w", "build_seconds")),
         sa.Column("stale", sa.Boolean(), nullable=False, server_default=sa.false()),
         _timestamp("created_at"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_tirtune_measurements")),
         sa.ForeignKeyConstraint(
-            ["job_id"], ["tirtune_jobs.id"], name=op.f("fk_tirtune_measurements_job_id_tirtune_jobs"),
+            ["job_id"],
+            ["tirtune_jobs.id"],
+            name=op.f("fk_tirtune_measurements_job_id_tirtune_jobs"),
             ondelete="SET NULL",
         ),
         sa.CheckConstraint(f"outcome IN ({OUTCOMES})", name=op.f("ck_tirtune_measurements_outcome")),
@@ -119,8 +122,12 @@ def upgrade() -> None:
     _create_measurements()
     if not sqlite:
         op.create_foreign_key(
-            op.f(BEST_FK), "tirtune_jobs", "tirtune_measurements",
-            ["best_measurement_id"], ["id"], ondelete="SET NULL",
+            op.f(BEST_FK),
+            "tirtune_jobs",
+            "tirtune_measurements",
+            ["best_measurement_id"],
+            ["id"],
+            ondelete="SET NULL",
         )
 
 

@@ -43,10 +43,15 @@ def upgrade() -> None:
         *_floats("tflops", "cublas_ms", "ratio", "sm_clock_mhz", "power_w"),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{TABLE}")),
-        sa.ForeignKeyConstraint(["job_id"], ["tirtune_jobs.id"], name=op.f(f"fk_{TABLE}_job_id_tirtune_jobs"),
-                                ondelete="SET NULL"),
-        sa.ForeignKeyConstraint(["measurement_id"], ["tirtune_measurements.id"],
-                                name=op.f(f"fk_{TABLE}_measurement_id_tirtune_measurements"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["tirtune_jobs.id"], name=op.f(f"fk_{TABLE}_job_id_tirtune_jobs"), ondelete="SET NULL"
+        ),
+        sa.ForeignKeyConstraint(
+            ["measurement_id"],
+            ["tirtune_measurements.id"],
+            name=op.f(f"fk_{TABLE}_measurement_id_tirtune_measurements"),
+            ondelete="CASCADE",
+        ),
         sa.CheckConstraint(f"outcome IN ({OUTCOMES})", name=op.f(f"ck_{TABLE}_outcome")),
     )
     for column in ("job_id", "measurement_id", "key"):
