@@ -232,24 +232,23 @@ def run(
         priors.append(probe(client, d, source))
         jobs += suite.queue(client, [(d.problem.shape, d.problem.dtype, d.label)], trials)
     suite.wait(client, jobs, deadline_s)
-    scored = []
-    for drawn, prior, job in zip(problems, priors, jobs, strict=True):
-        entry = suite.score(client, job, source)
-        scored.append(
-            {
-                **entry,
-                "model": drawn.model.name,
-                "model_id": drawn.model.repo_id,
-                "projection": drawn.projection,
-                "tp": drawn.tp,
-                "prior": prior.kind,
-                "predicted_config": prior.config if prior.kind == "predicted" else None,
-                "predicted_ratio": prior.ratio if prior.kind == "predicted" else None,
-                "measured_before_ratio": prior.ratio if prior.kind == "measured" else None,
-                **first_trial(client, job["job_id"]),
-            }
-        )
-    return at_start, scored
+    return at_start, [scored_entry(client, d, p, j, source) for d, p, j in zip(problems, priors, jobs, strict=True)]
+
+
+def scored_entry(client: httpx.Client, drawn: Drawn, prior: Prior, job: dict[str, Any], source: str) -> dict[str, Any]:
+    """One problem's entry of a report: what GET /best serves, the draw, the prior and the first trial."""
+    return {
+        **suite.score(client, job, source),
+        "model": drawn.model.name,
+        "model_id": drawn.model.repo_id,
+        "projection": drawn.projection,
+        "tp": drawn.tp,
+        "prior": prior.kind,
+        "predicted_config": prior.config if prior.kind == "predicted" else None,
+        "predicted_ratio": prior.ratio if prior.kind == "predicted" else None,
+        "measured_before_ratio": prior.ratio if prior.kind == "measured" else None,
+        **first_trial(client, job["job_id"]),
+    }
 
 
 def summary(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -472,13 +471,9 @@ def rescore(args: argparse.Namespace, seed: int, chosen: Sequence[Drawn]) -> int
                                        "state": None if job is None else job["state"],
                                        "trials_done": None if job is None else job["trials_done"]})
                     continue
-                entry = suite.score(client, {"shape": d.problem.shape, "dtype": d.problem.dtype,
-                                             "class": d.label, "job_id": job["id"],
-                                             "state": job["state"], "message": job["message"]}, args.source)
-                scored.append({**entry, "model": d.model.name, "model_id": d.model.repo_id,
-                               "projection": d.projection, "tp": d.tp, "prior": "not known",
-                               "predicted_config": None, "predicted_ratio": None, "measured_before_ratio": None,
-                               **first_trial(client, job["id"])})
+                found = {"shape": d.problem.shape, "dtype": d.problem.dtype, "class": d.label, "job_id": job["id"],
+                         "state": job["state"], "message": job["message"]}
+                scored.append(scored_entry(client, d, Prior("not known"), found, args.source))
     result = report(scored, seed=seed, trials=args.trials, wall_s=float("nan"), started=started,
                     source=args.source, database_at_start=None, concurrent_jobs=None,
                     catalogue_sha=catalogue_digest(args.catalogue))

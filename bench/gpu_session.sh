@@ -53,6 +53,14 @@ export DATABASE_URL="sqlite:////root/tirtune/tirtune.db" TIRTUNE_CACHE_DIR=/root
 mkdir -p /root/tirtune "${OUT:-/tmp/out}"
 OUT="${OUT:-/tmp/out}"
 
+# Wait (at most SUITE_WAIT_S seconds) until every named queue step has its NAME.done.
+await_steps() {
+  for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
+    missing=0; for name in "$@"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done
+    [ "$missing" = 0 ] && return; sleep 1
+  done
+}
+
 case "$1" in
   unpack)
     python3 ".wh/part$2/wheelhouse" unpack ".wh/part$2" "$STASH" | tail -3 ;;
@@ -130,19 +138,13 @@ case "$1" in
       echo "$(date +%T) end $name: rc $rc"
     done < "$2" ;;
   wait)
-    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
-      missing=0; for name in "${@:2}"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done
-      [ "$missing" = 0 ] && break; sleep 1
-    done
+    await_steps "${@:2}"
     for name in "${@:2}"; do
       echo "== $name: rc $(cat "/root/tirtune/$name.done" 2>/dev/null || echo running);" \
         "$(grep -v "^\s*$" "/root/tirtune/$name/step.log" 2>/dev/null | tail -n 1 | cut -c1-160)"
     done ;;
   pick)
-    for _ in $(seq 1 "${SUITE_WAIT_S:-540}"); do
-      missing=0; for name in "${@:2}"; do [ -e "/root/tirtune/$name.done" ] || missing=1; done
-      [ "$missing" = 0 ] && break; sleep 1
-    done
+    await_steps "${@:2}"
     tar -czf "$OUT/pick-$2.tgz" -C /root/tirtune "${@:2}" 2>/dev/null
     cat /root/tirtune/queue.log
     for name in "${@:2}"; do

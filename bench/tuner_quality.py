@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import random
 import secrets
 import statistics
@@ -66,14 +65,9 @@ def trials_to(ratios: Sequence[float | None], best: float, within: float = WITHI
     return None
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    position = (len(ordered) - 1) * q / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def p90(values: Sequence[float]) -> float:
+    """The 90th percentile, interpolated as generalize.py's p10 is (statistics, "inclusive")."""
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
 def summary(problems: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any]:
@@ -86,7 +80,7 @@ def summary(problems: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any
     figures: dict[str, Any] = {
         "scored": len(counts),
         "trials_to_2pct_median": statistics.median(counts) if counts else None,
-        "trials_to_2pct_p90": percentile(counts, 90) if counts else None,
+        "trials_to_2pct_p90": p90(counts) if counts else None,
         "top1_of_best_geomean": suite.geomean(tops),
         "never_within_2pct": sum(1 for p in problems if p.get("best_ratio") and p["trials_to_2pct"] is None),
     }

@@ -12,7 +12,7 @@ import pytest
 
 from bench import generalize, suite_trials, tuner_quality
 from bench.generalize import Drawn
-from bench.tuner_quality import measured_trials, percentile, summary, trials_to
+from bench.tuner_quality import measured_trials, p90, summary, trials_to
 
 BY_NAME = {m.name: m for m in generalize.catalogue()}
 
@@ -36,8 +36,8 @@ def test_refusals_are_left_out_and_failures_count_as_trials() -> None:
 
 
 def test_percentiles_interpolate_and_never_counts_beyond_the_budget() -> None:
-    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)
-    assert percentile([4], 90) == 4
+    assert p90([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) == pytest.approx(9.1)
+    assert p90([4]) == 4
     problems = [
         {"trials_to_2pct": 1, "predicted_ratio": 0.9, "best_ratio": 1.0},
         {"trials_to_2pct": None, "predicted_ratio": 0.5, "best_ratio": 1.0},
