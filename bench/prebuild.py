@@ -33,6 +33,7 @@ from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import RAGGED_BLK_N
 from tirtune.space.hopper.rules import swap_ab_pingpong_unclustered, v4_accumulator_limit
+from tirtune.space.shapes import SMS
 
 logger = logging.getLogger("prebuild")
 
@@ -207,7 +208,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim", "peel_k", "k_rotate")
+DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope")
 
 
 # The splits the drawn sets were drawn from; the deeper ones have a set of their own (split-fuzz).
@@ -879,6 +880,82 @@ def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return chosen
 
 
+# Mid-size problems past one wave of tiles whose last wave is partial in most tilings, decode to
+# prefill widths, both dtypes, with tails along M, N and K (K = 1152, 1536: k-tile counts with
+# divisors 3, 6, 9, 12).
+TAIL_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, dtype)
+    for m, n, k, dtype in (
+        (1700, 1300, 1152, "float16"), (2000, 1500, 2048, "bfloat16"), (1100, 2900, 1024, "float16"),
+        (300, 7000, 1536, "bfloat16"), (100, 9000, 2048, "bfloat16"), (2500, 1000, 3072, "float16"),
+        (1000, 2500, 4096, "bfloat16"), (3000, 700, 1536, "float16"), (40, 10000, 4096, "bfloat16"),
+        (4095, 600, 1152, "float16"),
+    )
+)
+
+
+def _fuzz_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points with split_k_scope "tail" (the whole waves data-parallel, the
+    last wave's tiles split and reduced in turn), the problems in turn, every split the space
+    takes, the other knobs drawn from the whole grid as far as the tail split allows: its
+    correctness sweep."""
+    import random
+
+    rng = random.Random(seed)
+    drawn = _drawn_knobs(HOPPER, later=True)
+    splits = tuple(v for v in HOPPER.knobs["split_k"] if v > 1)
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
+        for _ in range(5000):
+            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
+            knobs.update(split_k=rng.choice(splits), split_k_reduce="serial", split_k_scope="tail",
+                         persistent=False, cluster=1, epilogue="register", loader="tma", raster_group=1,
+                         schedule="cooperative", epilogue_warpgroup=False, warp_specialized=True)
+            config = Config(**knobs)
+            if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
+# The tail split's speed probe: problems drawn from bench/generalize.py's catalogue with this seed
+# (none chosen by hand), kept where 128x128 tiles run one to three whole waves and then a partial
+# one of at most 80 tiles, M at least 64; the first TAIL_PERF_PROBLEMS of them.
+TAIL_PERF_SEED = 424242
+TAIL_PERF_PROBLEMS = 6
+TAIL_PERF_BASES = (
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2),
+)
+
+
+def _tail_perf() -> list[tuple[Config, Problem]]:
+    """Each drawn problem with each base tile as it is (one CTA a tile), persistent (grouped by 8),
+    and split_k_scope "tail" at each of 2, 3, 4, 6 and 8 the problem allows: the same tile with and
+    without its last wave split, timed against cuBLAS by the kit's run."""
+    from bench.generalize import catalogue, draw
+
+    problems: list[Problem] = []
+    for drawn in draw(catalogue(), 400, TAIL_PERF_SEED):
+        p = drawn.problem
+        tiles = -(-p.m // 128) * -(-p.n // 128)
+        if p.m >= 64 and SMS < tiles < 4 * SMS and 0 < tiles % SMS <= 80:
+            problems.append(p)
+        if len(problems) == TAIL_PERF_PROBLEMS:
+            break
+    chosen: list[tuple[Config, Problem]] = []
+    for problem in problems:
+        for base in TAIL_PERF_BASES:
+            variants = [base, replace(base, persistent=True, raster_group=8)] + [
+                replace(base, split_k=s, split_k_reduce="serial", split_k_scope="tail") for s in (2, 3, 4, 6, 8)
+            ]
+            chosen += [(c, problem) for c in variants if HOPPER.is_valid(c, problem)]
+    return chosen
+
+
 # The one wrong result of the suite's run (2026-11-30, job 4 trial 20, 1024^3 fp16: relative error 1.3e-01;
 # the check refused it, nothing served it): a swapped persistent ping-pong kernel in 2-CTA clusters along the
 # kernel's M with the register epilogue. Its kit (v5-wrong) ran on the H200
@@ -947,6 +1024,13 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "krot-fuzz": lambda: _fuzz_rotate(48, seed=31),
     # The deeper splits' correctness sweep: 300 points over SPLIT_PROBLEMS.
     "split-fuzz": lambda: _fuzz_split(300, seed=33),
+    # The tail split's correctness sweep: 300 points over TAIL_PROBLEMS.
+    "tail-fuzz": lambda: _fuzz_tail(300, seed=35),
+    # Its thirds, for sweeps run apart (the same points).
+    "tail-fuzz-a": lambda: _fuzz_tail(300, seed=35)[:100],
+    "tail-fuzz-b": lambda: _fuzz_tail(300, seed=35)[100:200],
+    "tail-fuzz-c": lambda: _fuzz_tail(300, seed=35)[200:],
+    "tail-perf": _tail_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

@@ -53,6 +53,22 @@ def test_the_wave_figures_see_a_tile_count_that_fills_the_sms() -> None:
     assert features(fitted, WIDE)[fill] > 0.95 > 0.73 > features(square, WIDE)[fill]  # 192 / 264
 
 
+def test_the_wave_figures_count_a_split_tail_as_a_fraction_of_a_round() -> None:
+    """split_k_scope "tail": 168 tiles of 128x128 are a whole wave and 36 tiles split 3 ways, so
+    about 1.33 rounds of work (fill 168 / 176) where the unsplit tile runs 2 (168 / 264); the
+    reduction traffic counts the tail's tiles alone."""
+    fill, split_tail = FEATURES.index("wave_fill"), FEATURES.index("split_tail")
+    reduce_share = FEATURES.index("reduce_share")
+    problem = Problem(1680, 1536, 1536, "bfloat16")
+    plain = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
+    tail = replace(plain, split_k=3, split_k_reduce="serial", split_k_scope="tail")
+    everywhere = replace(tail, split_k_scope="all")
+    assert features(plain, problem)[fill] == pytest.approx(168 / 264)
+    assert features(tail, problem)[fill] == pytest.approx(168 / 176)
+    assert (features(tail, problem)[split_tail], features(everywhere, problem)[split_tail]) == (1.0, 0.0)
+    assert 0 < features(tail, problem)[reduce_share] == pytest.approx(features(everywhere, problem)[reduce_share] * 36 / 168)
+
+
 def test_swap_ab_puts_the_problems_n_on_the_kernels_m() -> None:
     plain, swapped = Config(blk_m=64, blk_n=16), Config(blk_m=64, blk_n=16, swap_ab=True)
     tiles_m = FEATURES.index("tiles_m")

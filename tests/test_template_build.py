@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -117,6 +117,16 @@ CASES = {
         _c(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
         Problem(100, 200, 4096, "bfloat16"),
     ),
+    # split_k_scope "tail": the whole waves' tiles over the whole K, the last wave's split and
+    # reduced in turn (154 tiles: 132 + 22 x 3 CTAs; swapped, 423 tiles: 396 + 27 x 4).
+    "serial-tail-sk3-c2": (
+        _c(128, 128, 64, 4, 2, True, split_k=3, split_k_reduce="serial", split_k_scope="tail"),
+        Problem(1700, 1300, 1152, "float16"),
+    ),
+    "serial-tail-sk4-swap": (
+        _c(64, 48, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial", split_k_scope="tail"),
+        Problem(100, 9000, 2048, "bfloat16"),
+    ),
     "narrow-n24-persist-pingpong-swap-tail": (
         _c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
         Problem(33, 4095, 136, "bfloat16"),
@@ -190,6 +200,7 @@ TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunk
 # Kernels a split-K cluster reduces through distributed shared memory, and serial split-K kernels.
 SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "dsmem")
 SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
+SPLIT_TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k_scope == "tail")
 TRIM_CASES = sorted(n for n, (c, _) in CASES.items() if c.trim)
 # peel_k, lowered only: two m64 blocks a consumer and 128-deep k-tiles with 7 of 8 steps live,
 # one k-tile in all (the loop runs none), ping-pong, the prefetching consumer without a producer,
@@ -281,6 +292,15 @@ def test_plan_derives_the_launch_shape() -> None:
         (_c(128, 128, 64, 4, 2, True, persistent=True, split_k=2), Problem(1024, 1024, 1024)),  # split: 1 tile
         (_c(128, 128, 64, 4, 2, True, split_k=8), Problem(1024, 1024, 200)),  # 4 k-tiles over 8 CTAs
         (_c(128, 128, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"), Problem(1, 4096, 4096)),  # M=1
+        # split_k_scope "tail": the serial reduction only; a whole wave before the tail; the tail's
+        # CTAs in one wave (124 tiles x 2); a producer
+        (_c(128, 128, 64, 4, 2, True, split_k=3, split_k_scope="tail"), Problem(1700, 1300, 1152)),
+        (_c(128, 128, 64, 4, 2, True, split_k=3, split_k_reduce="serial", split_k_scope="tail"),
+         Problem(1000, 1000, 1152)),
+        (_c(128, 128, 64, 4, 2, True, split_k=2, split_k_reduce="serial", split_k_scope="tail"),
+         Problem(2048, 2048, 1024)),
+        (_c(128, 128, 64, 4, 2, False, split_k=3, split_k_reduce="serial", split_k_scope="tail"),
+         Problem(1700, 1300, 1152)),
     ],
 )
 def test_invalid_pairs_are_refused_with_the_rule(config: Config, problem: Problem) -> None:
@@ -313,6 +333,28 @@ def test_lowers_to_cuda(name: str) -> None:
     assert ("L2::cache_hint" in source) == (config.l2_hint != "none/none")
     assert ("prefetch.tensormap" in source) == config.prefetch_tensormap
     assert ("static_cast<CUtensorMapL2promotion>(3)" in source) == (config.l2_promotion == "256B")
+
+
+@pytest.mark.parametrize("name", SPLIT_TAIL_CASES)
+def test_a_tail_split_runs_the_whole_waves_then_splits_the_last(name: str) -> None:
+    """split_k_scope "tail": a 1-D grid of the whole waves' tiles (one CTA each) and the last
+    wave's tiles' split_k CTAs each; workspace slots and semaphores for the tail tiles alone; the
+    whole waves' CTAs store from registers, the tail's take turns."""
+    from tirtune.builder.device_build import lower_device
+
+    config, problem = CASES[name]
+    p = plan(config, problem)
+    assert p.dp_tiles % rules.SMS == 0 and p.dp_tiles > 0
+    assert 0 < p.split_tiles < rules.SMS and p.split_tiles * config.split_k <= rules.SMS
+    assert p.ctas == p.dp_tiles + p.split_tiles * config.split_k
+    source, spec = lower_device(config, problem)
+    assert spec.grid == (p.ctas, 1, 1) and spec.cluster == (1, 1, 1)
+    assert f"static float ws[{p.split_tiles * config.blk_m * config.blk_n}];" in source
+    assert f"static int sem[{p.split_tiles}];" in source
+    assert f"((int)blockIdx.x) < {p.dp_tiles})" in source
+    # The same config with every tile split launches split_k CTAs a tile.
+    everywhere = plan(replace(config, split_k_scope="all"), problem)
+    assert everywhere.ctas == p.tiles * config.split_k and everywhere.split_tiles == p.tiles
 
 
 def test_lowering_failure_carries_the_cause() -> None:

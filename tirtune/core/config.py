@@ -60,6 +60,7 @@ class Config:
     trim: bool = False
     peel_k: bool = False
     k_rotate: bool = False
+    split_k_scope: str = "all"
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -136,6 +137,8 @@ class Config:
             text += " ewg"
         if self.split_k != 1:
             text += f" sk{self.split_k}" + (f"-{self.split_k_reduce}" if self.split_k_reduce != "dsmem" else "")
+        if self.split_k_scope != "all":
+            text += f" sk{self.split_k_scope}"
         if self.swap_ab:
             text += " swap"
         if self.l2_hint != "none/none":
@@ -196,6 +199,7 @@ _LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"r(\d+/\d+)"), lambda m: {"reg_split": m[1]}),
     (re.compile(r"(\w+)-load"), lambda m: {"loader": m[1]}),
     (re.compile(r"ewg"), lambda m: {"epilogue_warpgroup": True}),
+    (re.compile(r"sk(tail)"), lambda m: {"split_k_scope": m[1]}),
     (re.compile(r"sk(\d+)(?:-(\w+))?"), lambda m: {"split_k": int(m[1]), **({"split_k_reduce": m[2]} if m[2] else {})}),
     (re.compile(r"swap"), lambda m: {"swap_ab": True}),
     (re.compile(r"p(\d+B)"), lambda m: {"l2_promotion": m[1]}),

@@ -72,6 +72,7 @@ FEATURES: tuple[str, ...] = (
     "trim",
     "peel_k",
     "k_rotate",
+    "split_tail",
     # analytic figures
     "kernel_log_m",
     "kernel_log_n",
@@ -123,7 +124,17 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     split = max(c.split_k, 1)
     ctas = tiles * split
     per_sm = _ctas_per_sm(c)
-    if c.persistent:
+    # split_k_scope "tail": the whole waves' tiles run one CTA each over the whole K, the last
+    # wave's split (rules.split_tail_tiles); its rounds count the tail's as 1/split of one.
+    tail = split > 1 and c.split_k_scope == "tail"
+    split_tiles = tiles % SMS if tail else (tiles if split > 1 else 0)
+    if tail:
+        whole = tiles - split_tiles
+        ctas = whole + split_tiles * split
+        rounds = whole // SMS + 1
+        fill = tiles / ((whole / SMS + 1 / split) * SMS)
+        busy = min(ctas, SMS) / SMS
+    elif c.persistent:
         grid = min(tiles, SMS)
         rounds = -(-tiles // grid)
         fill = tiles / (rounds * SMS)
@@ -140,13 +151,13 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     min_bytes = (m * k + n * k + m * n) * size
     l2_bytes = tiles * (bm + bn) * k * size
     serial = c.split_k > 1 and c.split_k_reduce == "serial"
-    reduce_bytes = tiles * bm * bn * 4 * (split - 1) * (2 if serial else 0)
+    reduce_bytes = split_tiles * bm * bn * 4 * (split - 1) * (2 if serial else 0)
     flops = 2 * m * n * k
     t_mma = flops / (mn_padding * k_padding) / (MMA_PEAK * max(fill, 1e-3))
     t_mem = max(min_bytes / DRAM_BYTES_S, (l2_bytes + reduce_bytes) / L2_BYTES_S)
     t_est = max(t_mma, t_mem) + rounds * ROUND_S
     hint_a, _, hint_b = c.l2_hint.partition("/")
-    cta_k = k_tiles / split
+    cta_k = k_tiles if tail else k_tiles / split  # a tail split: the whole waves' CTAs run the whole K
     return (
         math.log2(problem.m),
         math.log2(problem.n),
@@ -181,6 +192,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
         float(c.trim),
         float(c.peel_k),
         float(c.k_rotate),
+        float(tail),
         math.log2(m),
         math.log2(n),
         float(tiles_m),

@@ -110,6 +110,7 @@ def _trace(p: KernelPlan) -> Any:
     # The epilogue warpgroup's staged/drained barriers: one per staging buffer of a consumer.
     NBUF = 2 if p.epilogue == "tma_chunked" else 1
     GRID = p.tile_schedule.ctas
+    TAIL, DP = p.split_tail, p.dp_tiles
     sk = Skeleton.trace(T, p)
 
     # fmt: off
@@ -125,7 +126,18 @@ def _trace(p: KernelPlan) -> Any:
             XB = T.meta_var(B)
         # The CTA: its grid coordinates, its rank in a cluster (or split), the cluster it belongs
         # to in a persistent grid, and the one tile it computes when it computes one.
-        if SPLIT > 1:
+        if TAIL:
+            # split_k_scope "tail": CTAs [0, DP) take tiles [0, DP) over the whole K; rank r of tail
+            # tile i (DP + i in tile order) is CTA DP + i*SPLIT + r, over k-tiles [r*KT, (r+1)*KT).
+            # Tile t is column t // GM, row t % GM (the 2-D grid's order).
+            bx = T.cta_id([p.ctas])
+            by = T.meta_var(None)
+            rank = T.meta_var(T.max(bx - DP, 0) % SPLIT)
+            cid = T.meta_var(None)
+            tile = T.meta_var(T.min(bx, DP + T.max(bx - DP, 0) // SPLIT))
+            m0 = T.meta_var(tile % GM * BM)
+            n0 = T.meta_var(tile // GM * BN)
+        elif SPLIT > 1:
             # SPLIT consecutive CTAs along x (a cluster, unless serial) compute one tile; rank r
             # multiplies k-tiles [r*KT, (r+1)*KT).
             bx, by = T.cta_id([GM * SPLIT, GN])
@@ -150,6 +162,12 @@ def _trace(p: KernelPlan) -> Any:
             rank, cid = T.meta_var((None, None))
             m0 = T.meta_var(bx * BM)
             n0 = T.meta_var(by * BN)
+        # The k-tiles this CTA multiplies: with split_k_scope "tail", the whole K for a whole
+        # wave's tile, 1/SPLIT of it for a tail tile's CTA.
+        if TAIL:
+            k_count = T.meta_var(T.if_then_else(bx < DP, p.k_tiles, p.cta_k_tiles))
+        else:
+            k_count = T.meta_var(p.cta_k_tiles)
         wg = T.warpgroup_id([NWG])
         warp = T.warp_id_in_wg([4])
         lane = T.lane_id([32])
@@ -173,7 +191,7 @@ def _trace(p: KernelPlan) -> Any:
 
         # The concerns' macros, built on what this body made.
         f = T.meta_var(Frame(XA, XB, D, As, Bs, Ds, Dt, Red, full, empty, order, staged, drained,
-                             wg, warp, lane, rank, cid, bx, by, m0, n0))
+                             wg, warp, lane, rank, cid, bx, by, m0, n0, k_count))
         loads = T.meta_var(Loads.trace(T, p, sk, f))
         mma = T.meta_var(Mma.trace(T, p, sk.ring, f, loads))
         epilogue = T.meta_var(Epilogue.trace(T, p, f))

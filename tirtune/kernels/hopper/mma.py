@@ -77,7 +77,8 @@ class Mma:
         # PEEL_K live k16 steps.
         PEEL_K = p.peel_k
         PEELED = PEEL_K > 0
-        LOOP_KT = KT - 1 if PEELED else KT
+        # f.k_count: KT, or (split_k_scope "tail") the CTA's own count, an expression.
+        LOOP_KT = f.k_count - 1 if PEELED else f.k_count
         wgmma = T.ptx[p.wgmma_name]
         wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
         As, Bs, full, empty, order, warp, lane = f.As, f.Bs, f.full, f.empty, f.order, f.warp, f.lane

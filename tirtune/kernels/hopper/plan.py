@@ -40,6 +40,7 @@ from tirtune.kernels.skeleton import ATOM_K, GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
+    SMS,
     k_tail_steps,
     needs_rebalance,
     refuse_if_broken,
@@ -72,7 +73,8 @@ WGMMA_K = 16
 # reg_split picks the pair (default 232/40; 240/24 also sums to 504 <= 512).
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
-SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap
+# SMS: streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap, and the wave
+# split_k_scope="tail" counts whole waves by (rules.SMS).
 # CTAs that can run at once in clusters of 1, 2, 4: a cluster must fit inside one GPC, and the
 # GH100's GPCs hold 16 or 18 usable SMs, so 4-CTA clusters leave 2 SMs idle in some (32 clusters).
 # A persistent grid larger than this would run its last clusters as a second wave.
@@ -116,6 +118,8 @@ class KernelPlan(GemmPlan):
     # k_rotate (hopper-gemm/5): tile t loads its k-tiles from (t mod k-tiles) on, wrapping (measured in
     # docs/perf-notes.md, "k_rotate").
     k_rotate: bool = False
+    # split_k_scope (rules.split_k_tail_supported): "tail" splits only the last, partial wave's tiles.
+    split_k_scope: str = "all"
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -145,6 +149,23 @@ class KernelPlan(GemmPlan):
         return self.split_k > 1 and self.split_k_reduce == "serial"
 
     @property
+    def split_tail(self) -> bool:
+        """Only the last, partial wave's tiles are split (split_k_scope "tail"): a 1-D grid of the
+        whole waves' tiles (`dp_tiles` CTAs, one tile each over the whole K) followed by
+        `tail_tiles` x split_k CTAs (rank r of tail tile i is CTA dp_tiles + i*split_k + r)."""
+        return self.split_k > 1 and self.split_k_scope == "tail"
+
+    @property
+    def dp_tiles(self) -> int:
+        """Tiles run data-parallel (the whole waves' with split_tail; none split otherwise)."""
+        return self.tiles - self.tiles % SMS if self.split_tail else (0 if self.split_k > 1 else self.tiles)
+
+    @property
+    def split_tiles(self) -> int:
+        """Tiles whose k-tiles are split over split_k CTAs (each with a workspace slot if serial)."""
+        return self.tiles - self.dp_tiles if self.split_k > 1 else 0
+
+    @property
     def problem_shape(self) -> tuple[int, int]:
         """The problem's (M, N): D's shape."""
         return (self.n, self.m) if self.swap_ab else (self.m, self.n)
@@ -171,7 +192,9 @@ class KernelPlan(GemmPlan):
 
     @property
     def ctas(self) -> int:
-        """CTAs launched: every tile's split_k CTAs count."""
+        """CTAs launched: every split tile's split_k CTAs count."""
+        if self.split_tail:
+            return self.dp_tiles + self.split_tiles * self.split_k
         return self.tile_schedule.ctas * self.split_k
 
     @property
@@ -329,6 +352,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         **_trims(config, problem),
         peel_k=k_tail_steps(config, problem) if config.peel_k else 0,
         k_rotate=config.k_rotate,
+        split_k_scope=config.split_k_scope,
     )
 
 

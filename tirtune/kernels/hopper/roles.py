@@ -69,7 +69,7 @@ class Roles:
     ) -> Roles:
         C, KT, MB, NACC, ROW_BASE = p.consumers, p.cta_k_tiles, p.m_blocks, p.acc_regs, p.row_base
         WS, PERSIST, PINGPONG, REBALANCE = p.warp_specialized, p.persistent, p.pingpong, p.rebalances_registers
-        SPLIT, SERIAL, EWG = p.split_k, p.serial_split, p.epilogue_warpgroup
+        SPLIT, SERIAL, EWG, TAIL = p.split_k, p.serial_split, p.epilogue_warpgroup, p.split_tail
         TMA_EPI, CHUNKED = p.epilogue == "tma", p.epilogue == "tma_chunked"
         sched = sk.schedule
         NCL, ITERS, CTILES = sched.clusters, sched.iterations, sched.tiles
@@ -91,7 +91,16 @@ class Roles:
         @T.inline
         def tile_epilogue(c, acc0, acc1, m0, n0, nt):
             # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
-            if SERIAL:
+            if TAIL:
+                # split_k_scope "tail": a tail tile's CTAs reduce in turn; a whole wave's tile
+                # is stored from its registers.
+                if f.bx >= p.dp_tiles:
+                    serial_epilogue(c, acc0, acc1, m0, n0)
+                else:
+                    store_block(acc0, m0 + c * ROW_BASE, n0)
+                    if MB == 2:
+                        store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+            elif SERIAL:
                 serial_epilogue(c, acc0, acc1, m0, n0)
             elif SPLIT > 1:
                 park(c, acc0, acc1)
@@ -176,7 +185,7 @@ class Roles:
                     if PERSIST:
                         sk.produce_tiles(cid, load_tile_at)
                     else:
-                        for j in range(KT):
+                        for j in range(f.k_count):
                             load_tile(j, j, m0, n0)
 
         @T.inline

@@ -117,7 +117,9 @@ class SplitK:
         PAIRED = N % 2 == 0
         store2_name, store2_source = store2_helper(DT)
         dsmem_name, dsmem_source = DSMEM_LOAD
-        serial_name, serial_source = serial_helper(p.tiles * NREG * C * WARPGROUP, p.tiles)
+        # One workspace slot and semaphore per split tile (every tile, or the tail's).
+        serial_name, serial_source = serial_helper(p.split_tiles * NREG * C * WARPGROUP, p.split_tiles)
+        TAIL, DP = p.split_tail, p.dp_tiles
         store_block = epilogue.store_block
         D, Red, wg, warp, lane, rank, bx, by, m0, n0 = f.D, f.Red, f.wg, f.warp, f.lane, f.rank, f.bx, f.by, f.m0, f.n0
 
@@ -203,7 +205,10 @@ class SplitK:
             # slot (ranks 0..r-1's sum) to its fragment, and either writes the sum back and
             # passes the turn on, or (the last rank) stores D and resets the semaphore to 0 for
             # the next launch. One thread waits and signals; the consumers sync around it.
-            tile = T.meta_var(bx // SPLIT * GN + by)
+            if TAIL:
+                tile = T.meta_var((bx - DP) // SPLIT)  # the tail tile's slot
+            else:
+                tile = T.meta_var(bx // SPLIT * GN + by)
             t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
             if rank > 0:
                 if c == 0:

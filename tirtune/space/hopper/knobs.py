@@ -46,6 +46,9 @@ LOADERS = ("tma", "threads")
 # of model widths (K = 3584: 56 k-tiles of 64, 7 x 8).
 SPLIT_KS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16)
 SPLIT_K_REDUCES = ("dsmem", "serial")
+# Which tiles split_k splits: "all" of them, or only the "tail": the tiles of the last, partial wave
+# (tiles mod the SMs), each split_k ways, after the whole waves' tiles have run data-parallel.
+SPLIT_K_SCOPES = ("all", "tail")
 # "<A>/<B>": the combinations the search draws (the rule takes any pair of none, first, last).
 L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
 L2_PROMOTIONS = ("128B", "256B")
@@ -252,6 +255,15 @@ KNOBS = KnobTable(
         "(hopper-gemm/5) Each tile loads its k-tiles starting at its own one (its linear index modulo the "
         "k-tiles, wrapping), so CTAs streaming a weight matrix at once read different column blocks of their "
         "rows; only where one operand is streamed once.",
+    ),
+    Knob(
+        "split_k_scope",
+        str,
+        "all",
+        SPLIT_K_SCOPES,
+        '(hopper-gemm/5) Which tiles split_k splits: "all", or only the "tail" (the tiles of the last, partial '
+        "wave: tiles mod the 132 SMs), so that the last wave's work spreads over the SMs while the whole waves "
+        "run one CTA a tile over the whole K (a split-K and data-parallel hybrid; serial reduction).",
     ),
 )
 Config.conform(KNOBS)

@@ -21,8 +21,10 @@ from tirtune.space.hopper.knobs import (
     REG_SPLITS,
     SCHEDULES,
     SPLIT_K_REDUCES,
+    SPLIT_K_SCOPES,
     SPLIT_KS,
 )
+from tirtune.space.shapes import SMS
 from tirtune.space.validity import (
     ConfigRule,
     ProblemRule,
@@ -86,7 +88,10 @@ __all__ = [
     "reads",
     "one_row_operand_supported",
     "peel_k_supported",
+    "SMS",
     "split_k_bytes",
+    "split_k_tail_supported",
+    "split_tail_tiles",
     "split_k_divides_k_tiles",
     "split_k_supported",
     "split_k_workspace_fits",
@@ -680,17 +685,65 @@ def split_k_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("split_k", "split_k_reduce", "blk_m", "blk_n", "swap_ab")
+@reads("split_k", "split_k_reduce", "blk_m", "blk_n", "swap_ab", "split_k_scope")
 def split_k_workspace_fits(config: Config, problem: Problem) -> str | None:
     """The serial reduction's static workspace holds one fp32 tile per output tile."""
     if config.split_k <= 1 or config.split_k_reduce != "serial" or config.blk_m <= 0 or config.blk_n <= 0:
         return None
     m, n = kernel_shape(config, problem)
-    need = -(-m // config.blk_m) * config.blk_m * -(-n // config.blk_n) * config.blk_n * 4
+    tiles = -(-m // config.blk_m) * -(-n // config.blk_n)
+    if config.split_k_scope == "tail":
+        tiles = tiles % SMS  # only the last wave's tiles are split
+    need = tiles * config.blk_m * config.blk_n * 4
     if need > SERIAL_WORKSPACE_LIMIT_BYTES:
         return (
             f"split_k_reduce=serial keeps an fp32 tile per output tile in a static workspace: {need} B "
             f"> {SERIAL_WORKSPACE_LIMIT_BYTES} B"
+        )
+    return None
+
+
+def split_tail_tiles(config: Config, problem: Problem) -> tuple[int, int]:
+    """(data-parallel tiles, tail tiles) of split_k_scope="tail": the whole waves' tiles (a multiple
+    of SMS, one CTA each over the whole K) and the last, partial wave's (split_k CTAs each)."""
+    m, n = kernel_shape(config, problem)
+    tiles = -(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1))
+    return tiles - tiles % SMS, tiles % SMS
+
+
+@reads("split_k_scope", "split_k", "split_k_reduce", "warp_specialized", "k_rotate", "blk_m", "blk_n", "swap_ab")
+def split_k_tail_supported(config: Config, problem: Problem) -> str | None:
+    """split_k_scope="tail" splits only the last, partial wave's tiles (tiles mod SMS), split_k CTAs
+    each, reduced in turn through the workspace (split_k_reduce="serial"); the whole waves' tiles
+    run one CTA each over the whole K. Its CTAs multiply k-tile counts that differ, so the loads
+    are a producer's (warp_specialized) in plain order (no k_rotate). It needs a partial wave after
+    at least one whole one (otherwise every tile is in the last wave: split_k_scope="all"), and the
+    tail's CTAs must fit in one wave (more would run a wave of their own)."""
+    if config.split_k_scope not in SPLIT_K_SCOPES:
+        return f"split_k_scope={config.split_k_scope!r}: the scopes are {', '.join(SPLIT_K_SCOPES)}"
+    if config.split_k_scope != "tail":
+        return None
+    if config.split_k <= 1 or config.split_k_reduce != "serial":
+        return (
+            f"split_k_scope=tail splits the last wave's tiles through the serial workspace: it needs split_k > 1 "
+            f"and split_k_reduce=serial (got {config.split_k}, {config.split_k_reduce!r})"
+        )
+    if not config.warp_specialized or config.k_rotate:
+        return (
+            "split_k_scope=tail needs warp_specialized (a producer loads each CTA's own k-tile count) and no k_rotate"
+        )
+    if config.blk_m <= 0 or config.blk_n <= 0:
+        return None
+    whole, tail = split_tail_tiles(config, problem)
+    if whole == 0 or tail == 0:
+        return (
+            f"split_k_scope=tail needs a partial wave after a whole one: {whole + tail} tiles on {SMS} SMs "
+            "(split_k_scope=all splits them all)"
+        )
+    if tail * config.split_k > SMS:
+        return (
+            f"split_k_scope=tail: the last wave's {tail} tiles x split_k={config.split_k} = "
+            f"{tail * config.split_k} CTAs do not fit one wave of {SMS}"
         )
     return None
 
@@ -826,6 +879,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     split_k_supported,
     split_k_divides_k_tiles,
     split_k_workspace_fits,
+    split_k_tail_supported,
     one_row_operand_supported,
     blk_k_boxes_supported,
     tma_load_options_supported,

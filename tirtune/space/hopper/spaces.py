@@ -110,9 +110,10 @@ def same_kernel(config: Config) -> Config:
 # before (tests/test_template_fold.py). Added later under the same version (every earlier /5 kernel
 # byte-identical): four swizzle atoms a stage (blk_k 256), the TMA loads' L2 eviction priorities
 # (l2_hint), the tensor maps' L2 promotion and the descriptor prefetch, the ragged widths
-# (blk_n 136..248), the trimmed edge-tile MMAs (trim), the peeled last k-tile (peel_k) and the
-# rotated k loop (k_rotate). Its values are the knob table's; `_WALK` is the order its searches walk
-# the grid in (and so which configs they draw), trim first.
+# (blk_n 136..248), the trimmed edge-tile MMAs (trim), the peeled last k-tile (peel_k), the
+# rotated k loop (k_rotate) and the split of the last wave's tiles alone (split_k_scope). Its
+# values are the knob table's; `_WALK` is the order its searches walk the grid in (and so which
+# configs they draw), trim first.
 _WALK = (
     "trim",
     "blk_m",
@@ -138,6 +139,7 @@ _WALK = (
     "prefetch_tensormap",
     "peel_k",
     "k_rotate",
+    "split_k_scope",
 )
 HOPPER = SearchSpace(
     arch="sm_90a",
