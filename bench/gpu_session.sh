@@ -149,7 +149,7 @@ case "$1" in
     cat /root/tirtune/queue.log
     for name in "${@:2}"; do
       echo "== $name: rc $(cat "/root/tirtune/$name.done" 2>/dev/null || echo running)"
-      grep -v "^\s*$" "/root/tirtune/$name/step.log" | tail -n "${PICK_LINES:-14}" | cut -c1-200
+      grep -v "^\s*$" "/root/tirtune/$name/step.log" | tail -n "${PICK_LINES:-14}" | cut -c1-200 || true
     done ;;
   best)
     python3 -m bench.best_vs_cublas "$2" --processes "${3:-3}" --out "$OUT" 2>"$OUT/best.log"
