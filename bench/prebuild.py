@@ -1059,6 +1059,7 @@ def _slug(config: Config, problem: Problem) -> str:
             "_ewg" if config.epilogue_warpgroup else "",
             f"_sk{config.split_k}" if config.split_k != 1 else "",
             f"-{config.split_k_reduce}" if config.split_k != 1 and config.split_k_reduce != "dsmem" else "",
+            f"-{config.split_k_scope}" if config.split_k_scope != "all" else "",
             "_swap" if config.swap_ab else "",
             f"_l2{config.l2_hint.replace('/', '-')}" if config.l2_hint != "none/none" else "",
             f"_p{config.l2_promotion}" if config.l2_promotion != "128B" else "",

@@ -90,7 +90,7 @@ def hopper_source(config: Config, problem: Problem, use: Use) -> str:
                 staged, drained = T.meta_var((None, None))
             As, Bs, Ds, Dt, Red = T.meta_var(ring_tiles(sk, pool, p))
             f = T.meta_var(HopperFrame(XA, XB, D, As, Bs, Ds, Dt, Red, full, empty, order, staged, drained,
-                                       wg, warp, lane, rank, bx // max(CL, 1), bx, by, 0, 0))
+                                       wg, warp, lane, rank, bx // max(CL, 1), bx, by, 0, 0, p.cta_k_tiles))
             use(T, p, sk, f)
         # fmt: on
 

@@ -55,4 +55,4 @@ class Frame:
     n0: Any
     # The k-tiles this CTA multiplies (an int; with split_k_scope "tail" an expression: the whole
     # K for a data-parallel tile, 1/split_k of it for a tail tile's CTA).
-    k_count: Any = None
+    k_count: Any
