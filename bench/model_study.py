@@ -86,10 +86,11 @@ def trace(space: SearchSpace, problem: Problem, score: dict[Config, float], mode
             proposer.tell(feedback)
 
 
-def study(min_configs: int, seeds: int, trials: int, batch: int, ahead: int) -> dict[str, Any]:
+def study(min_configs: int, seeds: int, trials: int, batch: int, ahead: int,
+          only: Sequence[str] = ()) -> dict[str, Any]:
     prior = load_prior(GPU)
     table = recorded(prior.samples)
-    shapes = sorted({p.shape for p, cs in table.items() if len(cs) >= min_configs})
+    shapes = sorted({p.shape for p, cs in table.items() if len(cs) >= min_configs and (not only or p.shape in only)})
     rows = []
     began = time.monotonic()
     for shape in shapes:
@@ -130,7 +131,7 @@ def study(min_configs: int, seeds: int, trials: int, batch: int, ahead: int) -> 
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": GPU, "prior_digest": prior.digest,
         "prior_samples": len(prior), "min_configs": min_configs, "seeds": seeds, "trials": trials, "batch": batch,
-        "ahead": ahead, "problems": rows, "summary": {k: round(v, 4) for k, v in geo.items()},
+        "ahead": ahead, "only": list(only), "problems": rows, "summary": {k: round(v, 4) for k, v in geo.items()},
     }
 
 
@@ -167,9 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=32)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--ahead", type=int, default=2)
+    ap.add_argument("--only", nargs="*", default=(), help="these shapes (MxNxK) alone")
     ap.add_argument("--out", type=Path, default=None, help="writes OUT.json and OUT.md")
     args = ap.parse_args(argv)
-    report = study(args.min_configs, args.seeds, args.trials, args.batch, args.ahead)
+    report = study(args.min_configs, args.seeds, args.trials, args.batch, args.ahead, args.only)
     text = render(report)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
