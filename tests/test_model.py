@@ -66,7 +66,8 @@ def test_the_wave_figures_count_a_split_tail_as_a_fraction_of_a_round() -> None:
     assert features(plain, problem)[fill] == pytest.approx(168 / 264)
     assert features(tail, problem)[fill] == pytest.approx(168 / 176)
     assert (features(tail, problem)[split_tail], features(everywhere, problem)[split_tail]) == (1.0, 0.0)
-    assert 0 < features(tail, problem)[reduce_share] == pytest.approx(features(everywhere, problem)[reduce_share] * 36 / 168)
+    shared = features(everywhere, problem)[reduce_share]
+    assert 0 < features(tail, problem)[reduce_share] == pytest.approx(shared * 36 / 168)
 
 
 def test_swap_ab_puts_the_problems_n_on_the_kernels_m() -> None:

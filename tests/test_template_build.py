@@ -127,6 +127,11 @@ CASES = {
         _c(64, 48, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial", split_k_scope="tail"),
         Problem(100, 9000, 2048, "bfloat16"),
     ),
+    # 18 k-tiles over 4 CTAs: shares of 4, 5, 4, 5 k-tiles, counted at run time.
+    "serial-tail-sk4-uneven": (
+        _c(128, 128, 64, 4, 2, True, split_k=4, split_k_reduce="serial", split_k_scope="tail"),
+        Problem(1700, 1300, 1152, "bfloat16"),
+    ),
     "narrow-n24-persist-pingpong-swap-tail": (
         _c(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
         Problem(33, 4095, 136, "bfloat16"),
@@ -301,6 +306,9 @@ def test_plan_derives_the_launch_shape() -> None:
          Problem(2048, 2048, 1024)),
         (_c(128, 128, 64, 4, 2, False, split_k=3, split_k_reduce="serial", split_k_scope="tail"),
          Problem(1700, 1300, 1152)),
+        # a tail tile's CTAs need a k-tile each (2 k-tiles over 3)
+        (_c(128, 128, 64, 4, 2, True, split_k=3, split_k_reduce="serial", split_k_scope="tail"),
+         Problem(1700, 1300, 128)),
     ],
 )
 def test_invalid_pairs_are_refused_with_the_rule(config: Config, problem: Problem) -> None:
@@ -352,9 +360,17 @@ def test_a_tail_split_runs_the_whole_waves_then_splits_the_last(name: str) -> No
     assert f"static float ws[{p.split_tiles * config.blk_m * config.blk_n}];" in source
     assert f"static int sem[{p.split_tiles}];" in source
     assert f"((int)blockIdx.x) < {p.dp_tiles})" in source
-    # The same config with every tile split launches split_k CTAs a tile.
-    everywhere = plan(replace(config, split_k_scope="all"), problem)
-    assert everywhere.ctas == p.tiles * config.split_k and everywhere.split_tiles == p.tiles
+    # A whole wave's tile multiplies every k-tile; a tail CTA its share, a constant when split_k
+    # divides the k-tiles, else counted from its rank at run time (18 over 4: 4, 5, 4, 5).
+    assert f"condval = {p.k_tiles};" in source
+    uneven = re.search(r"condval = \(.*blockIdx\.x.*\);", source)
+    if p.k_tiles % config.split_k == 0:
+        assert f"condval = {p.cta_k_tiles};" in source and uneven is None
+        # The same config with every tile split launches split_k CTAs a tile.
+        everywhere = plan(replace(config, split_k_scope="all"), problem)
+        assert everywhere.ctas == p.tiles * config.split_k and everywhere.split_tiles == p.tiles
+    else:
+        assert uneven is not None
 
 
 def test_lowering_failure_carries_the_cause() -> None:

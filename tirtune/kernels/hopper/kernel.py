@@ -128,7 +128,7 @@ def _trace(p: KernelPlan) -> Any:
         # to in a persistent grid, and the one tile it computes when it computes one.
         if TAIL:
             # split_k_scope "tail": CTAs [0, DP) take tiles [0, DP) over the whole K; rank r of tail
-            # tile i (DP + i in tile order) is CTA DP + i*SPLIT + r, over k-tiles [r*KT, (r+1)*KT).
+            # tile i (DP + i in tile order) is CTA DP + i*SPLIT + r, over its share of the k-tiles.
             # Tile t is column t // GM, row t % GM (the 2-D grid's order).
             bx = T.cta_id([p.ctas])
             by = T.meta_var(None)
@@ -165,7 +165,12 @@ def _trace(p: KernelPlan) -> Any:
         # The k-tiles this CTA multiplies: with split_k_scope "tail", the whole K for a whole
         # wave's tile, 1/SPLIT of it for a tail tile's CTA.
         if TAIL:
-            k_count = T.meta_var(T.if_then_else(bx < DP, p.k_tiles, p.cta_k_tiles))
+            # Rank r of a tail tile: k-tiles [r*KT // SPLIT, (r+1)*KT // SPLIT) (loads.py).
+            if p.k_tiles % SPLIT == 0:
+                k_count = T.meta_var(T.if_then_else(bx < DP, p.k_tiles, p.cta_k_tiles))
+            else:
+                k_count = T.meta_var(T.if_then_else(
+                    bx < DP, p.k_tiles, (rank + 1) * p.k_tiles // SPLIT - rank * p.k_tiles // SPLIT))
         else:
             k_count = T.meta_var(p.cta_k_tiles)
         wg = T.warpgroup_id([NWG])

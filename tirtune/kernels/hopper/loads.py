@@ -26,7 +26,8 @@
   column block (every row's address differing only in its high bits). The consumers multiply
   stages in ring order as ever: only the producer's k index changes (docs/perf-notes.md,
   "k_rotate").
-* Split-K: CTA rank r of a tile's split loads k-tiles [r*KT, (r+1)*KT).
+* Split-K: CTA rank r of a tile's split loads k-tiles [r*KT, (r+1)*KT); rank r of a tail tile
+  (split_k_scope "tail") from r*K_TILES // split_k on, its count the kernel's k_count.
 * Without a producer warpgroup, thread 0 of consumer 0 loads the first stages-1 k-tiles of a tile
   (`prologue`), and the mainloop (`mma.py`) the rest, one ahead of the ring's release.
 * loader "threads" (`thread_load`, one stage, no producer, no TMA, no barriers): every consumer
@@ -85,6 +86,7 @@ class Loads:
         KT, GM, SPLIT, ATOMS, TX_BYTES = p.cta_k_tiles, p.grid[0], p.split_k, p.atoms, p.stage_bytes
         CL, ALONG_M, MC_ROWS = p.cluster, p.cluster_dim == "m", p.multicast_rows
         ONE_A, ONE_B, K_ROTATE = p.one_row_a, p.one_row_b, p.k_rotate
+        TAIL, K_TILES = p.split_tail, p.k_tiles
         LOAD_A, LOAD_B = p.load_options("a"), p.load_options("b")
         NTHREADS, CHUNKS_K = p.threads, BK // 8
         # Prefetch depth of the non-specialized pipeline: tiles loaded before the first MMA.
@@ -179,7 +181,11 @@ class Loads:
             full.arrive(ring.slot(j), TX_BYTES)
             # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            if SPLIT > 1:
+            if TAIL:
+                # A tail tile's rank r: k-tiles from r*K_TILES // SPLIT on (uneven shares where
+                # SPLIT does not divide K_TILES; no rotation); rank 0 for a whole wave's tile.
+                load_atoms(j, rank * K_TILES // SPLIT + kt, m0, n0)
+            elif SPLIT > 1:
                 # This CTA's k-tiles of the split: rank*KT + kt.
                 load_atoms(j, rank * KT + rotated(kt, m0, n0), m0, n0)
             else:

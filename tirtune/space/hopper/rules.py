@@ -748,12 +748,21 @@ def split_k_tail_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("split_k", "blk_k")
+@reads("split_k", "blk_k", "split_k_scope")
 def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
-    """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count)."""
+    """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count).
+    A tail split's CTAs count theirs at run time: rank r of split_k takes k-tiles
+    [r*KT // split_k, (r+1)*KT // split_k), uneven where split_k does not divide KT, at least one."""
     if config.split_k <= 1 or config.blk_k <= 0:
         return None
     k_tiles = -(-problem.k // config.blk_k)
+    if config.split_k_scope == "tail":
+        if k_tiles < config.split_k:
+            return (
+                f"K={problem.k} is {k_tiles} k-tiles of {config.blk_k}: fewer than the split_k={config.split_k} "
+                "CTAs of a tail tile"
+            )
+        return None
     if k_tiles % config.split_k:
         return (
             f"K={problem.k} is {k_tiles} k-tiles of {config.blk_k}: they do not split evenly over "
