@@ -2,14 +2,15 @@
 
 What the knobs mean on Blackwell and which values they take: the knob table
 (`tirtune.space.blackwell.knobs`). The rules that mean the same thing as on Hopper (TMA strides,
-the swizzle atom, raster groups, the loader) are imported from `tirtune.space.hopper.rules`.
+the swizzle atom, raster groups, the loader) are the TMA branches' shared ones
+(`tirtune.space.tma_rules`).
 """
 
 from __future__ import annotations
 
 from tirtune.core import Config, Problem
 from tirtune.space.blackwell.knobs import CLUSTERS, CONSUMERS, EPILOGUES, KNOBS
-from tirtune.space.hopper.rules import (
+from tirtune.space.tma_rules import (
     blk_k_matches_swizzle,
     loader_supported,
     raster_group_valid,

@@ -13,6 +13,7 @@ docs/design.md shows the table (`KNOBS.markdown()`; tests/test_knob_tables.py ke
 from __future__ import annotations
 
 from tirtune.core import Config, Knob, KnobTable
+from tirtune.space.tma_rules import LOADERS
 
 __all__ = [
     "CLUSTER_DIMS",
@@ -38,7 +39,6 @@ SCHEDULES = ("cooperative", "pingpong")
 REG_SPLITS = ("232/40", "240/24", "232/24", "112/24")
 CLUSTER_SIZES = (1, 2, 4)
 CLUSTER_DIMS = ("m", "n")
-LOADERS = ("tma", "threads")
 # The CTAs one output tile's k-tiles are split over. Through distributed shared memory they are a
 # cluster, at most 8 CTAs (the portable cluster size); the serial reduction has no cluster and
 # takes the deeper splits: a narrow decode problem (N = 1024: 16 swapped 64-row tiles) fills the

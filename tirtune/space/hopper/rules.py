@@ -16,7 +16,6 @@ from tirtune.space.hopper.knobs import (
     CLUSTER_SIZES,
     EPILOGUES,
     L2_PROMOTIONS,
-    LOADERS,
     RAGGED_BLK_N,
     REG_SPLITS,
     SCHEDULES,
@@ -25,6 +24,16 @@ from tirtune.space.hopper.knobs import (
     SPLIT_KS,
 )
 from tirtune.space.shapes import SMS
+from tirtune.space.tma_rules import (
+    SWIZZLE_ELEMENTS,
+    TMA_EPILOGUES,
+    TMA_ROW_BYTES,
+    blk_k_matches_swizzle,
+    loader_supported,
+    raster_group_valid,
+    tma_row_stride_aligned,
+    tma_store_row_stride_aligned,
+)
 from tirtune.space.validity import (
     ConfigRule,
     ProblemRule,
@@ -107,8 +116,7 @@ __all__ = [
     "wgmma_n_supported",
 ]
 
-# TMA row strides are multiples of this; with 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE.
-TMA_ROW_BYTES = 16
+# With 2-byte elements (fp16, bf16) K is a multiple of K_MULTIPLE (TMA's row strides).
 K_MULTIPLE = TMA_ROW_BYTES // 2
 
 # Dynamic shared memory one CTA may opt into on sm_90 (227 KiB).
@@ -129,8 +137,6 @@ MAX_STAGES = 20
 # (ptxas -v, nvcc 13.0, sm_90a; tests/test_template_build.py).
 MAX_ACCUMULATOR_REGS = 192
 V4_MAX_ACCUMULATOR_REGS = 128  # hopper-gemm/1-4's limit (their spaces replay recorded data)
-SWIZZLE_ELEMENTS = 64  # one 128-byte swizzle atom of 2-byte elements along K
-TMA_EPILOGUES = ("tma", "tma_chunked")
 # setmaxnreg budgets "consumer/others": each consumer warpgroup gets the first, the producer (and
 # the epilogue warpgroup) the second, each a multiple of 8 in 24..256. setmaxnreg.inc waits until
 # the CTA's own registers, allocated at launch (warpgroups x the launch share), are free: so
@@ -169,17 +175,6 @@ MAX_BLK_K = 256
 WGMMA_M = 64  # rows of one wgmma (an m64 block)
 WGMMA_K = 16  # k of one wgmma step (16-bit operands)
 V4_MAX_BLK_K = 128  # hopper-gemm/1-4 loaded one or two atoms a stage
-
-
-def tma_row_stride_aligned(problem: Problem) -> str | None:
-    """TMA needs every row stride of A (M,K) and B (N,K) to be a multiple of 16 bytes."""
-    stride = problem.k * problem.element_bytes
-    if stride % TMA_ROW_BYTES:
-        return (
-            f"K={problem.k} gives a row stride of {stride} B; TMA needs a multiple of {TMA_ROW_BYTES} B, "
-            f"so K must be a multiple of {TMA_ROW_BYTES // problem.element_bytes}"
-        )
-    return None
 
 
 def consumer_rows(config: Config) -> int:
@@ -243,16 +238,6 @@ def persistent_needs_producer(config: Config, problem: Problem) -> str | None:
             "a persistent kernel needs warp_specialized: only a producer warpgroup runs the loads "
             "ahead across tile boundaries (the prefetching consumer thread stays within one tile)"
         )
-    return None
-
-
-@reads("raster_group", "persistent")
-def raster_group_valid(config: Config, problem: Problem) -> str | None:
-    """Tile rows per group: 1 = row-major, N = groups of N rows, 0 = column-major (one group)."""
-    if config.raster_group < 0:
-        return f"raster_group={config.raster_group}: tile rows per group, 0 (all: column-major) or more"
-    if config.raster_group != 1 and not config.persistent:
-        return f"raster_group={config.raster_group} needs persistent: the one-tile-per-CTA grid is always row-major"
     return None
 
 
@@ -421,31 +406,6 @@ def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
         return (
             f"the shared {'B' if config.cluster_dim == 'm' else 'A'} tile has {shared} rows: slices of "
             f"{shared}/{config.cluster} rows are not whole 8-row swizzle atoms"
-        )
-    return None
-
-
-@reads("loader", "stages", "warp_specialized", "cluster")
-def loader_supported(config: Config, problem: Problem) -> str | None:
-    """The thread loader is the synchronous teaching path: copy, sync, multiply, one stage."""
-    if config.loader not in LOADERS:
-        return f"loader={config.loader!r}: known loaders are {', '.join(LOADERS)}"
-    if config.loader == "threads" and (config.stages != 1 or config.warp_specialized or config.cluster != 1):
-        return (
-            "loader=threads needs stages=1, no producer warpgroup and no cluster: the consumer threads "
-            "copy each k-tile themselves and wait for it (there is no ring to run ahead in)"
-        )
-    return None
-
-
-@reads("epilogue")
-def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
-    """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
-    stride = problem.n * problem.element_bytes
-    if config.epilogue in TMA_EPILOGUES and stride % 16:
-        return (
-            f"N={problem.n} gives D a row stride of {stride} B; a TMA store needs a multiple of 16 B, "
-            f"so N must be a multiple of {16 // problem.element_bytes} (the register epilogue takes any N)"
         )
     return None
 
@@ -837,13 +797,6 @@ def tma_load_options_supported(config: Config, problem: Problem) -> str | None:
             f"l2_hint, l2_promotion and prefetch_tensormap tune the TMA loads; loader={config.loader} "
             "has none (leave them at none/none, 128B, false)"
         )
-    return None
-
-
-@reads("blk_k")
-def blk_k_matches_swizzle(config: Config, problem: Problem) -> str | None:
-    if config.blk_k % SWIZZLE_ELEMENTS or config.blk_k <= 0:
-        return f"blk_k={config.blk_k}: the 128B-swizzled K-major tile needs a multiple of {SWIZZLE_ELEMENTS}"
     return None
 
 
