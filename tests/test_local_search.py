@@ -162,3 +162,24 @@ def test_starts_the_rules_refuse_are_repaired_before_any_is_asked(tmp_path: Path
     asked = [x.config for x in p.ask(4)]
     assert asked[:2] == [replace(a, stages=3), replace(b, stages=3)]  # each start's nearest recorded config
     assert all(space.is_valid(c, RAGGED) for c in asked) and len(set(asked)) == 4
+
+
+def test_a_wave_bound_tile_jumps_to_its_tail_split_twins() -> None:
+    """The Hopper space's one jump (hopper/spaces.tail_twins): a persistent 128x128 tile on 168
+    tiles (a whole wave and 36 more) jumps to the same tile with only the last 36 split, at each
+    split whose 36 x split CTAs fit a wave; every twin valid and one kernel each, none that the
+    one-knob neighbours reach; a tile count that fills whole waves, or fits in one, jumps nowhere."""
+    problem = Problem(1680, 1536, 1536, "bfloat16")  # 14 x 12 = 168 tiles of 128x128, 24 k-tiles
+    centre = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+                    epilogue="tma_chunked")
+    twins = HOPPER.jumps_from(centre, problem)
+    assert {c.split_k for c in twins} == {2, 3}  # 36 x 4 = 144 CTAs would not fit one wave
+    assert all(HOPPER.is_valid(c, problem) and c.split_k_scope == "tail" for c in twins)
+    assert all((c.blk_m, c.blk_n, c.blk_k, c.stages, c.consumers) == (128, 128, 64, 4, 2) for c in twins)
+    assert all(len(changed(c, centre)) >= 5 for c in twins)
+    assert not set(twins) & set(HOPPER.neighbours(centre, problem, rng=random.Random(0)))
+    assert HOPPER.jumps_from(centre, problem, exclude=twins[:1]) == twins[1:]
+    assert HOPPER.jumps_from(centre, Problem(1024, 1024, 1536, "bfloat16")) == []  # 64 tiles: one wave
+    assert HOPPER.jumps_from(centre, Problem(2048, 1056 * 8, 1536, "bfloat16")) == []  # 16 x 66: 8 whole waves
+    recorded = HOPPER.restricted({problem: [centre, *twins]}, "recorded", "not recorded")
+    assert recorded.jumps_from(centre, problem) == []  # a restricted space lists its points instead

@@ -133,6 +133,23 @@ def test_every_tile_is_considered_even_when_no_seed_has_it() -> None:
     assert (ranked[0][0].blk_m, ranked[0][0].blk_n) == (192, 176)
 
 
+def test_the_search_reaches_a_tail_split_only_through_the_spaces_jump() -> None:
+    """A scorer that likes the tail split of the seed's tile: five knobs from the seed, so the
+    one-knob expansion alone never gets there; the space's jump (tail_twins) does."""
+    problem = Problem(1680, 1536, 1536, "bfloat16")  # 168 tiles of 128x128: a wave and 36
+
+    def score(configs):  # type: ignore[no-untyped-def]
+        return np.array([2.0 if c.split_k_scope == "tail" and c.blk_n == 128 else 1.0 for c in configs])
+
+    seed = Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
+    settings = SearchSettings(population=0, overlay=0, generations=1, expand=1)
+    ranked = rank_space(HOPPER, problem, score, seeds=[seed], rng=random.Random(4), settings=settings)
+    assert ranked[0][0].split_k_scope == "tail" and (ranked[0][0].blk_m, ranked[0][0].blk_n) == (128, 128)
+    without = replace(HOPPER, jumps=())
+    ranked = rank_space(without, problem, score, seeds=[seed], rng=random.Random(4), settings=settings)
+    assert all(c.split_k_scope == "all" for c, _ in ranked)
+
+
 def test_the_guides_first_picks_spread_over_tiles(model) -> None:  # type: ignore[no-untyped-def]
     guide = Guide(model, HOPPER, WIDE, rng=random.Random(3), settings=SMALL)
     picks = guide.first(8, per_tile=2)

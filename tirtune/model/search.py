@@ -83,6 +83,7 @@ def rank_space(
         for centre in centres:
             expanded.add(centre)
             add(space.neighbours(centre, problem, exclude=found.keys(), rng=rng))
+            add(space.jumps_from(centre, problem, exclude=found.keys()))
     return sorted(found.items(), key=lambda kv: -kv[1])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -32,6 +32,10 @@ class SearchSpace:
     # reduction without a split): two configs with the same normal form build the same kernel
     # (tests/test_local_search.py lowers both). None: every knob always counts.
     normal_form: Callable[[Config], Config] | None = None
+    # Moves of more than one knob that the branch declares (`jumps`): each takes a config and a
+    # problem to configs a search should weigh next to its one-knob neighbours (hopper-gemm/5: the
+    # same tile with only its last wave split, which changes five knobs at once).
+    jumps: Sequence[Callable[[Config, Problem], Iterable[Config]]] = ()
 
     def restricted(
         self,
@@ -329,6 +333,23 @@ class SearchSpace:
                 excluded.add(same(moved))  # one of the configs that build the same kernel
                 ranked.append((abs(i - at) if at is not None else 1, rng.random(), moved))
         return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
+
+    def jumps_from(self, config: Config, problem: Problem, *, exclude: Collection[Config] = ()) -> list[Config]:
+        """The valid configs the space's `jumps` take `config` to, not in `exclude`, each kernel
+        once and not `config`'s own (none in a restricted space, which lists its points)."""
+        if self.points is not None or not self.jumps or self.problem_violations(problem):
+            return []
+        same = self.normal_form or (lambda c: c)
+        excluded = {same(c) for c in exclude}
+        excluded.add(same(config))
+        out = []
+        for jump in self.jumps:
+            for moved in jump(config, problem):
+                if same(moved) in excluded or not self.holds(moved) or not self.is_valid(moved, problem):
+                    continue
+                excluded.add(same(moved))
+                out.append(moved)
+        return out
 
     def _rules_by_depth(self, names: list[str]) -> list[list[ConfigRule]]:
         """Each config rule at the depth of the last knob it reads (`validity.reads`); a rule

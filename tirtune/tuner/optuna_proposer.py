@@ -224,16 +224,19 @@ class OptunaProposer:
 
     def _guided(self, centres: Sequence[Config], exclude: set[Config]) -> tuple[Config, int | None | object] | None:
         """The config the cost model, fine-tuned on this job's results, now ranks best among the
-        valid neighbours of the best configs so far and the best of its ranked pool, with the
-        trial it is a neighbour of (None: of a starting point not measured yet; `_POOL`: not a
-        neighbour, a pick from the pool)."""
+        valid neighbours (and the space's jumps) of the best configs so far and the best of its
+        ranked pool, with the trial it is a neighbour of (None: of a starting point not measured
+        yet; `_POOL`: not a neighbour, a pick from the pool)."""
         assert self.problem is not None and self.guide is not None
         same = self.space.normal_form or (lambda c: c)
         seen = {same(c) for c in exclude}
         near = {
             c: centre
             for centre in centres
-            for c in self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng)
+            for c in (
+                *self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng),
+                *self.space.jumps_from(centre, self.problem, exclude=exclude),
+            )
         }
         pick = self.guide.best_of(near, exclude=seen)
         if pick is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tirtune.core import Config
+from tirtune.core import Config, Problem
 from tirtune.space.errors import SpaceError
 from tirtune.space.hopper.knobs import KNOBS, REG_SPLITS
 from tirtune.space.hopper.rules import (
@@ -141,6 +141,30 @@ _WALK = (
     "k_rotate",
     "split_k_scope",
 )
+
+
+def tail_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG001 (a jump's signature)
+    """`config`'s tile with only its last, partial wave split (split_k_scope "tail"), at every
+    split of the knob table: one CTA a tile (not persistent, no cluster, cooperative consumers),
+    the register epilogue, the serial reduction, a producer. Five knobs or more from `config`, so
+    no one-knob neighbour reaches it; the space keeps the valid ones (`SearchSpace.jumps_from`)."""
+    base = replace(
+        config,
+        persistent=False,
+        raster_group=1,
+        cluster=1,
+        cluster_dim="m",
+        schedule="cooperative",
+        epilogue="register",
+        epilogue_warpgroup=False,
+        warp_specialized=True,
+        k_rotate=False,
+        split_k_reduce="serial",
+        split_k_scope="tail",
+    )
+    return [replace(base, split_k=s) for s in KNOBS["split_k"].values if isinstance(s, int) and s > 1]
+
+
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
@@ -148,6 +172,7 @@ HOPPER = SearchSpace(
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
     normal_form=same_kernel,
+    jumps=(tail_twins,),
 )
 
 # hopper-gemm/2: persistent CTAs, grouped rasterization, the whole-tile TMA-store epilogue.
