@@ -6,8 +6,9 @@ Reads a suite's database (bench/suite.py --database: the service's tables and th
 studies in one) and writes one CSV row per measurement of each job's own trials: problem, dtype,
 trial, origin, config, outcome, ratio, TFLOP/s and same-run cuBLAS TFLOP/s. The origin is what
 the job's proposer recorded on the Optuna trial: "start" (a starting point, enqueued: with a cost
-model, its first picks), "neighbour" (one knob from a best so far: user attr neighbour_of),
-"model" (the cost model's pick from its ranked pool: model_pick), "repaired" (a valid config near
+model, its first picks), "neighbour" (one knob, or one of the space's jumps, from a best so far:
+user attr neighbour_of), "refine" (among a guided job's last trials, the best config's own
+neighbours: refine), "model" (the cost model's pick from its ranked pool: model_pick), "repaired" (a valid config near
 a sample a rule refused: repaired_from), "tpe" (TPE's own sample). Prints, per job, the best trial's origin
 and how many trials came within 2% of it, then how many jobs' best was not a starting point
 (the local search's test in docs/perf-notes.md).
@@ -49,6 +50,8 @@ class Row:
 
 def origin(trial: optuna.trial.FrozenTrial) -> str:
     """Where the proposer took `trial` from (see the module's docstring)."""
+    if trial.user_attrs.get("refine"):
+        return "refine"
     if "neighbour_of" in trial.user_attrs:
         return "neighbour"
     if "model_pick" in trial.user_attrs:

@@ -303,6 +303,42 @@ def test_a_guided_job_starts_from_the_models_picks_and_searches_by_it(db_url: st
     sessions.kw["bind"].dispose()
 
 
+def test_a_guided_jobs_last_trials_refine_its_best_config(model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With a trial budget, the guided local picks among the last REFINE_LAST proposals are the
+    best config's own one-knob neighbours, marked `refine`; before them, and without a budget,
+    the picks range over the neighbours and jumps of the two best and the ranked pool."""
+    from dataclasses import fields
+
+    from tirtune.tuner.optuna_proposer import REFINE_LAST, OptunaProposer
+    from tirtune.tuner.proposer import Feedback
+
+    def one_knob(a: Config, b: Config) -> bool:
+        return sum(getattr(a, f.name) != getattr(b, f.name) for f in fields(Config)) == 1
+
+    guide = Guide(model, HOPPER, WIDE, rng=random.Random(7), settings=SMALL)
+    starts = guide.first(2)
+    budget = 2 + REFINE_LAST
+    proposer = OptunaProposer(f"sqlite:///{tmp_path / 'r.db'}", "refine", HOPPER, problem=WIDE, guide=guide,
+                              start_with=starts, budget=budget, local_share=1.0)
+    first = proposer.ask(2)
+    assert [p.config for p in first] == starts
+    # The second start measures best: every later local pick is one of its neighbours.
+    proposer.tell([Feedback(first[0].trial, 0.9, "OK"), Feedback(first[1].trial, 1.1, "OK")])
+    asked = proposer.ask(REFINE_LAST)
+    attrs = [proposer.study.trials[p.trial].user_attrs for p in asked]
+    assert all(a.get("refine") and a["neighbour_of"] == first[1].trial for a in attrs)
+    assert all(one_knob(p.config, starts[1]) for p in asked)
+    proposer.abandon()
+    # Without a budget the same job never refines.
+    free = OptunaProposer(f"sqlite:///{tmp_path / 'f.db'}", "free", HOPPER, problem=WIDE, guide=guide,
+                          start_with=starts, local_share=1.0)
+    first = free.ask(2)
+    free.tell([Feedback(first[0].trial, 0.9, "OK"), Feedback(first[1].trial, 1.1, "OK")])
+    asked = free.ask(REFINE_LAST)
+    assert not any(free.study.trials[p.trial].user_attrs.get("refine") for p in asked)
+    free.abandon()
+
+
 def test_a_refused_tpe_sample_is_repaired_to_the_models_best_near_it(model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """With a guide, the repair of a sample a rule refuses is the best predicted of the nearest
     valid config and its valid neighbours: a config near TPE's sample, never the pool's top."""

@@ -122,14 +122,20 @@ class Guide:
         self._local = lgb.train(LOCAL, data, num_boost_round=LOCAL_ROUNDS)
 
     def best_of(
-        self, candidates: Iterable[Config], exclude: Iterable[Config] = (), *, pool: bool = True
+        self,
+        candidates: Iterable[Config],
+        exclude: Iterable[Config] = (),
+        *,
+        pool: bool = True,
+        explore: float = EXPLORE,
     ) -> Config | None:
         """The best of `candidates` and (with `pool`) the ranked pool's top, leaving out `exclude`:
-        predicted ratio plus the exploration bonus of its structure (EXPLORE / sqrt(1 + results of it))."""
+        predicted ratio plus the exploration bonus of its structure (explore / sqrt(1 + results of
+        it); EXPLORE unless told)."""
         skip = set(exclude)
         top = [c for c, _ in self.ranked[:POOL_REVISITED] if c not in skip] if pool else []
         options = list(dict.fromkeys([*(c for c in candidates if c not in skip), *top]))
         if not options:
             return None
-        bonus = np.array([EXPLORE / math.sqrt(1 + self._tried.get(tile_key(c), 0)) for c in options])
+        bonus = np.array([explore / math.sqrt(1 + self._tried.get(tile_key(c), 0)) for c in options])
         return options[int(np.argmax(np.log(self.predict(options)) + bonus))]

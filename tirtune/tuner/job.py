@@ -164,6 +164,7 @@ class JobLoop:
             problem=job.problem,
             local_share=self.settings.local_share,
             guide=guide,
+            budget=job.max_trials,
         )
 
     def _guide(self, job: JobRecord, version_prefix: str, seeds: Sequence[Config]) -> Guide | None:

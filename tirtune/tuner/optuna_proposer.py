@@ -15,11 +15,11 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from tirtune.core import Config, Problem
-from tirtune.model.guide import Guide
+from tirtune.model.guide import EXPLORE, Guide
 from tirtune.space.space import SearchSpace
 from tirtune.tuner.proposer import Feedback, Proposal, Refusal
 
-__all__ = ["GUIDED_LOCAL_SHARE", "LOCAL_CENTRES", "LOCAL_SHARE", "OptunaProposer"]
+__all__ = ["GUIDED_LOCAL_SHARE", "LOCAL_CENTRES", "LOCAL_SHARE", "REFINE_LAST", "OptunaProposer"]
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -34,6 +34,12 @@ LOCAL_CENTRES = 2
 # neighbours 205 of 889 (bench/results/generalize/2026-12-02-*-trials.csv). TPE keeps one slot of
 # an 8-wide batch.
 GUIDED_LOCAL_SHARE = 0.875
+# With the cost model and a known trial budget, the local picks among a job's last REFINE_LAST
+# proposals are the best config's own neighbours, ranked by the model without the bonus for tiles
+# measured less: in the tuner-quality run, 4 of the 5 jobs that never came within 2% of a 96-trial
+# run had measured its best tile with other minor knobs (an L2 hint, the consumers and stages, the
+# reduction; docs/perf-notes.md, "Tuner quality").
+REFINE_LAST = 8
 
 
 class OptunaProposer:
@@ -75,6 +81,7 @@ class OptunaProposer:
         problem: Problem | None = None,
         local_share: float | None = None,
         guide: Guide | None = None,
+        budget: int | None = None,
     ) -> None:
         if local_share is None:
             local_share = GUIDED_LOCAL_SHARE if guide is not None else LOCAL_SHARE
@@ -84,6 +91,8 @@ class OptunaProposer:
         self.problem = problem
         self.local_share = local_share
         self.guide = guide
+        self.budget = budget  # the job's trial budget, when known (the refinement's last trials)
+        self._refined = False  # whether `_local`'s latest pick was a refinement
         self.refused: Counter[str] = Counter()
         self.asked_local = 0
         self._rng = random.Random(seed)
@@ -185,6 +194,8 @@ class OptunaProposer:
                         trial.set_user_attr("model_pick", round(self.guide.predicted(config), 4))
                     else:
                         trial.set_user_attr("neighbour_of", centre if centre is not None else "a starting point")
+                        if self._refined:
+                            trial.set_user_attr("refine", True)
                     self.asked_local += 1
                 else:
                     trial, config = self._sample()
@@ -213,6 +224,12 @@ class OptunaProposer:
             return None
         exclude = self._proposed | set(self._starts)
         if self.guide is not None:
+            self._refined = False
+            if self._refining():
+                refined = self._guided(ranked[:1], exclude, refine=True)
+                if refined is not None:
+                    self._refined = True
+                    return refined
             return self._guided(ranked, exclude)
         for j in range(len(ranked)):
             centre = ranked[(self._turn + j) % len(ranked)]
@@ -222,11 +239,23 @@ class OptunaProposer:
                 return near[0], self._best[centre][1] if centre in self._best else None  # a start: None
         return None
 
-    def _guided(self, centres: Sequence[Config], exclude: set[Config]) -> tuple[Config, int | None | object] | None:
+    def _refining(self) -> bool:
+        """Among the job's last REFINE_LAST proposals, with a best config told (see REFINE_LAST)."""
+        return (
+            self.guide is not None
+            and self.budget is not None
+            and bool(self._best)
+            and len(self._proposed) >= self.budget - REFINE_LAST
+        )
+
+    def _guided(
+        self, centres: Sequence[Config], exclude: set[Config], *, refine: bool = False
+    ) -> tuple[Config, int | None | object] | None:
         """The config the cost model, fine-tuned on this job's results, now ranks best among the
         valid neighbours (and the space's jumps) of the best configs so far and the best of its
         ranked pool, with the trial it is a neighbour of (None: of a starting point not measured
-        yet; `_POOL`: not a neighbour, a pick from the pool)."""
+        yet; `_POOL`: not a neighbour, a pick from the pool). `refine`: the centres' one-knob
+        neighbours alone, by prediction alone (no pool, no jump, no exploration bonus)."""
         assert self.problem is not None and self.guide is not None
         same = self.space.normal_form or (lambda c: c)
         seen = {same(c) for c in exclude}
@@ -235,10 +264,10 @@ class OptunaProposer:
             for centre in centres
             for c in (
                 *self.space.neighbours(centre, self.problem, exclude=exclude, rng=self._rng),
-                *self.space.jumps_from(centre, self.problem, exclude=exclude),
+                *(() if refine else self.space.jumps_from(centre, self.problem, exclude=exclude)),
             )
         }
-        pick = self.guide.best_of(near, exclude=seen)
+        pick = self.guide.best_of(near, exclude=seen, pool=not refine, explore=0.0 if refine else EXPLORE)
         if pick is None:
             return None
         centre = near.get(pick)
