@@ -67,7 +67,7 @@ def trace(space: SearchSpace, problem: Problem, score: dict[Config, float], mode
     out: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         proposer = OptunaProposer(f"sqlite:///{tmp}/study.db", "study", space, seed=seed, start_with=starts,
-                                  problem=problem, guide=guide)
+                                  problem=problem, guide=guide, budget=trials)
         asked, pending = 0, []
         while True:
             while len(pending) < ahead and asked < trials:
