@@ -36,9 +36,10 @@ LOCAL_CENTRES = 2
 GUIDED_LOCAL_SHARE = 0.875
 # With the cost model and a known trial budget, the local picks among a job's last REFINE_LAST
 # proposals are the best config's own neighbours, ranked by the model without the bonus for tiles
-# measured less: in the tuner-quality run, 4 of the 5 jobs that never came within 2% of a 96-trial
-# run had measured its best tile with other minor knobs (an L2 hint, the consumers and stages, the
-# reduction; docs/perf-notes.md, "Tuner quality").
+# measured less: in the tuner-quality run, 3 of the 5 jobs that never came within 2% of a 96-trial
+# run had measured its best tile with other minor knobs, 2 to 5 of them (an L2 hint, the raster
+# group, the consumers and stages, the reduction; docs/perf-notes.md, "Tuner quality"). Each pick
+# re-centres on the best so far, so a refinement walks such a distance one knob at a time.
 REFINE_LAST = 8
 
 
