@@ -32,7 +32,7 @@ from tirtune.db.models import Job, Measurement
 from tirtune.db.session import open_database
 
 NEAR = 0.98  # "within 2% of the best"
-ORIGINS = ("start", "neighbour", "model", "repaired", "tpe")
+ORIGINS = ("start", "neighbour", "refine", "model", "repaired", "tpe")
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ def test_suite_trials_names_where_each_measured_trial_came_from(replaying_servic
     """bench/suite_trials.py over the replaying service's database: one row per measurement of the
     job's trials, the origin read off its Optuna trial (the first ask is the starts: the cost
     model's first picks, over the recorded configs; after them its picks among the best's
-    neighbours and its ranked pool), and the summary's count of non-start bests."""
+    neighbours and its ranked pool, and in the job's last trials the best's own neighbours), and the
+    summary's count of non-start bests."""
     from bench import suite_trials
 
     code = suite.main(["--url", replaying_service, "--trials", "16", "--source", "replay", "--out",
@@ -92,7 +93,11 @@ def test_suite_trials_names_where_each_measured_trial_came_from(replaying_servic
     assert {r.origin for r in rows} <= set(suite_trials.ORIGINS)
     by_trial = sorted(rows, key=lambda r: r.trial)
     assert [r.origin for r in by_trial[:4]] == ["start"] * 4
-    assert any(r.origin in ("neighbour", "model") for r in rows)
+    assert any(r.origin in ("neighbour", "model", "refine") for r in rows)
+    # The refining end: only among the job's last REFINE_LAST proposals.
+    from tirtune.tuner.optuna_proposer import REFINE_LAST
+
+    assert all(r.trial >= 16 - REFINE_LAST for r in rows if r.origin == "refine")
     out = tmp_path / "trials.csv"
     assert suite_trials.main([str(database), "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == len(rows) + 1
