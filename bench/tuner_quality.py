@@ -11,7 +11,8 @@ by a service of this script's own with an empty database, all queued at once as 
 its own; each reference is that run's measured `GET /best` (its best re-measured).
 
 Per problem:
-- `best_ratio`: the 96-trial run's best ratio to cuBLAS;
+- `best_ratio`: the 96-trial run's best ratio to cuBLAS (`best_tflops` against the same run's
+  `best_cublas_tflops`);
 - `trials_to_2pct`: the 1-based count of measured trials (refusals not counted) after which the
   32-trial job first had a trial within 2% of `best_ratio` (its trial figure at least 0.98 of it);
   null when none of its trials came that close;
@@ -182,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "predicted_ratio": p.get("first_trial_ratio"),
             "model_said": p.get("predicted_ratio"),
             "best_ratio": best,
+            "best_tflops": ref.get("tflops"),
+            "best_cublas_tflops": ref.get("cublas_tflops"),
             "draw_ratio": p.get("ratio"),
             "draw_trials_measured": len(ratios),
             "config": ref.get("config"),

@@ -87,6 +87,7 @@ def test_a_run_times_each_chosen_problem_again_and_counts_the_draws_trials(
         ratios = [float(r["ratio"]) for r in sorted(rows, key=lambda r: int(r["trial"]))
                   if (r["problem"], r["dtype"]) == (p["problem"], p["dtype"]) and r["outcome"] == "OK"]
         assert p["best_ratio"] > 0 and p["draw_trials_measured"] >= len(ratios) > 0
+        assert p["best_tflops"] > 0 and p["best_cublas_tflops"] > 0
         expected = next((i for i, r in enumerate(ratios, 1) if r >= 0.98 * p["best_ratio"]), None)
         assert p["trials_to_2pct"] == expected  # every trial of a replay is OK: the two counts agree
         assert p["predicted_ratio"] == pytest.approx(drawn[(p["problem"], p["dtype"])]["first_trial_ratio"])
