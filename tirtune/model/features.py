@@ -127,9 +127,8 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     # split_k_scope "tail": the whole waves' tiles run one CTA each over the whole K, the last
     # wave's split (rules.split_tail_tiles); its rounds count the tail's as 1/split of one.
     tail = split > 1 and c.split_k_scope == "tail"
-    split_tiles = tiles % SMS if tail else (tiles if split > 1 else 0)
+    whole, split_tiles = rules.split_tail_tiles(c, problem) if tail else (0, tiles if split > 1 else 0)
     if tail:
-        whole = tiles - split_tiles
         ctas = whole + split_tiles * split
         rounds = whole // SMS + 1
         fill = tiles / ((whole / SMS + 1 / split) * SMS)

@@ -89,6 +89,13 @@ class Roles:
 
         # fmt: off
         @T.inline
+        def store_fragments(c, acc0, acc1, m0, n0):
+            # The register epilogue: consumer c's one or two m64 blocks straight to D.
+            store_block(acc0, m0 + c * ROW_BASE, n0)
+            if MB == 2:
+                store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+
+        @T.inline
         def tile_epilogue(c, acc0, acc1, m0, n0, nt):
             # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
             if TAIL:
@@ -97,9 +104,7 @@ class Roles:
                 if f.bx >= p.dp_tiles:
                     serial_epilogue(c, acc0, acc1, m0, n0)
                 else:
-                    store_block(acc0, m0 + c * ROW_BASE, n0)
-                    if MB == 2:
-                        store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+                    store_fragments(c, acc0, acc1, m0, n0)
             elif SERIAL:
                 serial_epilogue(c, acc0, acc1, m0, n0)
             elif SPLIT > 1:
@@ -109,9 +114,7 @@ class Roles:
             elif CHUNKED:
                 chunked_epilogue(c, acc0, acc1, m0, n0, nt)
             else:
-                store_block(acc0, m0 + c * ROW_BASE, n0)
-                if MB == 2:
-                    store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+                store_fragments(c, acc0, acc1, m0, n0)
 
         @T.inline
         def consume_tile(c, acc0, acc1, desc_a, desc_b, it, tm, tn):
