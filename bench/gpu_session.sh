@@ -31,6 +31,7 @@
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
+#   bash bench/gpu_session.sh file-kit NAME KIT   # file step NAME's kit timing and rebuild the prior (host's tree)
 #   bash bench/gpu_session.sh decode-ceiling [KIT]   # the decode weights' stream under the flush, and a kit's
 #                                               # decode kernels (prebuild decode-best): $OUT/decode-ceiling.*
 #   bash bench/gpu_session.sh decode-profile [KIT]   # ncu over one launch of each decode case: $OUT/decode-profile.csv
@@ -326,6 +327,17 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     grep -E "^- |^\| " "$OUT"/tuner-quality-*.md 2>/dev/null | cut -c1-200 | head -n 20
     tail -n 3 "$OUT/tuner-quality.log"
     exit $rc ;;
+  file-kit)
+    # What bench/file_kit.sh does here, done on the GPU host between two queue steps: the kit timed
+    # by queue step NAME filed as bench/results/kits/<date>-KIT.json in the host's tree, then the
+    # shipped prior rebuilt with it, so that a later step (a draw) tunes with the kit's timings
+    # known and no device call has to wait on a local step. File the same pick here afterwards
+    # (bench/file_kit.sh): the same inputs give the same prior.
+    perf="/root/tirtune/$2/perf/best-vs-cublas"
+    [ -f "$perf.json" ] || { echo "no $perf.json" >&2; exit 2; }
+    cp "$perf.json" "bench/results/kits/$(date -u +%F)-$3.json"
+    python3 -m bench.model_prior 2>&1 | tail -n 3
+    sha256sum tirtune/model/data/*.csv.gz ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
     # run every kernel once under a watchdog (the kit step's smoke run).
