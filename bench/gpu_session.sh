@@ -204,14 +204,14 @@ case "$1" in
       > "$OUT/build-paths.log" 2>&1
     tail -n 3 "$OUT/build-paths.log" ;;
   kit)
-    # A prebuilt kit (bench/prebuild.py set, or SET.tgz beside where SET is expected), tvm-ffi from
+    # A prebuilt kit (bench/prebuild.py set, or SET.tgz / SET.txz beside where SET is expected), tvm-ffi from
     # .whl/: every kernel once under a watchdog (a fresh process after a hang), then, unless MODE is
     # smoke, the correct ones timed against same-run cuBLAS (ONLY: problems to time, comma-separated
     # name fragments; default all).
     ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
       && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
     SET=$2; MODE=${3:-all}; ONLY=${4:-}; NAME=$(basename "$SET")
-    [ -d "$SET" ] || tar -xzf "$SET.tgz" -C "$(dirname "$SET")"
+    [ -d "$SET" ] || tar -xf "$(ls "$SET".t?z | head -n 1)" -C "$(dirname "$SET")"  # SET.tgz or SET.txz
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     timeout "${SMOKE_TIMEOUT_S:-240}" bash -c "for _ in \$(seq 1 25); do timeout 150 python3 -m bench.smoke '$SET' \
       --out '$OUT/smoke-$NAME.jsonl' --watchdog-s 8 && break; done"
