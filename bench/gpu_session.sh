@@ -118,9 +118,15 @@ case "$1" in
     echo "rc: $(cat "/root/tirtune/$NAME.done" 2>/dev/null || echo running)"
     tail -n 25 "/root/tirtune/$NAME/bg.log" ;;
   queue)
-    # The steps go to a file read by run-queue, started in a process session of its own.
+    # The steps go to a file read by run-queue, started in a process session of its own, in a copy
+    # of the tree made now: each later device call copies the working tree here again, and a step
+    # that imported from it while that copy ran once found a module missing (docs/perf-notes.md,
+    # "The draw of the tail split").
     printf '%s\n' "${@:2}" > /root/tirtune/queue.txt
-    setsid nohup bash "$0" run-queue /root/tirtune/queue.txt > /root/tirtune/queue.log 2>&1 &
+    rm -rf /root/tirtune/tree && mkdir -p /root/tirtune/tree
+    tar -cf - --exclude=./.wh --exclude=./.whl . | tar -xf - -C /root/tirtune/tree
+    setsid nohup bash /root/tirtune/tree/bench/gpu_session.sh run-queue /root/tirtune/queue.txt \
+      > /root/tirtune/queue.log 2>&1 &
     sleep 2; cat /root/tirtune/queue.txt ;;
   run-queue)
     # Each step in a process group of its own, killed whole at its timeout (a service, Ray and the
