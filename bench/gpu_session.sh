@@ -121,7 +121,7 @@ case "$1" in
     # The steps go to a file read by run-queue, started in a process session of its own, in a copy
     # of the tree made now: each later device call copies the working tree here again, and a step
     # that imported from it while that copy ran once found a module missing (docs/perf-notes.md,
-    # "The draw of the tail split").
+    # "The draw of the tail split: two false starts on the GPU host").
     printf '%s\n' "${@:2}" > /root/tirtune/queue.txt
     rm -rf /root/tirtune/tree && mkdir -p /root/tirtune/tree
     tar -cf - --exclude=./.wh --exclude=./.whl . | tar -xf - -C /root/tirtune/tree
