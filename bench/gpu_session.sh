@@ -27,7 +27,8 @@
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 #   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
 #   bash bench/gpu_session.sh generalize ARGS...   # bench/generalize.py ARGS (a random draw through its own service)
-#   bash bench/gpu_session.sh tuner-quality NAME [ARGS...]   # bench/tuner_quality.py over the draw of step NAME
+#   bash bench/gpu_session.sh tuner-quality NAME|REPORT [ARGS...]   # bench/tuner_quality.py over the draw of step
+#                                               # NAME, or a draw's report on file
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
@@ -323,13 +324,19 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     tail -n 5 "$OUT/generalize.log"
     exit $rc ;;
   tuner-quality)
-    # bench/tuner_quality.py over the draw a generalize step left in /root/tirtune/NAME (its report
-    # and trials table): 12 of its problems tuned again with 96 trials in a fresh database.
-    draw=$(ls /root/tirtune/"$2"/*-[0-9]*.json 2>/dev/null | grep -v -e partial -e tuner-quality | tail -n 1)
+    # bench/tuner_quality.py over the draw a generalize step left in /root/tirtune/NAME, or over a
+    # draw on file (NAME a report's path, its -trials.csv beside it): 12 of its problems tuned
+    # again with 96 trials in a fresh database.
+    if [ -f "$2" ]; then draw=$2; else
+      draw=$(ls /root/tirtune/"$2"/*-[0-9]*.json 2>/dev/null | grep -v -e partial -e tuner-quality | tail -n 1)
+    fi
     [ -n "$draw" ] || { echo "no draw report in /root/tirtune/$2" >&2; exit 2; }
     TIRTUNE_CONCURRENT_JOBS=${TIRTUNE_CONCURRENT_JOBS:-4} python3 -m bench.tuner_quality --draw "$draw" \
       --trials-csv "${draw%.json}-trials.csv" --out-dir "$OUT" "${@:3}" > "$OUT/tuner-quality.log" 2>&1
     rc=$?
+    for db in "$OUT"/tuner-quality-*.sqlite; do  # the reference runs' trials, in the order measured
+      [ -e "$db" ] && python3 -m bench.suite_trials "$db" --out "$OUT/tuner-quality-trials.csv" > /dev/null 2>&1
+    done
     grep -E "^- |^\| " "$OUT"/tuner-quality-*.md 2>/dev/null | cut -c1-200 | head -n 20
     tail -n 3 "$OUT/tuner-quality.log"
     exit $rc ;;
