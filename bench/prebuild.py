@@ -32,7 +32,7 @@ from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import RAGGED_BLK_N
-from tirtune.space.hopper.rules import swap_ab_pingpong_unclustered, v4_accumulator_limit
+from tirtune.space.hopper.rules import swap_ab_pingpong_unclustered, swap_ab_pingpong_wide, v4_accumulator_limit
 from tirtune.space.shapes import SMS
 
 logger = logging.getLogger("prebuild")
@@ -233,7 +233,7 @@ def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
 
 # Rules added after every set here was drawn and ran: a rebuilt set draws what it drew then; a
 # point such a rule refuses now is left out of the build (plan() applies every rule), said in the log.
-LATER_RULES = frozenset({swap_ab_pingpong_unclustered})
+LATER_RULES = frozenset({swap_ab_pingpong_unclustered, swap_ab_pingpong_wide})
 _LATER_RULE_NAMES = frozenset(rule.__name__ for rule in LATER_RULES)
 
 

@@ -93,6 +93,14 @@ def summary(problems: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any
     return figures
 
 
+def _reached(p: Mapping[str, Any]) -> str:
+    """The trials-to-2% cell: the count, "never", or "-" where the 96-trial run gave no best to
+    compare with (it had not ended by the deadline; not scored)."""
+    if not p.get("best_ratio"):
+        return "-"
+    return str(p["trials_to_2pct"]) if p["trials_to_2pct"] is not None else "never"
+
+
 def markdown(r: Mapping[str, Any]) -> str:
     f = suite._f
     met = r["targets_met"] or {}
@@ -110,7 +118,9 @@ def markdown(r: Mapping[str, Any]) -> str:
         f"- trials to within 2%: median **{f(r['trials_to_2pct_median'], 1)}** ({said('trials_to_2pct_median')}: <= "
         f"{TARGETS['trials_to_2pct_median']}), 90th percentile **{f(r['trials_to_2pct_p90'], 1)}** "
         f"({said('trials_to_2pct_p90')}: <= {TARGETS['trials_to_2pct_p90']}); never within 2%: "
-        f"{r['never_within_2pct']} of {r['scored']}",
+        f"{r['never_within_2pct']} of {r['scored']} scored"
+        + (f" ({len(r['problems']) - r['scored']} without a 96-trial best by the deadline: not scored)"
+           if len(r["problems"]) > r["scored"] else ""),
         f"- the zero-trial top-1 at **{f(r['top1_of_best_geomean'])}** of the best in geomean "
         f"({said('top1_of_best_geomean')}: >= {TARGETS['top1_of_best_geomean']})",
         "",
@@ -120,7 +130,7 @@ def markdown(r: Mapping[str, Any]) -> str:
     ]
     for p in r["problems"]:
         lines.append(
-            f"| {p['problem']} | {p['dtype']} | {p['trials_to_2pct'] if p['trials_to_2pct'] is not None else 'never'} "
+            f"| {p['problem']} | {p['dtype']} | {_reached(p)} "
             f"| {f(p.get('predicted_ratio'))} | {f(p.get('model_said'))} | {f(p.get('draw_ratio'))} "
             f"| {f(p.get('best_ratio'))} | {p.get('config_label') or p.get('error') or '-'} |"
         )

@@ -12,7 +12,7 @@ import pytest
 
 from bench import generalize, suite_trials, tuner_quality
 from bench.generalize import Drawn
-from bench.tuner_quality import measured_trials, p90, summary, trials_to
+from bench.tuner_quality import markdown, measured_trials, p90, summary, trials_to
 
 BY_NAME = {m.name: m for m in generalize.catalogue()}
 
@@ -92,3 +92,20 @@ def test_a_run_times_each_chosen_problem_again_and_counts_the_draws_trials(
         assert p["trials_to_2pct"] == expected  # every trial of a replay is OK: the two counts agree
         assert p["predicted_ratio"] == pytest.approx(drawn[(p["problem"], p["dtype"])]["first_trial_ratio"])
     assert "Tuner quality" in written.with_suffix(".md").read_text()
+
+
+def test_a_problem_without_a_reference_is_shown_unscored_not_never() -> None:
+    """A 96-trial run that gave no best by the deadline has nothing to compare with: its row says
+    "-" and the header counts it apart, where a job that missed a reference says "never"."""
+    problems = [
+        {"problem": "8x8x8", "dtype": "float16", "trials_to_2pct": None, "predicted_ratio": 0.9, "best_ratio": 1.0},
+        {"problem": "9x9x9", "dtype": "float16", "trials_to_2pct": None, "predicted_ratio": 0.9, "best_ratio": None,
+         "error": "nothing tuned yet"},
+    ]
+    report = {"started_at": "t", "gpu": "g", "driver": "d", "torch": "t", "template_version": "v", "draw": "x.json",
+              "draw_seed": 1, "draw_trials": 32, "seed": 2, "trials": 96, "wall_s": 1.0, "problems": problems,
+              **summary(problems, 32)}
+    text = markdown(report)
+    assert "| 8x8x8 | float16 | never |" in text
+    assert "| 9x9x9 | float16 | - |" in text
+    assert "never within 2%: 1 of 1 scored (1 without a 96-trial best by the deadline: not scored)" in text

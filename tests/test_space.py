@@ -532,14 +532,46 @@ def test_swapped_ping_pong_kernels_in_multicast_clusters_are_refused() -> None:
     from bench.prebuild import SUITE_WRONG
 
     square = Problem(1024, 1024, 1024)
-    assert _rules(SUITE_WRONG, square) == ["swap_ab_pingpong_unclustered"]
+    both = ["swap_ab_pingpong_unclustered", "swap_ab_pingpong_wide"]  # 64 rows, 128 wide
+    assert _rules(SUITE_WRONG, square) == both
     for wrong in (replace(SUITE_WRONG, stages=4), replace(SUITE_WRONG, cluster_dim="n"),
                   replace(SUITE_WRONG, cluster=4)):
-        assert _rules(wrong, square) == ["swap_ab_pingpong_unclustered"]
+        assert _rules(wrong, square) == both
+    assert _rules(replace(SUITE_WRONG, blk_n=96, reg_split="232/40"), square) == ["swap_ab_pingpong_unclustered"]
     assert _rules(replace(SUITE_WRONG, swap_ab=False), square) == []
-    assert _rules(replace(SUITE_WRONG, cluster=1), square) == []
+    # Without a cluster the 64x128 tile is refused too, as a wide swapped ping-pong tile (below);
+    # narrower, it is valid.
+    assert _rules(replace(SUITE_WRONG, cluster=1), square) == ["swap_ab_pingpong_wide"]
+    assert _rules(replace(SUITE_WRONG, cluster=1, blk_n=96, reg_split="232/40"), square) == []
     reason = HOPPER.violations(SUITE_WRONG, square)[0].reason
     assert "cluster=1" in reason and "sweeps/2026-11-30-wrong-kernel-neighbours.md" in reason
+
+
+def test_wide_swapped_ping_pong_tiles_of_64_rows_are_refused_with_or_without_a_cluster() -> None:
+    """The unclustered swapped ping-pong kernels that jobs' checks found wrong on the H200
+    (bench/results/generalize/tuner-quality-2026-12-03-trials.csv and the draw's trials, the
+    WRONG_RESULT rows) are refused by swap_ab_pingpong_wide; the narrow ones that are the decode
+    and small-M bests, 128-row tiles, and the same tiles unswapped or cooperative stay valid."""
+    found_wrong = (
+        (Config.from_label("64x224x64 s4 c2 ws persist g8 pingpong swap l2 none/first"), Problem(1748, 1024, 1536, "bfloat16")),
+        (Config.from_label("64x256x64 s4 c2 ws persist pingpong r240/24 swap l2 first/last p256B"),
+         Problem(1748, 1024, 1536, "bfloat16")),
+        (Config.from_label("64x144x64 s5 c2 ws persist g8 pingpong swap l2 none/first p256B"), Problem(285, 17920, 5120)),
+        (Config.from_label("64x256x64 s5 c2 ws persist g8 pingpong swap l2 none/first"), Problem(5861, 13824, 5120)),
+    )
+    for config, problem in found_wrong:
+        assert _rules(config, problem) == ["swap_ab_pingpong_wide"], config.label()
+        assert _rules(replace(config, swap_ab=False), problem) == [], config.label()
+        assert _rules(replace(config, schedule="cooperative", consumers=1, reg_split="232/40"), problem) == [], config.label()
+    reason = HOPPER.violations(*found_wrong[0])[0].reason
+    assert "blk_n <= 120" in reason and "tuner-quality-2026-12-03-trials.csv" in reason
+    for label, problem in (
+        ("64x64x128 s6 c2 ws persist g8 pingpong swap l2 first/none", Problem(61, 4096, 2048)),
+        ("64x40x128 s5 c2 ws persist g16 pingpong swap l2 first/last p256B", Problem(38, 8192, 1024, "bfloat16")),
+        ("64x120x64 s4 c2 ws persist g8 pingpong swap", Problem(1748, 1024, 1536, "bfloat16")),
+        ("128x184x64 s4 c2 ws persist g16 pingpong swap p256B pftm", Problem(1911, 8192, 2048)),
+    ):
+        assert _rules(Config.from_label(label), problem) == [], label
 
 
 def test_trim_takes_what_lies_past_a_ragged_problems_edges_and_nothing_else() -> None:

@@ -105,6 +105,7 @@ __all__ = [
     "split_k_supported",
     "split_k_workspace_fits",
     "swap_ab_pingpong_unclustered",
+    "swap_ab_pingpong_wide",
     "swap_ab_supported",
     "trim_supported",
     "trim_work",
@@ -532,6 +533,38 @@ def swap_ab_pingpong_unclustered(config: Config, problem: Problem) -> str | None
     return None
 
 
+# swap_ab_pingpong_wide: the widest swapped ping-pong tile of 64 rows that no run found wrong.
+SWAP_PINGPONG_MAX_BLK_N = 120
+
+
+@reads("swap_ab", "schedule", "blk_m", "blk_n")
+def swap_ab_pingpong_wide(config: Config, problem: Problem) -> str | None:
+    """swap_ab with ping-pong consumers on 64-row tiles 128 or more wide computes wrong results on
+    the H200 without a cluster too: 64x256x64 s4 r240/24 and 64x224x64 s4 at 1748x1024x1536 bf16
+    (relative error 0.11), 64x144x64 s5 at 285x17920x5120 fp16 (0.063), 64x256x64 s5 at
+    5861x13824x5120 fp16, each caught by a job's check (the WRONG_RESULT rows of
+    bench/results/generalize/2026-12-02-2580492372-trials.csv, tuner-quality-2026-12-02-trials.csv
+    and tuner-quality-2026-12-03-trials.csv). Every wrong swapped ping-pong kernel measured so far,
+    these four and the 18 clustered ones of bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md
+    (64x128 to 64x160), has 64 rows and 128 or more columns; the same kernels pass at other stage
+    counts, raster groups and shapes, so the fault depends on timing, and the cause is not found.
+    Narrower swapped ping-pong tiles (the decode and small-M bests: 64x24 to 64x64) and 128-row
+    ones passed every check; the whole wide 64-row region is refused, not only the points that
+    failed (docs/perf-notes.md, "Wrong swapped ping-pong kernels without a cluster")."""
+    if (
+        config.swap_ab
+        and config.schedule == "pingpong"
+        and config.blk_m == WGMMA_M
+        and config.blk_n > SWAP_PINGPONG_MAX_BLK_N
+    ):
+        return (
+            f"swap_ab with schedule=pingpong and blk_m={WGMMA_M} needs blk_n <= {SWAP_PINGPONG_MAX_BLK_N} "
+            f"(got blk_n={config.blk_n}): wider ones computed wrong results on the H200 "
+            "(bench/results/generalize/tuner-quality-2026-12-03-trials.csv, WRONG_RESULT rows)"
+        )
+    return None
+
+
 def trim_work(config: Config, problem: Problem) -> tuple[int, int, bool]:
     """What `trim` takes off a ragged problem's edge tiles, in the kernel's axes: the narrower
     wgmma N of the last tile column (its valid columns rounded up to 8; 0: none), the k16 steps
@@ -835,6 +868,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     # hopper-gemm/5
     swap_ab_supported,
     swap_ab_pingpong_unclustered,
+    swap_ab_pingpong_wide,
     trim_supported,
     peel_k_supported,
     k_rotate_supported,
