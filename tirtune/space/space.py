@@ -36,6 +36,11 @@ class SearchSpace:
     # problem to configs a search should weigh next to its one-knob neighbours (hopper-gemm/5: the
     # same tile with only its last wave split, which changes five knobs at once).
     jumps: Sequence[Callable[[Config, Problem], Iterable[Config]]] = ()
+    # Moves of knobs that only make sense together (`coupled`): each takes a config and a problem
+    # to configs `neighbours` counts one step away, beside the one-knob moves (hopper-gemm/5: the
+    # same ring cut the other way, blk_k halved with twice the stages or the reverse, which no
+    # one-knob move reaches from a ring that fills shared memory).
+    coupled: Sequence[Callable[[Config, Problem], Iterable[Config]]] = ()
 
     def restricted(
         self,
@@ -304,7 +309,8 @@ class SearchSpace:
     ) -> list[Config]:
         """The valid configs one knob away from `config`, not in `exclude`, nearest first: a knob
         moved to the next value of its range before a value further along it (stages 4 -> 3 or 5
-        before 4 -> 8), ties in `rng`'s order. A restricted space (a replay's recorded sample)
+        before 4 -> 8), ties in `rng`'s order. The space's `coupled` moves count as one step (the
+        next value). A restricted space (a replay's recorded sample)
         rarely holds a config one knob away, so there every valid point comes back, fewest knobs
         changed first. Configs that build the same kernel (`normal_form`) count once, and not at
         all when one of them is `config` or excluded. What a local search around a good config
@@ -332,6 +338,12 @@ class SearchSpace:
                     continue
                 excluded.add(same(moved))  # one of the configs that build the same kernel
                 ranked.append((abs(i - at) if at is not None else 1, rng.random(), moved))
+        for move in self.coupled:
+            for moved in move(config, problem):
+                if same(moved) in excluded or not self.holds(moved) or not self.is_valid(moved, problem):
+                    continue
+                excluded.add(same(moved))
+                ranked.append((1, rng.random(), moved))
         return [c for *_, c in sorted(ranked, key=lambda t: t[:2])]
 
     def jumps_from(self, config: Config, problem: Problem, *, exclude: Collection[Config] = ()) -> list[Config]:

@@ -165,6 +165,20 @@ def tail_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG00
     return [replace(base, split_k=s) for s in KNOBS["split_k"].values if isinstance(s, int) and s > 1]
 
 
+def ring_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG001 (a move's signature)
+    """`config`'s ring cut the other way, at the same shared-memory bytes: k-tiles half as deep
+    in twice the stages, or twice as deep in half the stages (64x128x128 s4 <-> 64x128x64 s8).
+    A ring that fills shared memory has no one-knob move to its twin (more stages alone do not
+    fit; a shallower k-tile alone halves the ring), and the twins differ: of 49 measured pairs
+    on file, about 60% by more than 2% (docs/perf-notes.md, "Ring twins")."""
+    twins = []
+    if config.blk_k % 2 == 0:
+        twins.append(replace(config, blk_k=config.blk_k // 2, stages=config.stages * 2))
+    if config.stages % 2 == 0:
+        twins.append(replace(config, blk_k=config.blk_k * 2, stages=config.stages // 2))
+    return twins
+
+
 HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
@@ -173,6 +187,7 @@ HOPPER = SearchSpace(
     config_rules=CONFIG_RULES,
     normal_form=same_kernel,
     jumps=(tail_twins,),
+    coupled=(ring_twins,),
 )
 
 # hopper-gemm/2: persistent CTAs, grouped rasterization, the whole-tile TMA-store epilogue.
