@@ -921,6 +921,32 @@ def _fuzz_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return chosen
 
 
+def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points with swapped ping-pong consumers (persistent, no cluster: what
+    swap_ab_pingpong_wide and swap_ab_pingpong_unclustered leave), over TAIL_PROBLEMS in turn,
+    whose M spans one to many swapped tiles with ragged edges, the other knobs drawn from the whole
+    grid: the correctness sweep of the swapped ping-pong tiles the space still takes (64 rows up
+    to 120 wide, and 128 rows at any width)."""
+    import random
+
+    rng = random.Random(seed)
+    drawn = _drawn_knobs(HOPPER, later=True)
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
+        for _ in range(5000):
+            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
+            knobs.update(swap_ab=True, schedule="pingpong", persistent=True, cluster=1, epilogue="register",
+                         epilogue_warpgroup=False, warp_specialized=True, split_k=1)
+            config = Config(**knobs)
+            if HOPPER.is_valid(config, problem) and _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
 # The tail split's speed probe: problems drawn from bench/generalize.py's catalogue with this seed
 # (none chosen by hand), kept where 128x128 tiles run one to three whole waves and then a partial
 # one of at most 80 tiles, M at least 64; the first TAIL_PERF_PROBLEMS of them.
@@ -1031,6 +1057,9 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "tail-fuzz-b": lambda: _fuzz_tail(300, seed=35)[100:200],
     "tail-fuzz-c": lambda: _fuzz_tail(300, seed=35)[200:],
     "tail-perf": _tail_perf,
+    # Swapped ping-pong without a cluster, where the space still takes it (swap_ab_pingpong_wide):
+    # 200 points over TAIL_PROBLEMS.
+    "swap-pingpong-fuzz": lambda: _fuzz_swap_pingpong(200, seed=37),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
