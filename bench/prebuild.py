@@ -941,7 +941,8 @@ def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
             knobs.update(swap_ab=True, schedule="pingpong", persistent=True, cluster=1, epilogue="register",
                          epilogue_warpgroup=False, warp_specialized=True, split_k=1)
             config = Config(**knobs)
-            if HOPPER.is_valid(config, problem) and _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+            fresh = (config, problem) not in chosen
+            if fresh and HOPPER.is_valid(config, problem) and _drawable(HOPPER, config, problem):
                 chosen.append((config, problem))
                 break
     return chosen

@@ -117,7 +117,8 @@ def test_after_replies_the_batch_goes_one_knob_around_the_best_two_told(tmp_path
     assert p.asked_local == 9  # round(0.75 * 12)
     near = [x.config for x in batch[:9]]
     centres = [best.config, second.config] * 5
-    assert all(len(changed(c, centre)) == 1 or is_ring_twin(c, centre) for c, centre in zip(near, centres, strict=False))
+    assert all(len(changed(c, centre)) == 1 or is_ring_twin(c, centre)
+               for c, centre in zip(near, centres, strict=False))
     attrs = {t.number: t.user_attrs for t in p.study.trials}
     assert [attrs[x.trial]["neighbour_of"] for x in batch[:4]] == [best.trial, second.trial] * 2
     proposed = [x.config for x in first + batch]

@@ -553,16 +553,19 @@ def test_wide_swapped_ping_pong_tiles_of_64_rows_are_refused_with_or_without_a_c
     WRONG_RESULT rows) are refused by swap_ab_pingpong_wide; the narrow ones that are the decode
     and small-M bests, 128-row tiles, and the same tiles unswapped or cooperative stay valid."""
     found_wrong = (
-        (Config.from_label("64x224x64 s4 c2 ws persist g8 pingpong swap l2 none/first"), Problem(1748, 1024, 1536, "bfloat16")),
+        (Config.from_label("64x224x64 s4 c2 ws persist g8 pingpong swap l2 none/first"),
+         Problem(1748, 1024, 1536, "bfloat16")),
         (Config.from_label("64x256x64 s4 c2 ws persist pingpong r240/24 swap l2 first/last p256B"),
          Problem(1748, 1024, 1536, "bfloat16")),
-        (Config.from_label("64x144x64 s5 c2 ws persist g8 pingpong swap l2 none/first p256B"), Problem(285, 17920, 5120)),
+        (Config.from_label("64x144x64 s5 c2 ws persist g8 pingpong swap l2 none/first p256B"),
+         Problem(285, 17920, 5120)),
         (Config.from_label("64x256x64 s5 c2 ws persist g8 pingpong swap l2 none/first"), Problem(5861, 13824, 5120)),
     )
     for config, problem in found_wrong:
         assert _rules(config, problem) == ["swap_ab_pingpong_wide"], config.label()
         assert _rules(replace(config, swap_ab=False), problem) == [], config.label()
-        assert _rules(replace(config, schedule="cooperative", consumers=1, reg_split="232/40"), problem) == [], config.label()
+        alone = replace(config, schedule="cooperative", consumers=1, reg_split="232/40")
+        assert _rules(alone, problem) == [], config.label()
     reason = HOPPER.violations(*found_wrong[0])[0].reason
     assert "blk_n <= 120" in reason and "tuner-quality-2026-12-03-trials.csv" in reason
     for label, problem in (
