@@ -948,6 +948,70 @@ def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return chosen
 
 
+# The stream-K sweep's points take the three epilogues in turn (drawn freely, the staged ones
+# would be rare: their rules refuse more tiles).
+STREAM_EPILOGUES = ("register", "tma", "tma_chunked")
+
+
+def _fuzz_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points with stream_k (each persistent CTA an equal share of all the
+    tiles' k-tiles, a tile two CTAs share finished by the first), over TAIL_PROBLEMS in turn and
+    the epilogues in turn, the other knobs drawn from the whole grid as far as stream_k allows
+    (rules.stream_k_supported: at least one round of tiles): its correctness sweep."""
+    import random
+
+    rng = random.Random(seed)
+    drawn = _drawn_knobs(HOPPER, later=True)
+    chosen: list[tuple[Config, Problem]] = []
+    for turn in range(100 * count):
+        if len(chosen) == count:
+            break
+        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
+        for _ in range(5000):
+            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
+            knobs.update(stream_k=True, persistent=True, warp_specialized=True, cluster=1, split_k=1,
+                         schedule="cooperative", epilogue_warpgroup=False, trim=False, peel_k=False,
+                         k_rotate=False, loader="tma", epilogue=STREAM_EPILOGUES[turn % 3])
+            config = Config(**knobs)
+            if (config, problem) not in chosen and _drawable(HOPPER, config, problem):
+                chosen.append((config, problem))
+                break
+    return chosen
+
+
+# Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
+# chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
+# each base tile persistent as it is and with stream_k.
+STREAM_PERF_SEED = 535353
+STREAM_PERF_PROBLEMS = 8
+STREAM_PERF_BASES = (
+    Config(blk_m=128, blk_n=128, blk_k=64, stages=5, consumers=2, persistent=True, raster_group=8,
+           epilogue="tma_chunked", reg_split="240/24"),
+    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=16,
+           epilogue="tma_chunked", reg_split="240/24"),
+)
+
+
+def _stream_perf() -> list[tuple[Config, Problem]]:
+    """Each drawn problem with each base tile, persistent, without and with stream_k (where the
+    tile leaves at least one round of tiles): the same tile timed against cuBLAS both ways."""
+    from bench.generalize import catalogue, draw
+
+    problems: list[Problem] = []
+    for drawn in draw(catalogue(), 400, STREAM_PERF_SEED):
+        p = drawn.problem
+        tiles = -(-p.m // 128) * -(-p.n // 128)
+        if p.m >= 64 and SMS <= tiles < 4 * SMS and tiles % SMS:
+            problems.append(p)
+        if len(problems) == STREAM_PERF_PROBLEMS:
+            break
+    chosen: list[tuple[Config, Problem]] = []
+    for problem in problems:
+        for base in STREAM_PERF_BASES:
+            chosen += [(c, problem) for c in (base, replace(base, stream_k=True)) if HOPPER.is_valid(c, problem)]
+    return chosen
+
+
 # The tail split's speed probe: problems drawn from bench/generalize.py's catalogue with this seed
 # (none chosen by hand), kept where 128x128 tiles run one to three whole waves and then a partial
 # one of at most 80 tiles, M at least 64; the first TAIL_PERF_PROBLEMS of them.
@@ -1061,6 +1125,9 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # Swapped ping-pong without a cluster, where the space still takes it (swap_ab_pingpong_wide):
     # 200 points over TAIL_PROBLEMS.
     "swap-pingpong-fuzz": lambda: _fuzz_swap_pingpong(200, seed=37),
+    # Stream-K's correctness sweep (300 points over TAIL_PROBLEMS) and speed probe.
+    "stream-fuzz": lambda: _fuzz_stream(300, seed=39),
+    "stream-perf": _stream_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

@@ -846,3 +846,27 @@ def test_the_nearest_valid_config_in_the_whole_hopper_space_is_valid_and_near() 
         assert found is not None and HOPPER.is_valid(found, problem)
         starts = [c for c in branch("sm_90a").start_configs(problem) if HOPPER.is_valid(c, problem)]
         assert starts and _distance(found, target, names) <= min(_distance(c, target, names) for c in starts)
+
+
+def test_stream_k_is_built_for_the_plain_persistent_kernel_with_a_round_of_tiles() -> None:
+    """stream_k_supported: a producer, cooperative consumers, no cluster, split, trim, peel,
+    rotation or epilogue warpgroup, TMA loads, persistent CTAs; and at least one round of tiles
+    (132 on the H200), so that no three CTAs share a tile. The search does not draw it yet (the
+    knob table's values), but a valid config is valid."""
+    base = Config.from_label("128x256x64 s4 c2 ws persist g16 tma_chunked r240/24 streamk")
+    big = Problem(2502, 3072, 3072, "bfloat16")  # 20 x 12 = 240 tiles
+    assert _rules(base, big) == []
+    assert not HOPPER.holds(base) and HOPPER.holds(replace(base, stream_k=False))
+    small = Problem(1748, 1024, 1536, "bfloat16")  # 14 x 4 = 56 tiles
+    assert _rules(base, small) == ["stream_k_supported"]
+    assert "at least one round of tiles (56 tiles on 132 SMs)" in HOPPER.violations(base, small)[0].reason
+    for knob, value in (("persistent", False), ("schedule", "pingpong"), ("cluster", 2), ("split_k", 2),
+                        ("k_rotate", True), ("epilogue_warpgroup", True), ("peel_k", True), ("trim", True),
+                        ("warp_specialized", False)):
+        reasons = [str(v) for v in HOPPER.violations(replace(base, **{knob: value}), big)]
+        assert any(r.startswith("stream_k_supported: stream_k is built for the plain persistent kernel")
+                   for r in reasons), (knob, reasons)
+    # Each CTA's share is computed in 32-bit integers: a stream past 2**31 / 132 k-tiles is refused.
+    narrow = Config.from_label("64x64x64 s4 c1 ws persist streamk")
+    assert _rules(narrow, Problem(4096, 4096, 4096)) == []
+    assert "would overflow" in str(HOPPER.violations(narrow, Problem(65536, 65536, 65536))[0])

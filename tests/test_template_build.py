@@ -199,6 +199,18 @@ CASES = {
         _c(64, 16, 128, 4, 1, True, swap_ab=True, split_k=2, l2_hint="first/none", k_rotate=True),
         Problem(13, 4095, 1000, "bfloat16"),
     ),
+    # stream_k: every persistent CTA an equal share of all the tiles' k-tiles; chunked TMA stores
+    # over 240 tiles of 128x256 (1.82 rounds), and register stores over 154 ragged tiles of
+    # 128x128 with 18 k-tiles (shares of 21, so most tiles are split between two CTAs).
+    "streamk-chunked-bf16": (
+        _c(128, 256, 64, 4, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked", reg_split="240/24",
+           stream_k=True),
+        Problem(2502, 3072, 3072, "bfloat16"),
+    ),
+    "streamk-register-tail": (
+        _c(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, stream_k=True),
+        Problem(1700, 1300, 1152, "float16"),
+    ),
 }
 # Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
 TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
@@ -207,6 +219,7 @@ SPLIT_K_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.s
 SERIAL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k > 1 and c.split_k_reduce == "serial")
 SPLIT_TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.split_k_scope == "tail")
 TRIM_CASES = sorted(n for n, (c, _) in CASES.items() if c.trim)
+STREAM_CASES = sorted(n for n, (c, _) in CASES.items() if c.stream_k)
 # peel_k, lowered only: two m64 blocks a consumer and 128-deep k-tiles with 7 of 8 steps live,
 # one k-tile in all (the loop runs none), ping-pong, the prefetching consumer without a producer,
 # a cluster, swap-AB.
@@ -336,7 +349,9 @@ def test_lowers_to_cuda(name: str) -> None:
     dsmem = config.split_k > 1 and config.split_k_reduce == "dsmem"
     assert ("clusterDim" in source) == (config.cluster > 1 or dsmem)
     assert ("ld.shared::cluster" in source) == dsmem
-    assert ("tirtune_splitk_serial" in source) == (config.split_k > 1 and config.split_k_reduce == "serial")
+    assert ("tirtune_splitk_serial" in source) == (
+        config.split_k > 1 and config.split_k_reduce == "serial" or config.stream_k
+    )
     # The TMA loads' L2 options: absent at their defaults (those kernels are byte-identical to before).
     assert ("L2::cache_hint" in source) == (config.l2_hint != "none/none")
     assert ("prefetch.tensormap" in source) == config.prefetch_tensormap
@@ -371,6 +386,68 @@ def test_a_tail_split_runs_the_whole_waves_then_splits_the_last(name: str) -> No
         assert everywhere.ctas == p.tiles * config.split_k and everywhere.split_tiles == p.tiles
     else:
         assert uneven is not None
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        *(CASES[n] for n in STREAM_CASES),
+        (_c(64, 64, 64, 4, 1, True, persistent=True, stream_k=True), Problem(1000, 1000, 4000, "float16")),
+        (_c(128, 128, 64, 4, 2, True, persistent=True, stream_k=True), Problem(1408, 1536, 2048, "float16")),
+        (_c(256, 128, 64, 3, 2, True, persistent=True, stream_k=True), Problem(4000, 4000, 200, "bfloat16")),
+    ],
+)
+def test_stream_k_shares_cover_every_k_tile_once_and_at_most_two_ctas_share_a_tile(
+    config: Config, problem: Problem
+) -> None:
+    """plan.stream_pieces, the walk the kernel's producer and consumers make: every k-tile of
+    every tile in exactly one CTA's share; a tile whole in one CTA, or split between CTAs c and
+    c + 1, its first k-tiles the last piece of c (which finishes it) and the rest the first piece
+    of c + 1 (which hands them over before anything else); no CTA walks more than stream_units
+    pieces. 1408x1536 in 128x128 tiles: 132 tiles, one each, nothing split."""
+    p = plan(config, problem)
+    ctas = p.tile_schedule.ctas
+    assert ctas == rules.SMS <= p.tiles
+    seen: dict[int, list[tuple[int, int, int, int]]] = {}
+    for cta in range(ctas):
+        pieces = p.stream_pieces(cta)
+        assert 1 <= len(pieces) <= p.stream_units
+        g0, g1 = p.stream_span(cta)
+        assert sum(ke - kb for _, kb, ke in pieces) == g1 - g0
+        for i, (t, kb, ke) in enumerate(pieces):
+            assert 0 <= kb < ke <= p.k_tiles
+            seen.setdefault(t, []).append((cta, i, kb, ke))
+            if kb > 0:
+                assert i == 0  # only a share's first piece starts mid-tile
+            if ke < p.k_tiles:
+                assert i == len(pieces) - 1  # only its last ends mid-tile
+    assert sorted(seen) == list(range(p.tiles))
+    for parts in seen.values():
+        parts.sort(key=lambda x: x[2])
+        assert [(kb, ke) for *_, kb, ke in parts][0][0] == 0 and parts[-1][3] == p.k_tiles
+        assert all(a[3] == b[2] for a, b in zip(parts, parts[1:], strict=False)), "gaps or overlaps"
+        assert len(parts) <= 2
+        if len(parts) == 2:
+            (owner, _, _, _), (helper, first, _, _) = parts
+            assert helper == owner + 1 and first == 0
+    if p.tiles == rules.SMS:
+        assert all(len(parts) == 1 for parts in seen.values())
+
+
+@pytest.mark.parametrize("name", STREAM_CASES)
+def test_a_stream_k_kernel_launches_one_cta_an_sm_with_a_workspace_slot_each(name: str) -> None:
+    """stream_k lowers to a persistent 1-D grid of one CTA an SM, the serial split's helper with
+    an fp32 tile slot and a semaphore per CTA, and the acquiring wait and releasing signal."""
+    from tirtune.builder.device_build import lower_device
+
+    config, problem = CASES[name]
+    source, spec = lower_device(config, problem)
+    assert spec.grid == (rules.SMS, 1, 1) and spec.cluster == (1, 1, 1)
+    assert f"static float ws[{rules.SMS * config.blk_m * config.blk_n}];" in source
+    assert f"static int sem[{rules.SMS}];" in source
+    assert "ld.acquire.gpu.global.b32" in source and "st.release.gpu.global.b32" in source
+    # The same config without stream_k walks whole tiles: no workspace.
+    assert "static float ws[" not in lower_device(replace(config, stream_k=False), problem)[0]
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -498,6 +575,24 @@ def test_sass_of_the_serial_split_k(built: dict[str, Built], name: str) -> None:
     assert len(re.findall(r"\bSTG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 2  # the partial, pass, reset
     assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? 0x5, ", b.sass), "named barrier 5 over the consumers"
     assert _count(b.sass, "MEMBAR") >= 1
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", STREAM_CASES)
+def test_sass_of_stream_k(built: dict[str, Built], name: str) -> None:
+    """stream_k: the partial tile handed over and taken through L2 (LDG/STG.E.STRONG.GPU, a whole
+    fragment each way), the semaphore's spin and signals, the consumers meeting at named barrier
+    5, a fence before the signal; and the tile's own stores as its epilogue asks (TMA or STG)."""
+    b = built[name]
+    regs = plan(b.config, b.problem).reduce_regs
+    assert len(re.findall(r"\bLDG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 1
+    assert len(re.findall(r"\bSTG\.E\.STRONG\.GPU\b", b.sass)) >= regs + 2
+    assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? 0x5, ", b.sass), "named barrier 5 over the consumers"
+    assert _count(b.sass, "MEMBAR") >= 1
+    if b.config.epilogue == "tma_chunked":
+        assert _count(b.sass, "UTMASTG") >= 1
+    else:
+        assert _count(b.sass, "UTMASTG") == 0
 
 
 @pytest.mark.nvcc

@@ -61,6 +61,7 @@ class Config:
     peel_k: bool = False
     k_rotate: bool = False
     split_k_scope: str = "all"
+    stream_k: bool = False
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -153,6 +154,8 @@ class Config:
             text += " peelk"
         if self.k_rotate:
             text += " krot"
+        if self.stream_k:
+            text += " streamk"
         return text
 
     @classmethod
@@ -207,6 +210,7 @@ _LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"trim"), lambda m: {"trim": True}),
     (re.compile(r"peelk"), lambda m: {"peel_k": True}),
     (re.compile(r"krot"), lambda m: {"k_rotate": True}),
+    (re.compile(r"streamk"), lambda m: {"stream_k": True}),
 )
 
 _KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))

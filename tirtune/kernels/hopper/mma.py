@@ -59,10 +59,13 @@ class Mma:
         position).
     release(stage): free a stage for the loads (one thread a consumer warpgroup, every CTA of the
         cluster).
+    mainloop_span(c, acc0, acc1, desc_a, desc_b, j0, count, m0, n0): stream_k: the same over
+        `count` consecutive k-tiles of the tile (a run-time count), from ring position j0.
     """
 
     mainloop: Any
     release: Any
+    mainloop_span: Any
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, ring: Ring, f: Frame, loads: Loads) -> Mma:
@@ -221,6 +224,19 @@ class Mma:
                 if PERSIST:
                     # The next tile's loads reuse this tile's last stage too.
                     release(ring.slot(j0 + KT - 1))
+        @T.inline
+        def mainloop_span(c, acc0, acc1, desc_a, desc_b, j0, count, m0, n0):
+            # stream_k (a producer, no trim, peel or thread loader: rules.stream_k_supported): the
+            # piece of a tile this CTA multiplies, `count` k-tiles from ring position j0; which of
+            # the tile's k-tiles they are is the producer's business.
+            for i in T.unroll(NACC):
+                acc0[i] = T.float32(0)
+                if MB == 2:
+                    acc1[i] = T.float32(0)
+            for kt in range(count):
+                k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, BK // WGMMA_K)
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            release(ring.slot(j0 + count - 1))
         # fmt: on
 
-        return cls(mainloop, release)
+        return cls(mainloop, release, mainloop_span)

@@ -120,6 +120,9 @@ class KernelPlan(GemmPlan):
     k_rotate: bool = False
     # split_k_scope (rules.split_k_tail_supported): "tail" splits only the last, partial wave's tiles.
     split_k_scope: str = "all"
+    # stream_k (rules.stream_k_supported): each persistent CTA an equal share of all the tiles'
+    # k-tiles (`stream_span`), a tile two CTAs share finished by the one holding its first k-tile.
+    stream_k: bool = False
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -164,6 +167,42 @@ class KernelPlan(GemmPlan):
     def split_tiles(self) -> int:
         """Tiles whose k-tiles are split over split_k CTAs (each with a workspace slot if serial)."""
         return self.tiles - self.dp_tiles if self.split_k > 1 else 0
+
+    @property
+    def workspace_slots(self) -> int:
+        """fp32 partial tiles the serial helper's static workspace holds: one per split tile (a
+        serial split), or one per CTA (stream_k: a CTA hands over at most its first tile's part)."""
+        return self.tile_schedule.ctas if self.stream_k else self.split_tiles
+
+    @property
+    def stream_iterations(self) -> int:
+        """stream_k: the k-tiles of every tile, which the CTAs share out in tile order."""
+        return self.tiles * self.k_tiles
+
+    @property
+    def stream_units(self) -> int:
+        """stream_k: the most tiles (whole or in part) one CTA's share touches: its k-tiles
+        (at most ceil(I / CTAs)) span that many tiles' worth, plus one where it starts mid-tile."""
+        share = -(-self.stream_iterations // self.tile_schedule.ctas)
+        return -(-share // self.k_tiles) + 1
+
+    def stream_span(self, cta: int) -> tuple[int, int]:
+        """stream_k: CTA `cta`'s share [g0, g1) of the stream of k-tiles (k-tile kt of tile t is
+        t * k_tiles + kt), as the kernel computes it."""
+        ctas = self.tile_schedule.ctas
+        return cta * self.stream_iterations // ctas, (cta + 1) * self.stream_iterations // ctas
+
+    def stream_pieces(self, cta: int) -> list[tuple[int, int, int]]:
+        """stream_k: (tile, first k-tile, end k-tile) of each tile CTA `cta` multiplies, in order,
+        as the kernel's unit loop walks them."""
+        g0, g1 = self.stream_span(cta)
+        kt = self.k_tiles
+        pieces = []
+        for u in range(self.stream_units):
+            t = g0 // kt + u
+            if t * kt < g1:
+                pieces.append((t, max(g0, t * kt) - t * kt, min(g1, t * kt + kt) - t * kt))
+        return pieces
 
     @property
     def problem_shape(self) -> tuple[int, int]:
@@ -353,6 +392,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         peel_k=k_tail_steps(config, problem) if config.peel_k else 0,
         k_rotate=config.k_rotate,
         split_k_scope=config.split_k_scope,
+        stream_k=config.stream_k,
     )
 
 

@@ -80,6 +80,18 @@ class Roles:
         store_block, park, serial_epilogue = epilogue.store_block, splitk.park, splitk.serial_epilogue
         tma_epilogue, chunked_epilogue = staging.tma_epilogue, staging.chunked_epilogue
         drain_tile, stores_read = staging.drain_tile, staging.stores_read
+        # stream_k: the CTA's share [G0, G1) of the stream of k-tiles (tile t's k-tile kt is
+        # t * K_TILES + kt) and the most tiles it touches (plan.stream_span, plan.stream_units).
+        STREAM, K_TILES, UNITS = p.stream_k, p.k_tiles, p.stream_units if p.stream_k else 0
+        G0: Any = f.bx * p.stream_iterations // sched.ctas if STREAM else None
+        G1: Any = (f.bx + 1) * p.stream_iterations // sched.ctas if STREAM else None
+        mainloop_span, stream_hand, stream_take = mma.mainloop_span, splitk.stream_hand, splitk.stream_take
+
+        def piece(u: Any) -> tuple[Any, Any, Any]:
+            # stream_k: the u-th tile the CTA's share touches, and the k-tiles [kb, ke) of it the
+            # share holds (plan.stream_pieces); only where t * K_TILES < G1.
+            t = G0 // K_TILES + u
+            return t, T.max(G0, t * K_TILES) - t * K_TILES, T.min(G1, t * K_TILES + K_TILES) - t * K_TILES
 
         def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
             # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
@@ -128,6 +140,25 @@ class Roles:
             tile_epilogue(c, acc0, acc1, tm0, tn0, it)
 
         @T.inline
+        def consume_stream(c, acc0, acc1, desc_a, desc_b):
+            # stream_k: each piece of the CTA's share, in order. Its first piece, when it starts
+            # mid-tile, goes to CTA bx - 1 as a partial tile; its last, when it ends mid-tile,
+            # waits for CTA bx + 1's partial of the same tile (handed over first thing there), adds
+            # it and stores the tile; whole tiles are stored as they are.
+            for u in range(UNITS):
+                t, kb, ke = T.meta_var(piece(u))
+                if t * K_TILES < G1:
+                    tm, tn = T.meta_var(raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group))
+                    tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
+                    mainloop_span(c, acc0, acc1, desc_a, desc_b, t * K_TILES + kb - G0, ke - kb, tm0, tn0)
+                    if kb > 0:
+                        stream_hand(c, acc0, acc1)
+                    else:
+                        if ke < K_TILES:
+                            stream_take(c, acc0, acc1)
+                        tile_epilogue(c, acc0, acc1, tm0, tn0, u)
+
+        @T.inline
         def consume(c):
             acc0 = T.alloc_local((NACC,), "float32")
             if MB == 2:  # a 128-row consumer: a second m64 block with its own accumulators
@@ -136,7 +167,9 @@ class Roles:
                 acc1 = T.meta_var(acc0)  # never read: the macros use it under MB == 2 only
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            if PINGPONG:
+            if STREAM:
+                consume_stream(c, acc0, acc1, desc_a, desc_b)
+            elif PINGPONG:
                 # Consumer c computes this CTA's tiles c, c+2, ...; its mainloop starts once the
                 # other consumer has all the stages of the tile before (so the two never wait on
                 # the ring out of order), and its epilogue overlaps the other's mainloop.
@@ -185,7 +218,16 @@ class Roles:
                 set_regs_dec(p.producer_regs)
             if warp == 0:
                 if lane == 0:
-                    if PERSIST:
+                    if STREAM:
+                        # The CTA's share of the k-tile stream, piece by piece, at ring positions
+                        # 0, 1, ... (the k-tiles before it in the share).
+                        for u in range(UNITS):
+                            t, kb, ke = T.meta_var(piece(u))
+                            if t * K_TILES < G1:
+                                tm, tn = T.meta_var(raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group))
+                                for i in range(ke - kb):
+                                    load_tile_at(t * K_TILES + kb - G0 + i, kb + i, tm, tn)
+                    elif PERSIST:
                         sk.produce_tiles(cid, load_tile_at)
                     else:
                         for j in range(f.k_count):

@@ -103,11 +103,17 @@ class SplitK:
         sum this CTA's share of every consumer thread's registers in rank order, store it to D.
     serial_epilogue(c, acc0, acc1, m0, n0): "serial": this rank's turn on the tile's workspace
         slot, and the last rank's store to D.
+    stream_hand(c, acc0, acc1): stream_k: hand the partial tile of this CTA's first piece to the
+        CTA before it (workspace slot bx).
+    stream_take(c, acc0, acc1): stream_k: add the partial tile the CTA after this one handed over
+        (slot bx + 1) before this CTA stores its last piece's tile.
     """
 
     park: Any
     reduce_cluster: Any
     serial_epilogue: Any
+    stream_hand: Any
+    stream_take: Any
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, f: Frame, epilogue: Epilogue) -> SplitK:
@@ -118,7 +124,7 @@ class SplitK:
         store2_name, store2_source = store2_helper(DT)
         dsmem_name, dsmem_source = DSMEM_LOAD
         # One workspace slot and semaphore per split tile (every tile, or the tail's).
-        serial_name, serial_source = serial_helper(p.split_tiles * NREG * C * WARPGROUP, p.split_tiles)
+        serial_name, serial_source = serial_helper(p.workspace_slots * NREG * C * WARPGROUP, p.workspace_slots)
         TAIL, DP = p.split_tail, p.dp_tiles
         store_block = epilogue.store_block
         D, Red, wg, warp, lane, rank, bx, by, m0, n0 = f.D, f.Red, f.wg, f.warp, f.lane, f.rank, f.bx, f.by, f.m0, f.n0
@@ -239,6 +245,36 @@ class SplitK:
                             T.evaluate(serial_op(SK_SIGNAL, tile, 0))
 
         @T.inline
+        def stream_hand(c, acc0, acc1):
+            # stream_k: this CTA's first piece holds the later k-tiles of a tile another CTA
+            # (bx - 1) finishes: park the partial tile in slot bx, then raise its semaphore to 1.
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            hand_partial(acc0, bx, t, 0)
+            if MB == 2:
+                hand_partial(acc1, bx, t, 1)
+            T.evaluate(serial_op(SK_FENCE, 0, 0))
+            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+            if c == 0:
+                if warp == 0:
+                    if lane == 0:
+                        T.evaluate(serial_op(SK_SIGNAL, bx, 1))
+
+        @T.inline
+        def stream_take(c, acc0, acc1):
+            # stream_k: this CTA's last piece holds a tile's first k-tiles and CTA bx + 1 the rest:
+            # wait for its slot, put the semaphore back to 0 for the next launch, add the partial.
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            if c == 0:
+                if warp == 0:
+                    if lane == 0:
+                        T.evaluate(serial_op(SK_WAIT, bx + 1, 1))
+                        T.evaluate(serial_op(SK_SIGNAL, bx + 1, 0))
+            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+            take_partial(acc0, bx + 1, t, 0)
+            if MB == 2:
+                take_partial(acc1, bx + 1, t, 1)
+
+        @T.inline
         def park(c, acc0, acc1):
             park_block(acc0, c, 0)
             if MB == 2:
@@ -255,4 +291,4 @@ class SplitK:
             T.evaluate(T.cuda.func_call(CLUSTER_SYNC_RELAXED[0], source_code=CLUSTER_SYNC_RELAXED[1]))
         # fmt: on
 
-        return cls(park, reduce_cluster, serial_epilogue)
+        return cls(park, reduce_cluster, serial_epilogue, stream_hand, stream_take)

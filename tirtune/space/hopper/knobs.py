@@ -265,5 +265,16 @@ KNOBS = KnobTable(
         "wave: tiles mod the 132 SMs), so that the last wave's work spreads over the SMs while the whole waves "
         "run one CTA a tile over the whole K (a split-K and data-parallel hybrid; serial reduction).",
     ),
+    Knob(
+        "stream_k",
+        bool,
+        False,
+        (False,),
+        "(hopper-gemm/5) Stream-K: one persistent CTA an SM, each multiplying an equal share of all the "
+        "tiles' k-tiles, so every SM round is full; a tile whose k-tiles two CTAs share is finished by the "
+        "one holding its first k-tile, which adds the other's fp32 partial tile from a global workspace. "
+        "The template builds it (with at least one round of tiles); the search does not draw it until its "
+        'correctness sweep has run on the GPU (docs/perf-notes.md, "Stream-K").',
+    ),
 )
 Config.conform(KNOBS)

@@ -101,6 +101,7 @@ __all__ = [
     "split_k_bytes",
     "split_k_tail_supported",
     "split_tail_tiles",
+    "stream_k_supported",
     "split_k_divides_k_tiles",
     "split_k_supported",
     "split_k_workspace_fits",
@@ -741,6 +742,69 @@ def split_k_tail_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads(
+    "stream_k",
+    "persistent",
+    "warp_specialized",
+    "cluster",
+    "split_k",
+    "schedule",
+    "epilogue_warpgroup",
+    "trim",
+    "peel_k",
+    "k_rotate",
+    "loader",
+    "blk_m",
+    "blk_n",
+    "swap_ab",
+)
+def stream_k_supported(config: Config, problem: Problem) -> str | None:
+    """stream_k: one persistent CTA an SM, each over an equal share of all the tiles' k-tiles
+    (CTA c: [c*I // SMS, (c+1)*I // SMS) of I = tiles x k-tiles, in tile order). Built for the
+    plain persistent kernel: a producer (each CTA's k-tile counts differ per tile), cooperative
+    consumers, no cluster, no split_k (stream-K is its own split), the k loop in order (no trim,
+    peel_k or k_rotate), TMA loads, the consumers storing their own tiles (no epilogue
+    warpgroup). At least one round of tiles: then every CTA's share is a tile's k-tiles or more,
+    so at most two CTAs share a tile, and the one holding its first k-tile finishes it with the
+    other's partial tile (one workspace slot a CTA, the serial split's helper)."""
+    if not config.stream_k:
+        return None
+    plain = {
+        "persistent": config.persistent,
+        "warp_specialized": config.warp_specialized,
+        "cluster=1": config.cluster == 1,
+        "split_k=1": config.split_k == 1,
+        "schedule=cooperative": config.schedule == "cooperative",
+        "no epilogue_warpgroup": not config.epilogue_warpgroup,
+        "no trim": not config.trim,
+        "no peel_k": not config.peel_k,
+        "no k_rotate": not config.k_rotate,
+        "loader=tma": config.loader == "tma",
+    }
+    missing = [name for name, ok in plain.items() if not ok]
+    if missing:
+        return f"stream_k is built for the plain persistent kernel; it needs {', '.join(missing)}"
+    if config.blk_m <= 0 or config.blk_n <= 0:
+        return None
+    m, n = kernel_shape(config, problem)
+    tiles = -(-m // config.blk_m) * -(-n // config.blk_n)
+    if tiles < SMS:
+        return (
+            f"stream_k needs at least one round of tiles ({tiles} tiles on {SMS} SMs): with fewer, a CTA's share "
+            "would be less than a tile and three CTAs could share one (split_k spreads a small problem)"
+        )
+    need = SMS * config.blk_m * config.blk_n * 4
+    if need > SERIAL_WORKSPACE_LIMIT_BYTES:
+        return f"stream_k keeps an fp32 tile per CTA in a static workspace: {need} B > {SERIAL_WORKSPACE_LIMIT_BYTES} B"
+    stream = tiles * -(-problem.k // max(config.blk_k, 1))
+    if stream * SMS >= 1 << 31:
+        return (
+            f"stream_k computes each CTA's share as cta x {stream} k-tiles / {SMS} in 32-bit integers: "
+            "the product would overflow"
+        )
+    return None
+
+
 @reads("split_k", "blk_k", "split_k_scope")
 def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
     """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count).
@@ -876,6 +940,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     split_k_divides_k_tiles,
     split_k_workspace_fits,
     split_k_tail_supported,
+    stream_k_supported,
     one_row_operand_supported,
     blk_k_boxes_supported,
     tma_load_options_supported,

@@ -140,6 +140,7 @@ _WALK = (
     "peel_k",
     "k_rotate",
     "split_k_scope",
+    "stream_k",
 )
 
 
