@@ -208,7 +208,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope")
+DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope", "stream_k")
 
 
 # The splits the drawn sets were drawn from; the deeper ones have a set of their own (split-fuzz).
@@ -1164,6 +1164,7 @@ def _slug(config: Config, problem: Problem) -> str:
             "_trim" if config.trim else "",
             "_peelk" if config.peel_k else "",
             "_krot" if config.k_rotate else "",
+            "_streamk" if config.stream_k else "",
         ]
     )
     return (

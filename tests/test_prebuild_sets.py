@@ -49,8 +49,10 @@ def test_the_sets_that_ran_draw_the_same_configs(name: str) -> None:
 
 def test_the_second_round_kit_is_valid_and_each_problem_starts_from_its_baseline() -> None:
     prebuild = _prebuild()
+    from bench.prebuild import _valid_as_drawn
+
     pairs = _pairs("v5b")
-    assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+    assert all(_valid_as_drawn(HOPPER, c, p) for c, p in pairs)  # valid when it ran (LATER_RULES)
     assert len({prebuild._slug(c, p) for c, p in pairs}) == len(pairs)  # one .so name each
     first: dict[Problem, Config] = {}
     for config, problem in prebuild.SET_V5B_PERF:
@@ -88,7 +90,9 @@ def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_point
     refused = [(c, p) for c, p in kit if not HOPPER.is_valid(c, p)]
     assert (first, problem) in refused
     assert all(v.rule in {r.__name__ for r in LATER_RULES} for c, p in refused for v in HOPPER.violations(c, p))
-    assert all(c.swap_ab and c.schedule == "pingpong" and c.cluster > 1 for c, _ in refused)
+    # Swapped ping-pong in a cluster (swap_ab_pingpong_unclustered), or without one on 64-row tiles
+    # wider than 120 (swap_ab_pingpong_wide).
+    assert all(c.swap_ab and c.schedule == "pingpong" and (c.cluster > 1 or c.blk_n > 120) for c, _ in refused)
 
 
 def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_every_path() -> None:
@@ -140,9 +144,11 @@ def test_the_rotation_sweep_draws_valid_rotated_configs_over_every_path() -> Non
     decode shapes and K tails, and through the paths the rotation must leave intact: persistent
     CTAs (a CTA's later tiles rotate by their own index), split-K (DSMEM and serial: each rank's
     share rotates within it), ping-pong consumers, the prefetching consumer without a producer."""
+    from bench.prebuild import _valid_as_drawn
+
     pairs = _pairs("krot-fuzz")
     assert len(pairs) == len(set(pairs)) == 48
-    assert all(c.k_rotate and HOPPER.is_valid(c, p) for c, p in pairs)
+    assert all(c.k_rotate and _valid_as_drawn(HOPPER, c, p) for c, p in pairs)  # valid when it ran
     assert {p.dtype for _, p in pairs} == {"float16", "bfloat16"}
     assert any(p.k % c.blk_k for c, p in pairs) and any(p.m == 1 for _, p in pairs)
     assert any(c.persistent for c, _ in pairs) and any(c.schedule == "pingpong" for c, _ in pairs)
@@ -228,3 +234,24 @@ def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
     assert head.schedule == "pingpong" and head.peel_k and pairs[20] == (replace(head, peel_k=False), problems[0])
     assert pairs[21:] == SET_PEEL_CHECK
     assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+
+
+def test_the_swapped_ping_pong_and_stream_k_sweeps_draw_what_the_space_takes_now() -> None:
+    """swap-pingpong-fuzz: 200 swapped ping-pong configs without a cluster that the space takes
+    now (64 rows up to 120 wide, 128 rows at any width); stream-fuzz: 300 stream-K configs, valid,
+    none twice, the three epilogues; stream-perf: each drawn problem's base tiles without and with
+    stream_k, one .so name each."""
+    prebuild = _prebuild()
+    swapped = _pairs("swap-pingpong-fuzz")
+    assert len(swapped) == len(set(swapped)) == 200
+    assert all(c.swap_ab and c.schedule == "pingpong" and c.cluster == 1 and HOPPER.is_valid(c, p)
+               for c, p in swapped)
+    assert {c.blk_m for c, _ in swapped} == {64, 128} and max(c.blk_n for c, _ in swapped if c.blk_m == 64) <= 120
+    stream = _pairs("stream-fuzz")
+    assert len(stream) == len(set(stream)) == 300
+    assert all(c.stream_k and HOPPER.is_valid(c, p) for c, p in stream)
+    assert {c.epilogue for c, _ in stream} == {"register", "tma", "tma_chunked"}
+    perf = _pairs("stream-perf")
+    assert perf and all(HOPPER.is_valid(c, p) for c, p in perf)
+    assert {c.stream_k for c, _ in perf} == {False, True}
+    assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)
