@@ -856,10 +856,16 @@ SPLIT_PROBLEMS: tuple[Problem, ...] = tuple(
 DEEP_SPLITS = (3, 5, 6, 7, 12, 14, 16)
 
 
-def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
-    """Valid hopper-gemm/5 points split over DEEP_SPLITS CTAs (a cluster of up to 8 or the serial
-    reduction past it), the problems in turn, the other knobs drawn from the whole grid (the later
-    /5 knobs too) as far as a split allows: the correctness sweep of the deeper splits."""
+def _fuzz_forced(
+    count: int,
+    seed: int,
+    problems: Sequence[Problem],
+    forced: Callable[[Any, int], dict[str, Any]],
+    accept: Callable[[Config, Problem], bool] = lambda c, p: True,
+) -> list[tuple[Config, Problem]]:
+    """`count` points for a correctness sweep: the problems in turn; for each turn, up to 5000
+    draws of every knob from the whole grid (the later /5 knobs too), with `forced(rng, turn)`
+    laid over them, until one is drawable, `accept`ed and new."""
     import random
 
     rng = random.Random(seed)
@@ -868,16 +874,24 @@ def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
     for turn in range(100 * count):
         if len(chosen) == count:
             break
-        problem = SPLIT_PROBLEMS[turn % len(SPLIT_PROBLEMS)]
+        problem = problems[turn % len(problems)]
         for _ in range(5000):
             knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
-            knobs.update(split_k=rng.choice(DEEP_SPLITS), persistent=False, cluster=1, epilogue="register",
-                         loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False)
+            knobs.update(forced(rng, turn))
             config = Config(**knobs)
-            if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
+            if _drawable(HOPPER, config, problem) and accept(config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
     return chosen
+
+
+def _fuzz_split(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points split over DEEP_SPLITS CTAs (a cluster of up to 8 or the serial
+    reduction past it), the problems in turn, the other knobs drawn from the whole grid (the later
+    /5 knobs too) as far as a split allows: the correctness sweep of the deeper splits."""
+    return _fuzz_forced(count, seed, SPLIT_PROBLEMS, lambda rng, turn: dict(
+        split_k=rng.choice(DEEP_SPLITS), persistent=False, cluster=1, epilogue="register", loader="tma",
+        raster_group=1, schedule="cooperative", epilogue_warpgroup=False))
 
 
 # Mid-size problems past one wave of tiles whose last wave is partial in most tilings, decode to
@@ -899,26 +913,11 @@ def _fuzz_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
     last wave's tiles split and reduced in turn), the problems in turn, every split the space
     takes, the other knobs drawn from the whole grid as far as the tail split allows: its
     correctness sweep."""
-    import random
-
-    rng = random.Random(seed)
-    drawn = _drawn_knobs(HOPPER, later=True)
     splits = tuple(v for v in HOPPER.knobs["split_k"] if v > 1)
-    chosen: list[tuple[Config, Problem]] = []
-    for turn in range(100 * count):
-        if len(chosen) == count:
-            break
-        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
-        for _ in range(5000):
-            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
-            knobs.update(split_k=rng.choice(splits), split_k_reduce="serial", split_k_scope="tail",
-                         persistent=False, cluster=1, epilogue="register", loader="tma", raster_group=1,
-                         schedule="cooperative", epilogue_warpgroup=False, warp_specialized=True)
-            config = Config(**knobs)
-            if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
-                chosen.append((config, problem))
-                break
-    return chosen
+    return _fuzz_forced(count, seed, TAIL_PROBLEMS, lambda rng, turn: dict(
+        split_k=rng.choice(splits), split_k_reduce="serial", split_k_scope="tail", persistent=False, cluster=1,
+        epilogue="register", loader="tma", raster_group=1, schedule="cooperative", epilogue_warpgroup=False,
+        warp_specialized=True))
 
 
 def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
@@ -927,25 +926,9 @@ def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
     whose M spans one to many swapped tiles with ragged edges, the other knobs drawn from the whole
     grid: the correctness sweep of the swapped ping-pong tiles the space still takes (64 rows up
     to 120 wide, and 128 rows at any width)."""
-    import random
-
-    rng = random.Random(seed)
-    drawn = _drawn_knobs(HOPPER, later=True)
-    chosen: list[tuple[Config, Problem]] = []
-    for turn in range(100 * count):
-        if len(chosen) == count:
-            break
-        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
-        for _ in range(5000):
-            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
-            knobs.update(swap_ab=True, schedule="pingpong", persistent=True, cluster=1, epilogue="register",
-                         epilogue_warpgroup=False, warp_specialized=True, split_k=1)
-            config = Config(**knobs)
-            fresh = (config, problem) not in chosen
-            if fresh and HOPPER.is_valid(config, problem) and _drawable(HOPPER, config, problem):
-                chosen.append((config, problem))
-                break
-    return chosen
+    forced = dict(swap_ab=True, schedule="pingpong", persistent=True, cluster=1, epilogue="register",
+                  epilogue_warpgroup=False, warp_specialized=True, split_k=1)
+    return _fuzz_forced(count, seed, TAIL_PROBLEMS, lambda rng, turn: forced, accept=HOPPER.is_valid)
 
 
 # The stream-K sweep's points take the three epilogues in turn (drawn freely, the staged ones
@@ -958,25 +941,10 @@ def _fuzz_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
     tiles' k-tiles, a tile two CTAs share finished by the first), over TAIL_PROBLEMS in turn and
     the epilogues in turn, the other knobs drawn from the whole grid as far as stream_k allows
     (rules.stream_k_supported: at least one round of tiles): its correctness sweep."""
-    import random
-
-    rng = random.Random(seed)
-    drawn = _drawn_knobs(HOPPER, later=True)
-    chosen: list[tuple[Config, Problem]] = []
-    for turn in range(100 * count):
-        if len(chosen) == count:
-            break
-        problem = TAIL_PROBLEMS[turn % len(TAIL_PROBLEMS)]
-        for _ in range(5000):
-            knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
-            knobs.update(stream_k=True, persistent=True, warp_specialized=True, cluster=1, split_k=1,
-                         schedule="cooperative", epilogue_warpgroup=False, trim=False, peel_k=False,
-                         k_rotate=False, loader="tma", epilogue=STREAM_EPILOGUES[turn % 3])
-            config = Config(**knobs)
-            if (config, problem) not in chosen and _drawable(HOPPER, config, problem):
-                chosen.append((config, problem))
-                break
-    return chosen
+    return _fuzz_forced(count, seed, TAIL_PROBLEMS, lambda rng, turn: dict(
+        stream_k=True, persistent=True, warp_specialized=True, cluster=1, split_k=1, schedule="cooperative",
+        epilogue_warpgroup=False, trim=False, peel_k=False, k_rotate=False, loader="tma",
+        epilogue=STREAM_EPILOGUES[turn % 3]))
 
 
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
