@@ -205,6 +205,40 @@ class SplitK:
                 T.evaluate(serial_op(SK_STORE, ((tile * NREG + mb * NACC + r) * C * WARPGROUP) + t, 0, acc[r]))
 
         @T.inline
+        def signal(c, slot, value):
+            # One thread of the consumers sets the slot's semaphore (releasing).
+            if c == 0:
+                if warp == 0:
+                    if lane == 0:
+                        T.evaluate(serial_op(SK_SIGNAL, slot, value))
+
+        @T.inline
+        def take_turn(c, acc0, acc1, slot, turn):
+            # Wait (one thread, acquiring) until the slot's semaphore reads `turn`, then every
+            # consumer thread adds the slot's partial tile to its fragment.
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            if c == 0:
+                if warp == 0:
+                    if lane == 0:
+                        T.evaluate(serial_op(SK_WAIT, slot, turn))
+            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+            take_partial(acc0, slot, t, 0)
+            if MB == 2:
+                take_partial(acc1, slot, t, 1)
+
+        @T.inline
+        def pass_turn(c, acc0, acc1, slot, turn):
+            # Write the fragment to the slot, fence, meet the other consumers, then set the slot's
+            # semaphore to `turn`.
+            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
+            hand_partial(acc0, slot, t, 0)
+            if MB == 2:
+                hand_partial(acc1, slot, t, 1)
+            T.evaluate(serial_op(SK_FENCE, 0, 0))
+            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
+            signal(c, slot, turn)
+
+        @T.inline
         def serial_epilogue(c, acc0, acc1, m0, n0):
             # Serial split-K: the tile's CTAs take turns (rank order) on a global fp32 workspace
             # slot, handing over through the tile's semaphore: rank r waits for turn r, adds the
@@ -215,64 +249,28 @@ class SplitK:
                 tile = T.meta_var((bx - DP) // SPLIT)  # the tail tile's slot
             else:
                 tile = T.meta_var(bx // SPLIT * GN + by)
-            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
             if rank > 0:
-                if c == 0:
-                    if warp == 0:
-                        if lane == 0:
-                            T.evaluate(serial_op(SK_WAIT, tile, rank))
-                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
-                take_partial(acc0, tile, t, 0)
-                if MB == 2:
-                    take_partial(acc1, tile, t, 1)
+                take_turn(c, acc0, acc1, tile, rank)
             if rank < SPLIT - 1:
-                hand_partial(acc0, tile, t, 0)
-                if MB == 2:
-                    hand_partial(acc1, tile, t, 1)
-                T.evaluate(serial_op(SK_FENCE, 0, 0))
-                T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
-                if c == 0:
-                    if warp == 0:
-                        if lane == 0:
-                            T.evaluate(serial_op(SK_SIGNAL, tile, rank + 1))
+                pass_turn(c, acc0, acc1, tile, rank + 1)
             else:
                 store_block(acc0, m0 + c * ROW_BASE, n0)
                 if MB == 2:
                     store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
-                if c == 0:
-                    if warp == 0:
-                        if lane == 0:
-                            T.evaluate(serial_op(SK_SIGNAL, tile, 0))
+                signal(c, tile, 0)
 
         @T.inline
         def stream_hand(c, acc0, acc1):
             # stream_k: this CTA's first piece holds the later k-tiles of a tile another CTA
             # (bx - 1) finishes: park the partial tile in slot bx, then raise its semaphore to 1.
-            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
-            hand_partial(acc0, bx, t, 0)
-            if MB == 2:
-                hand_partial(acc1, bx, t, 1)
-            T.evaluate(serial_op(SK_FENCE, 0, 0))
-            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
-            if c == 0:
-                if warp == 0:
-                    if lane == 0:
-                        T.evaluate(serial_op(SK_SIGNAL, bx, 1))
+            pass_turn(c, acc0, acc1, bx, 1)
 
         @T.inline
         def stream_take(c, acc0, acc1):
             # stream_k: this CTA's last piece holds a tile's first k-tiles and CTA bx + 1 the rest:
-            # wait for its slot, put the semaphore back to 0 for the next launch, add the partial.
-            t = T.meta_var(c * WARPGROUP + warp * 32 + lane)
-            if c == 0:
-                if warp == 0:
-                    if lane == 0:
-                        T.evaluate(serial_op(SK_WAIT, bx + 1, 1))
-                        T.evaluate(serial_op(SK_SIGNAL, bx + 1, 0))
-            T.evaluate(serial_op(SK_BAR, SK_BAR_ID, C * WARPGROUP))
-            take_partial(acc0, bx + 1, t, 0)
-            if MB == 2:
-                take_partial(acc1, bx + 1, t, 1)
+            # wait for its slot, add the partial, put the semaphore back to 0 for the next launch.
+            take_turn(c, acc0, acc1, bx + 1, 1)
+            signal(c, bx + 1, 0)
 
         @T.inline
         def park(c, acc0, acc1):
