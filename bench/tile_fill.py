@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.filing import RESULTS, dated
+from bench.suite import geomean
 from tirtune.core import Config, Problem
 from tirtune.space.hopper.rules import SMS
 
@@ -91,15 +92,12 @@ def rows_of(report: Mapping[str, Any], name: str, min_m: int) -> list[dict[str, 
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    def geo(values: Sequence[float]) -> float | None:
-        return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-
     low = [r for r in rows if r["ratio"] < 0.97]
     high = [r for r in rows if r["ratio"] >= 1.0]
     figures: dict[str, Any] = {"problems": len(rows), "below_097": len(low), "at_or_above_1": len(high)}
     for name, group in (("below_097", low), ("at_or_above_1", high)):
         for key in ("wave_fill", "pad_fill", "tile_fill"):
-            value = geo([r[key] for r in group])
+            value = geomean([r[key] for r in group])
             figures[f"{key}_{name}"] = round(value, 4) if value is not None else None
     if len(rows) > 2:
         figures["correlation_log_ratio_log_tile_fill"] = round(

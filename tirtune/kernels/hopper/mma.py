@@ -201,12 +201,16 @@ class Mma:
                                     load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
 
         @T.inline
-        def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
-            # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
+        def zero_fragments(acc0, acc1):
             for i in T.unroll(NACC):
                 acc0[i] = T.float32(0)
                 if MB == 2:
                     acc1[i] = T.float32(0)
+
+        @T.inline
+        def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
+            # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
+            zero_fragments(acc0, acc1)
             # peel_k: the last k-tile runs after the loop with only its PEEL_K live k16 steps
             # (straight-line code: no branch in the loop's body).
             for kt in range(LOOP_KT):
@@ -224,15 +228,13 @@ class Mma:
                 if PERSIST:
                     # The next tile's loads reuse this tile's last stage too.
                     release(ring.slot(j0 + KT - 1))
+
         @T.inline
         def mainloop_span(c, acc0, acc1, desc_a, desc_b, j0, count, m0, n0):
             # stream_k (a producer, no trim, peel or thread loader: rules.stream_k_supported): the
             # piece of a tile this CTA multiplies, `count` k-tiles from ring position j0; which of
             # the tile's k-tiles they are is the producer's business.
-            for i in T.unroll(NACC):
-                acc0[i] = T.float32(0)
-                if MB == 2:
-                    acc1[i] = T.float32(0)
+            zero_fragments(acc0, acc1)
             for kt in range(count):
                 k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, BK // WGMMA_K)
             T.ptx.wgmma.wait_group.sync.aligned(0)
