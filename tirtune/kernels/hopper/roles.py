@@ -140,23 +140,35 @@ class Roles:
             tile_epilogue(c, acc0, acc1, tm0, tn0, it)
 
         @T.inline
-        def consume_stream(c, acc0, acc1, desc_a, desc_b):
-            # stream_k: each piece of the CTA's share, in order. Its first piece, when it starts
-            # mid-tile, goes to CTA bx - 1 as a partial tile; its last, when it ends mid-tile,
-            # waits for CTA bx + 1's partial of the same tile (handed over first thing there), adds
-            # it and stores the tile; whole tiles are stored as they are.
+        def for_each_piece(body, args):
+            # stream_k: each tile the CTA's share touches, in order, with the k-tiles [kb, ke) of
+            # it the share holds; the producer and the consumers walk the same pieces.
             for u in range(UNITS):
                 t, kb, ke = T.meta_var(piece(u))
                 if t * K_TILES < G1:
                     tm, tn = T.meta_var(raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group))
-                    tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
-                    mainloop_span(c, acc0, acc1, desc_a, desc_b, t * K_TILES + kb - G0, ke - kb, tm0, tn0)
-                    if kb > 0:
-                        stream_hand(c, acc0, acc1)
-                    else:
-                        if ke < K_TILES:
-                            stream_take(c, acc0, acc1)
-                        tile_epilogue(c, acc0, acc1, tm0, tn0, u)
+                    body(*args, u, t, kb, ke, tm, tn)
+
+        @T.inline
+        def consume_piece(c, acc0, acc1, desc_a, desc_b, u, t, kb, ke, tm, tn):
+            # stream_k: a piece that starts mid-tile (the share's first) goes to CTA bx - 1 as a
+            # partial tile; one that ends mid-tile (the share's last) waits for CTA bx + 1's
+            # partial of the same tile (handed over first thing there), adds it and stores the
+            # tile; a whole tile is stored as it is.
+            tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
+            mainloop_span(c, acc0, acc1, desc_a, desc_b, t * K_TILES + kb - G0, ke - kb, tm0, tn0)
+            if kb > 0:
+                stream_hand(c, acc0, acc1)
+            else:
+                if ke < K_TILES:
+                    stream_take(c, acc0, acc1)
+                tile_epilogue(c, acc0, acc1, tm0, tn0, u)
+
+        @T.inline
+        def produce_piece(u, t, kb, ke, tm, tn):
+            # stream_k: the piece's k-tiles at the share's next ring positions.
+            for i in range(ke - kb):
+                load_tile_at(t * K_TILES + kb - G0 + i, kb + i, tm, tn)
 
         @T.inline
         def consume(c):
@@ -168,7 +180,7 @@ class Roles:
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
             if STREAM:
-                consume_stream(c, acc0, acc1, desc_a, desc_b)
+                for_each_piece(consume_piece, (c, acc0, acc1, desc_a, desc_b))
             elif PINGPONG:
                 # Consumer c computes this CTA's tiles c, c+2, ...; its mainloop starts once the
                 # other consumer has all the stages of the tile before (so the two never wait on
@@ -219,14 +231,7 @@ class Roles:
             if warp == 0:
                 if lane == 0:
                     if STREAM:
-                        # The CTA's share of the k-tile stream, piece by piece, at ring positions
-                        # 0, 1, ... (the k-tiles before it in the share).
-                        for u in range(UNITS):
-                            t, kb, ke = T.meta_var(piece(u))
-                            if t * K_TILES < G1:
-                                tm, tn = T.meta_var(raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group))
-                                for i in range(ke - kb):
-                                    load_tile_at(t * K_TILES + kb - G0 + i, kb + i, tm, tn)
+                        for_each_piece(produce_piece, ())
                     elif PERSIST:
                         sk.produce_tiles(cid, load_tile_at)
                     else:
