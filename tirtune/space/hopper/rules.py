@@ -92,6 +92,7 @@ __all__ = [
     "k_rotate_supported",
     "k_tail_steps",
     "kernel_shape",
+    "kernel_tiles",
     "knobs_off_default",
     "knobs_read",
     "reads",
@@ -379,6 +380,12 @@ def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
     """The (M, N) the kernel computes: the problem's, or (N, M) with swap_ab (D^T = B A^T). The
     tile knobs (blk_m, blk_n, cluster_dim) name these axes."""
     return (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
+
+
+def kernel_tiles(config: Config, problem: Problem) -> int:
+    """Output tiles of the kernel's grid: blk_m x blk_n tiles over its (M, N) (`kernel_shape`)."""
+    m, n = kernel_shape(config, problem)
+    return -(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1))
 
 
 @reads("cluster", "cluster_dim", "blk_m", "blk_n", "swap_ab")
@@ -684,8 +691,7 @@ def split_k_workspace_fits(config: Config, problem: Problem) -> str | None:
     """The serial reduction's static workspace holds one fp32 tile per output tile."""
     if config.split_k <= 1 or config.split_k_reduce != "serial" or config.blk_m <= 0 or config.blk_n <= 0:
         return None
-    m, n = kernel_shape(config, problem)
-    tiles = -(-m // config.blk_m) * -(-n // config.blk_n)
+    tiles = kernel_tiles(config, problem)
     if config.split_k_scope == "tail":
         tiles = tiles % SMS  # only the last wave's tiles are split
     need = tiles * config.blk_m * config.blk_n * 4
@@ -700,8 +706,7 @@ def split_k_workspace_fits(config: Config, problem: Problem) -> str | None:
 def split_tail_tiles(config: Config, problem: Problem) -> tuple[int, int]:
     """(data-parallel tiles, tail tiles) of split_k_scope="tail": the whole waves' tiles (a multiple
     of SMS, one CTA each over the whole K) and the last, partial wave's (split_k CTAs each)."""
-    m, n = kernel_shape(config, problem)
-    tiles = -(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1))
+    tiles = kernel_tiles(config, problem)
     return tiles - tiles % SMS, tiles % SMS
 
 
@@ -786,8 +791,7 @@ def stream_k_supported(config: Config, problem: Problem) -> str | None:
         return f"stream_k is built for the plain persistent kernel; it needs {', '.join(missing)}"
     if config.blk_m <= 0 or config.blk_n <= 0:
         return None
-    m, n = kernel_shape(config, problem)
-    tiles = -(-m // config.blk_m) * -(-n // config.blk_n)
+    tiles = kernel_tiles(config, problem)
     if tiles < SMS:
         return (
             f"stream_k needs at least one round of tiles ({tiles} tiles on {SMS} SMs): with fewer, a CTA's share "
