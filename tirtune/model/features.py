@@ -73,6 +73,7 @@ FEATURES: tuple[str, ...] = (
     "peel_k",
     "k_rotate",
     "split_tail",
+    "stream_k",
     # analytic figures
     "kernel_log_m",
     "kernel_log_n",
@@ -128,7 +129,19 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     # wave's split (rules.split_tail_tiles); its rounds count the tail's as 1/split of one.
     tail = split > 1 and c.split_k_scope == "tail"
     whole, split_tiles = rules.split_tail_tiles(c, problem) if tail else (0, tiles if split > 1 else 0)
-    if tail:
+    # stream_k: one persistent CTA an SM over an equal share of every tile's k-tiles (rules.
+    # stream_k_supported: at least one round of tiles): the rounds are full, each CTA's share spans
+    # its tiles' worth plus the one it starts inside, and about one tile a CTA is handed over as an
+    # fp32 partial (written once, read once).
+    stream = c.stream_k and not tail and tiles >= SMS
+    share = -(-tiles * k_tiles // SMS)  # k-tiles a stream-K CTA multiplies
+    if stream:
+        ctas = SMS
+        rounds = -(-share // k_tiles) + 1
+        fill = tiles * k_tiles / (SMS * share)
+        busy = 1.0
+        split_tiles, split = SMS, 2
+    elif tail:
         ctas = whole + split_tiles * split
         rounds = whole // SMS + 1
         fill = tiles / ((whole / SMS + 1 / split) * SMS)
@@ -149,14 +162,15 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     size = problem.element_bytes
     min_bytes = (m * k + n * k + m * n) * size
     l2_bytes = tiles * (bm + bn) * k * size
-    serial = c.split_k > 1 and c.split_k_reduce == "serial"
+    serial = (c.split_k > 1 and c.split_k_reduce == "serial") or stream
     reduce_bytes = split_tiles * bm * bn * 4 * (split - 1) * (2 if serial else 0)
     flops = 2 * m * n * k
     t_mma = flops / (mn_padding * k_padding) / (MMA_PEAK * max(fill, 1e-3))
     t_mem = max(min_bytes / DRAM_BYTES_S, (l2_bytes + reduce_bytes) / L2_BYTES_S)
     t_est = max(t_mma, t_mem) + rounds * ROUND_S
     hint_a, _, hint_b = c.l2_hint.partition("/")
-    cta_k = k_tiles if tail else k_tiles / split  # a tail split: the whole waves' CTAs run the whole K
+    # A tail split's whole waves run the whole K; a stream-K CTA its share.
+    cta_k = k_tiles if tail else share if stream else k_tiles / split
     return (
         math.log2(problem.m),
         math.log2(problem.n),
@@ -182,7 +196,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
         float(c.loader == "threads"),
         float(c.epilogue_warpgroup),
         float(c.swap_ab),
-        float(split),
+        float(max(c.split_k, 1)),
         float(serial),
         _HINTS.get(hint_a, -1.0),
         _HINTS.get(hint_b, -1.0),
@@ -192,6 +206,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
         float(c.peel_k),
         float(c.k_rotate),
         float(tail),
+        float(stream),
         math.log2(m),
         math.log2(n),
         float(tiles_m),

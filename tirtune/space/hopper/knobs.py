@@ -269,12 +269,11 @@ KNOBS = KnobTable(
         "stream_k",
         bool,
         False,
-        (False,),
+        (False, True),
         "(hopper-gemm/5) Stream-K: one persistent CTA an SM, each multiplying an equal share of all the "
         "tiles' k-tiles, so every SM round is full; a tile whose k-tiles two CTAs share is finished by the "
-        "one holding its first k-tile, which adds the other's fp32 partial tile from a global workspace. "
-        "The template builds it (with at least one round of tiles); the search does not draw it until its "
-        'correctness sweep has run on the GPU (docs/perf-notes.md, "Stream-K").',
+        "one holding its first k-tile, which adds the other's fp32 partial tile from a global workspace "
+        "(at least one round of tiles; correctness sweep: bench/results/sweeps/2026-12-03-stream-fuzz-smoke.md).",
     ),
 )
 Config.conform(KNOBS)
