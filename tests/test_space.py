@@ -852,11 +852,12 @@ def test_the_nearest_valid_config_in_the_whole_hopper_space_is_valid_and_near() 
 def test_stream_k_is_built_for_the_plain_persistent_kernel_with_a_round_of_tiles() -> None:
     """stream_k_supported: a producer, cooperative consumers, no cluster, split, trim, peel,
     rotation or epilogue warpgroup, TMA loads, persistent CTAs; and at least one round of tiles
-    (132 on the H200), so that no three CTAs share a tile. The search draws it either way."""
+    (132 on the H200), so that no three CTAs share a tile. The search does not draw it (the knob
+    table's values: it measured slower than the same tile data-parallel), but a valid config is valid."""
     base = Config.from_label("128x256x64 s4 c2 ws persist g16 tma_chunked r240/24 streamk")
     big = Problem(2502, 3072, 3072, "bfloat16")  # 20 x 12 = 240 tiles
     assert _rules(base, big) == []
-    assert HOPPER.holds(base) and HOPPER.holds(replace(base, stream_k=False))
+    assert not HOPPER.holds(base) and HOPPER.holds(replace(base, stream_k=False))
     small = Problem(1748, 1024, 1536, "bfloat16")  # 14 x 4 = 56 tiles
     assert _rules(base, small) == ["stream_k_supported"]
     assert "at least one round of tiles (56 tiles on 132 SMs)" in HOPPER.violations(base, small)[0].reason

@@ -269,11 +269,13 @@ KNOBS = KnobTable(
         "stream_k",
         bool,
         False,
-        (False, True),
+        (False,),
         "(hopper-gemm/5) Stream-K: one persistent CTA an SM, each multiplying an equal share of all the "
         "tiles' k-tiles, so every SM round is full; a tile whose k-tiles two CTAs share is finished by the "
         "one holding its first k-tile, which adds the other's fp32 partial tile from a global workspace "
-        "(at least one round of tiles; correctness sweep: bench/results/sweeps/2026-12-03-stream-fuzz-smoke.md).",
+        "(at least one round of tiles). Correct on the GPU (bench/results/sweeps/2026-12-03-stream-fuzz-smoke.md) "
+        "but slower than the same tile data-parallel on most problems measured, so the search does not draw it "
+        '(docs/perf-notes.md, "Stream-K").',
     ),
 )
 Config.conform(KNOBS)
