@@ -32,7 +32,12 @@ from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import RAGGED_BLK_N
-from tirtune.space.hopper.rules import swap_ab_pingpong_unclustered, swap_ab_pingpong_wide, v4_accumulator_limit
+from tirtune.space.hopper.rules import (
+    kernel_tiles,
+    swap_ab_pingpong_unclustered,
+    swap_ab_pingpong_wide,
+    v4_accumulator_limit,
+)
 from tirtune.space.shapes import SMS
 
 logger = logging.getLogger("prebuild")
@@ -947,6 +952,16 @@ def _fuzz_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
         epilogue=STREAM_EPILOGUES[turn % 3]))
 
 
+def _fuzz_stream_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points with stream_k and stream_k_scope "tail" (the whole rounds but
+    the last data-parallel, the rest shared out), drawn as `_fuzz_stream` draws: its correctness
+    sweep (on the mid-size problems of one to four rounds, so both parts run)."""
+    return _fuzz_forced(count, seed, TAIL_PROBLEMS, lambda rng, turn: dict(
+        stream_k=True, stream_k_scope="tail", persistent=True, warp_specialized=True, cluster=1, split_k=1,
+        schedule="cooperative", epilogue_warpgroup=False, trim=False, peel_k=False, k_rotate=False, loader="tma",
+        epilogue=STREAM_EPILOGUES[turn % 3]))
+
+
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
 # chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
 # each base tile persistent as it is and with stream_k.
@@ -977,6 +992,19 @@ def _stream_perf() -> list[tuple[Config, Problem]]:
     for problem in problems:
         for base in STREAM_PERF_BASES:
             chosen += [(c, problem) for c in (base, replace(base, stream_k=True)) if HOPPER.is_valid(c, problem)]
+    return chosen
+
+
+def _stream_tail_perf() -> list[tuple[Config, Problem]]:
+    """stream-perf's problems and tiles with stream_k_scope "tail" (where it runs data-parallel
+    rounds first: two rounds of tiles or more), beside the same tile data-parallel and shared out
+    whole, so the three are timed in one run."""
+    chosen = []
+    for config, problem in _stream_perf():
+        tail = replace(config, stream_k=True, stream_k_scope="tail")
+        if config.stream_k and HOPPER.is_valid(tail, problem) and kernel_tiles(tail, problem) >= 2 * SMS:
+            base = replace(config, stream_k=False)
+            chosen += [(base, problem), (config, problem), (tail, problem)]
     return chosen
 
 
@@ -1096,6 +1124,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # Stream-K's correctness sweep (300 points over TAIL_PROBLEMS) and speed probe.
     "stream-fuzz": lambda: _fuzz_stream(300, seed=39),
     "stream-perf": _stream_perf,
+    "stream-tail-fuzz": lambda: _fuzz_stream_tail(300, seed=41),
+    "stream-tail-perf": _stream_tail_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
@@ -1133,6 +1163,7 @@ def _slug(config: Config, problem: Problem) -> str:
             "_peelk" if config.peel_k else "",
             "_krot" if config.k_rotate else "",
             "_streamk" if config.stream_k else "",
+            f"-{config.stream_k_scope}" if config.stream_k_scope != "all" else "",
         ]
     )
     return (

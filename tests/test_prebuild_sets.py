@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -254,4 +255,26 @@ def test_the_swapped_ping_pong_and_stream_k_sweeps_draw_what_the_space_takes_now
     perf = _pairs("stream-perf")
     assert perf and all(HOPPER.is_valid(c, p) for c, p in perf)
     assert {c.stream_k for c, _ in perf} == {False, True}
+    assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)
+
+
+def test_the_stream_k_tail_sets_run_data_parallel_rounds_before_the_share() -> None:
+    """stream-tail-fuzz: 300 valid stream-K configs scoped to the tail, none twice, the three
+    epilogues, a good part of them (two rounds of tiles or more) with data-parallel rounds before
+    the share; stream-tail-perf: each problem of stream-perf with two rounds or more as three
+    kernels of one tile (data-parallel, shared out whole, tail), one .so name each."""
+    from tirtune.kernels.hopper.plan import plan
+
+    prebuild = _prebuild()
+    fuzz = _pairs("stream-tail-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 300
+    assert all(c.stream_k and c.stream_k_scope == "tail" and HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {c.epilogue for c, _ in fuzz} == {"register", "tma", "tma_chunked"}
+    assert sum(plan(c, p).stream_rounds > 0 for c, p in fuzz) >= 100
+    perf = _pairs("stream-tail-perf")
+    assert perf and len(perf) % 3 == 0 and all(HOPPER.is_valid(c, p) for c, p in perf)
+    for (base, p0), (whole, p1), (tail, p2) in zip(perf[::3], perf[1::3], perf[2::3], strict=True):
+        assert p0 == p1 == p2 and plan(tail, p2).stream_rounds > 0
+        assert (base.stream_k, whole.stream_k_scope, tail.stream_k_scope) == (False, "all", "tail")
+        assert replace(tail, stream_k=False, stream_k_scope="all") == base == replace(whole, stream_k=False)
     assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)

@@ -139,6 +139,7 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "k_rotate": False,
         "split_k_scope": "all",
         "stream_k": False,
+        "stream_k_scope": "all",
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -165,7 +166,7 @@ def test_spaces_by_template_version() -> None:
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
     assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
         "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim",
-        "peel_k", "k_rotate", "split_k_scope", "stream_k",
+        "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope",
     }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):
@@ -871,3 +872,21 @@ def test_stream_k_is_built_for_the_plain_persistent_kernel_with_a_round_of_tiles
     narrow = Config.from_label("64x64x64 s4 c1 ws persist streamk")
     assert _rules(narrow, Problem(4096, 4096, 4096)) == []
     assert "would overflow" in str(HOPPER.violations(narrow, Problem(65536, 65536, 65536))[0])
+
+
+def test_stream_k_scope_tail_needs_stream_k_and_is_not_drawn_yet() -> None:
+    """stream_k_tail_supported: the "tail" scope scopes stream_k, so without it the config is
+    refused with the reason; with it, stream_k's own rules apply. The knob table does not draw
+    "tail" until its sweep has run on the GPU; its label round-trips."""
+    base = Config.from_label("128x128x64 s5 c2 ws persist g8 tma_chunked r240/24 streamk stream-tail")
+    assert base.stream_k and base.stream_k_scope == "tail" and Config.from_label(base.label()) == base
+    big = Problem(273, 22016, 4096, "bfloat16")  # 3 x 172 = 516 tiles, 3.9 rounds
+    assert _rules(base, big) == []
+    off = replace(base, stream_k=False)
+    assert _rules(off, big) == ["stream_k_tail_supported"]
+    assert 'stream_k_scope "tail" scopes stream_k, which is off' in str(HOPPER.violations(off, big)[0])
+    assert _rules(base, Problem(1748, 1024, 1536, "bfloat16")) == ["stream_k_supported"]  # 56 tiles
+    assert HOPPER.knobs["stream_k_scope"] == ("all",) and not HOPPER.holds(base)
+    # The scope changes nothing else about a config's identity: at its default it is not in the text.
+    assert "stream_k_scope" not in replace(base, stream_k_scope="all").canonical()
+    assert "stream_k_scope" in base.canonical()

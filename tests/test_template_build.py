@@ -211,6 +211,13 @@ CASES = {
         _c(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, stream_k=True),
         Problem(1700, 1300, 1152, "float16"),
     ),
+    # stream_k_scope "tail": 516 tiles of 128x128 (3.9 rounds), the first two rounds data-parallel,
+    # the last 252 tiles shared out; and 154 tiles (1.17 rounds), where nothing runs before.
+    "streamk-scope-tail-chunked-bf16": (
+        _c(128, 128, 64, 5, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="240/24",
+           stream_k=True, stream_k_scope="tail"),
+        Problem(273, 22016, 4096, "bfloat16"),
+    ),
 }
 # Chunked TMA-store kernels whose last box is narrower than 64 (blk_n off the box).
 TAIL_CASES = sorted(n for n, (c, _) in CASES.items() if c.epilogue == "tma_chunked" and c.blk_n % 64)
@@ -395,6 +402,12 @@ def test_a_tail_split_runs_the_whole_waves_then_splits_the_last(name: str) -> No
         (_c(64, 64, 64, 4, 1, True, persistent=True, stream_k=True), Problem(1000, 1000, 4000, "float16")),
         (_c(128, 128, 64, 4, 2, True, persistent=True, stream_k=True), Problem(1408, 1536, 2048, "float16")),
         (_c(256, 128, 64, 3, 2, True, persistent=True, stream_k=True), Problem(4000, 4000, 200, "bfloat16")),
+        (_c(64, 64, 64, 4, 1, True, persistent=True, stream_k=True, stream_k_scope="tail"),
+         Problem(1000, 1000, 4000, "float16")),
+        (_c(128, 128, 64, 4, 2, True, persistent=True, stream_k=True, stream_k_scope="tail"),
+         Problem(1700, 1300, 1152, "float16")),
+        (_c(128, 128, 64, 4, 2, True, persistent=True, stream_k=True, stream_k_scope="tail"),
+         Problem(4096, 4096, 640, "float16")),
     ],
 )
 def test_stream_k_shares_cover_every_k_tile_once_and_at_most_two_ctas_share_a_tile(
@@ -403,22 +416,28 @@ def test_stream_k_shares_cover_every_k_tile_once_and_at_most_two_ctas_share_a_ti
     """plan.stream_pieces, the walk the kernel's producer and consumers make: every k-tile of
     every tile in exactly one CTA's share; a tile whole in one CTA, or split between CTAs c and
     c + 1, its first k-tiles the last piece of c (which finishes it) and the rest the first piece
-    of c + 1 (which hands them over before anything else); no CTA walks more than stream_units
-    pieces. 1408x1536 in 128x128 tiles: 132 tiles, one each, nothing split."""
+    of c + 1 (which hands them over as its share begins); no CTA walks more than stream_units
+    pieces. 1408x1536 in 128x128 tiles: 132 tiles, one each, nothing split. With stream_k_scope
+    "tail", every whole round but the last first, tile r * 132 + c whole in CTA c in round r
+    (4096x4096 in 128x128: 1024 tiles, 6 rounds data-parallel, 232 tiles shared)."""
     p = plan(config, problem)
     ctas = p.tile_schedule.ctas
     assert ctas == rules.SMS <= p.tiles
+    rounds = p.stream_rounds
+    assert rounds == (max(p.tiles // ctas - 1, 0) if config.stream_k_scope == "tail" else 0)
+    assert ctas <= p.tiles - rounds * ctas < 2 * ctas or config.stream_k_scope == "all"
     seen: dict[int, list[tuple[int, int, int, int]]] = {}
     for cta in range(ctas):
         pieces = p.stream_pieces(cta)
-        assert 1 <= len(pieces) <= p.stream_units
+        assert rounds + 1 <= len(pieces) <= p.stream_units
+        assert pieces[:rounds] == [(r * ctas + cta, 0, p.k_tiles) for r in range(rounds)]
         g0, g1 = p.stream_span(cta)
-        assert sum(ke - kb for _, kb, ke in pieces) == g1 - g0
+        assert sum(ke - kb for _, kb, ke in pieces) == rounds * p.k_tiles + g1 - g0
         for i, (t, kb, ke) in enumerate(pieces):
             assert 0 <= kb < ke <= p.k_tiles
             seen.setdefault(t, []).append((cta, i, kb, ke))
             if kb > 0:
-                assert i == 0  # only a share's first piece starts mid-tile
+                assert i == rounds  # only a share's first piece starts mid-tile
             if ke < p.k_tiles:
                 assert i == len(pieces) - 1  # only its last ends mid-tile
     assert sorted(seen) == list(range(p.tiles))
@@ -429,7 +448,7 @@ def test_stream_k_shares_cover_every_k_tile_once_and_at_most_two_ctas_share_a_ti
         assert len(parts) <= 2
         if len(parts) == 2:
             (owner, _, _, _), (helper, first, _, _) = parts
-            assert helper == owner + 1 and first == 0
+            assert helper == owner + 1 and first == rounds
     if p.tiles == rules.SMS:
         assert all(len(parts) == 1 for parts in seen.values())
 
@@ -447,7 +466,7 @@ def test_a_stream_k_kernel_launches_one_cta_an_sm_with_a_workspace_slot_each(nam
     assert f"static int sem[{rules.SMS}];" in source
     assert "ld.acquire.gpu.global.b32" in source and "st.release.gpu.global.b32" in source
     # The same config without stream_k walks whole tiles: no workspace.
-    assert "static float ws[" not in lower_device(replace(config, stream_k=False), problem)[0]
+    assert "static float ws[" not in lower_device(replace(config, stream_k=False, stream_k_scope="all"), problem)[0]
 
 
 def test_lowering_failure_carries_the_cause() -> None:

@@ -62,6 +62,7 @@ class Config:
     k_rotate: bool = False
     split_k_scope: str = "all"
     stream_k: bool = False
+    stream_k_scope: str = "all"
 
     def __post_init__(self) -> None:
         for name, expected in _KNOB_TYPES:
@@ -156,6 +157,8 @@ class Config:
             text += " krot"
         if self.stream_k:
             text += " streamk"
+        if self.stream_k_scope != "all":
+            text += f" stream-{self.stream_k_scope}"
         return text
 
     @classmethod
@@ -211,6 +214,7 @@ _LABEL_WORDS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"peelk"), lambda m: {"peel_k": True}),
     (re.compile(r"krot"), lambda m: {"k_rotate": True}),
     (re.compile(r"streamk"), lambda m: {"stream_k": True}),
+    (re.compile(r"stream-(\w+)"), lambda m: {"stream_k_scope": m[1]}),
 )
 
 _KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))

@@ -123,6 +123,9 @@ class KernelPlan(GemmPlan):
     # stream_k (rules.stream_k_supported): each persistent CTA an equal share of all the tiles'
     # k-tiles (`stream_span`), a tile two CTAs share finished by the one holding its first k-tile.
     stream_k: bool = False
+    # stream_k_scope "tail" (rules.stream_k_tail_supported): the whole rounds but the last run
+    # data-parallel (`stream_rounds`), only the last whole round and the partial one are shared out.
+    stream_k_scope: str = "all"
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -175,16 +178,37 @@ class KernelPlan(GemmPlan):
         return self.tile_schedule.ctas if self.stream_k else self.split_tiles
 
     @property
-    def stream_iterations(self) -> int:
-        """stream_k: the k-tiles of every tile, which the CTAs share out in tile order."""
-        return self.tiles * self.k_tiles
+    def stream_rounds(self) -> int:
+        """stream_k: the rounds of whole tiles each CTA runs data-parallel before its share (tile
+        r * CTAs + cta in round r): none with stream_k_scope "all"; with "tail", every whole round
+        but the last, so that the shared tiles number one round or more (and a share is a tile's
+        k-tiles or more) while the rounds before keep their CTAs on neighbouring tiles at the same
+        k-step, as the persistent kernel does."""
+        if self.stream_k_scope != "tail":
+            return 0
+        return max(self.tiles // self.tile_schedule.ctas - 1, 0)
 
     @property
-    def stream_units(self) -> int:
+    def stream_first_tile(self) -> int:
+        """stream_k: the first tile of the shared stream (the data-parallel rounds' come before)."""
+        return self.stream_rounds * self.tile_schedule.ctas
+
+    @property
+    def stream_iterations(self) -> int:
+        """stream_k: the k-tiles of the shared tiles, which the CTAs share out in tile order."""
+        return (self.tiles - self.stream_first_tile) * self.k_tiles
+
+    @property
+    def stream_share_units(self) -> int:
         """stream_k: the most tiles (whole or in part) one CTA's share touches: its k-tiles
         (at most ceil(I / CTAs)) span that many tiles' worth, plus one where it starts mid-tile."""
         share = -(-self.stream_iterations // self.tile_schedule.ctas)
         return -(-share // self.k_tiles) + 1
+
+    @property
+    def stream_units(self) -> int:
+        """stream_k: the most pieces one CTA walks: its data-parallel tiles, then its share's."""
+        return self.stream_rounds + self.stream_share_units
 
     def stream_span(self, cta: int) -> tuple[int, int]:
         """stream_k: CTA `cta`'s share [g0, g1) of the stream of k-tiles (k-tile kt of tile t is
@@ -196,12 +220,12 @@ class KernelPlan(GemmPlan):
         """stream_k: (tile, first k-tile, end k-tile) of each tile CTA `cta` multiplies, in order,
         as the kernel's unit loop walks them."""
         g0, g1 = self.stream_span(cta)
-        kt = self.k_tiles
-        pieces = []
-        for u in range(self.stream_units):
+        kt, first, ctas = self.k_tiles, self.stream_first_tile, self.tile_schedule.ctas
+        pieces = [(r * ctas + cta, 0, kt) for r in range(self.stream_rounds)]
+        for u in range(self.stream_share_units):
             t = g0 // kt + u
             if t * kt < g1:
-                pieces.append((t, max(g0, t * kt) - t * kt, min(g1, t * kt + kt) - t * kt))
+                pieces.append((first + t, max(g0, t * kt) - t * kt, min(g1, t * kt + kt) - t * kt))
         return pieces
 
     @property
@@ -393,6 +417,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         k_rotate=config.k_rotate,
         split_k_scope=config.split_k_scope,
         stream_k=config.stream_k,
+        stream_k_scope=config.stream_k_scope,
     )
 
 

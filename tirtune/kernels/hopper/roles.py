@@ -82,16 +82,21 @@ class Roles:
         drain_tile, stores_read = staging.drain_tile, staging.stores_read
         # stream_k: the CTA's share [G0, G1) of the stream of k-tiles (tile t's k-tile kt is
         # t * K_TILES + kt) and the most tiles it touches (plan.stream_span, plan.stream_units).
-        STREAM, K_TILES, UNITS = p.stream_k, p.k_tiles, p.stream_units if p.stream_k else 0
+        STREAM, K_TILES, UNITS = p.stream_k, p.k_tiles, p.stream_share_units if p.stream_k else 0
         G0: Any = f.bx * p.stream_iterations // sched.ctas if STREAM else None
         G1: Any = (f.bx + 1) * p.stream_iterations // sched.ctas if STREAM else None
+        # stream_k_scope "tail": the data-parallel rounds before the share, each CTA's whole tiles
+        # r * CTAs + bx at ring positions r * K_TILES, and the shared stream's first tile.
+        ROUNDS, FIRST = (p.stream_rounds, p.stream_first_tile) if STREAM else (0, 0)
         mainloop_span, stream_hand, stream_take = mma.mainloop_span, splitk.stream_hand, splitk.stream_take
 
-        def piece(u: Any) -> tuple[Any, Any, Any]:
-            # stream_k: the u-th tile the CTA's share touches, and the k-tiles [kb, ke) of it the
-            # share holds (plan.stream_pieces); only where t * K_TILES < G1.
+        def piece(u: Any) -> tuple[Any, Any, Any, Any]:
+            # stream_k: the u-th tile (of the stream) the CTA's share touches, the k-tiles [kb, ke)
+            # of it the share holds (plan.stream_pieces; only where t * K_TILES < G1), and the ring
+            # position of its first k-tile (after the data-parallel rounds' tiles).
             t = G0 // K_TILES + u
-            return t, T.max(G0, t * K_TILES) - t * K_TILES, T.min(G1, t * K_TILES + K_TILES) - t * K_TILES
+            kb = T.max(G0, t * K_TILES) - t * K_TILES
+            return t, kb, T.min(G1, t * K_TILES + K_TILES) - t * K_TILES, ROUNDS * K_TILES + t * K_TILES + kb - G0
 
         def tile_origin(cid: Any, it: Any, rank: Any) -> tuple[Any, Any]:
             # The it-th tile of cluster cid as the shared schedule orders them (for the ping-pong
@@ -141,22 +146,31 @@ class Roles:
 
         @T.inline
         def for_each_piece(body, args):
-            # stream_k: each tile the CTA's share touches, in order, with the k-tiles [kb, ke) of
-            # it the share holds; the producer and the consumers walk the same pieces.
+            # stream_k: the CTA's data-parallel tiles (stream_k_scope "tail"), then each tile its
+            # share touches, in order, with the k-tiles [kb, ke) of it the share holds; the
+            # producer and the consumers walk the same pieces.
+            if ROUNDS > 0:
+                for r in range(ROUNDS):
+                    tile = r * sched.ctas + f.bx
+                    tm, tn = T.meta_var(raster(T, tile, sched.grid_m, sched.grid_n, sched.raster_group))
+                    body(*args, r, 0, K_TILES, r * K_TILES, tm, tn)
             for u in range(UNITS):
-                t, kb, ke = T.meta_var(piece(u))
+                t, kb, ke, j0 = T.meta_var(piece(u))
                 if t * K_TILES < G1:
-                    tm, tn = T.meta_var(raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group))
-                    body(*args, u, t, kb, ke, tm, tn)
+                    tm, tn = T.meta_var(
+                        raster(T, FIRST + t, sched.grid_m, sched.grid_n, sched.raster_group) if ROUNDS > 0
+                        else raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group)
+                    )
+                    body(*args, ROUNDS + u, kb, ke, j0, tm, tn)
 
         @T.inline
-        def consume_piece(c, acc0, acc1, desc_a, desc_b, u, t, kb, ke, tm, tn):
+        def consume_piece(c, acc0, acc1, desc_a, desc_b, u, kb, ke, j0, tm, tn):
             # stream_k: a piece that starts mid-tile (the share's first) goes to CTA bx - 1 as a
             # partial tile; one that ends mid-tile (the share's last) waits for CTA bx + 1's
-            # partial of the same tile (handed over first thing there), adds it and stores the
-            # tile; a whole tile is stored as it is.
+            # partial of the same tile (handed over as soon as its share begins), adds it and
+            # stores the tile; a whole tile is stored as it is.
             tm0, tn0 = T.meta_var(p.cta_origin(tm, tn, rank))
-            mainloop_span(c, acc0, acc1, desc_a, desc_b, t * K_TILES + kb - G0, ke - kb, tm0, tn0)
+            mainloop_span(c, acc0, acc1, desc_a, desc_b, j0, ke - kb, tm0, tn0)
             if kb > 0:
                 stream_hand(c, acc0, acc1)
             else:
@@ -165,10 +179,10 @@ class Roles:
                 tile_epilogue(c, acc0, acc1, tm0, tn0, u)
 
         @T.inline
-        def produce_piece(u, t, kb, ke, tm, tn):
-            # stream_k: the piece's k-tiles at the share's next ring positions.
+        def produce_piece(u, kb, ke, j0, tm, tn):
+            # stream_k: the piece's k-tiles at the CTA's next ring positions.
             for i in range(ke - kb):
-                load_tile_at(t * K_TILES + kb - G0 + i, kb + i, tm, tn)
+                load_tile_at(j0 + i, kb + i, tm, tn)
 
         @T.inline
         def consume(c):

@@ -49,6 +49,7 @@ SPLIT_K_REDUCES = ("dsmem", "serial")
 # Which tiles split_k splits: "all" of them, or only the "tail": the tiles of the last, partial wave
 # (tiles mod the SMs), each split_k ways, after the whole waves' tiles have run data-parallel.
 SPLIT_K_SCOPES = ("all", "tail")
+STREAM_K_SCOPES = ("all", "tail")
 # "<A>/<B>": the combinations the search draws (the rule takes any pair of none, first, last).
 L2_HINTS = ("none/none", "first/none", "none/first", "first/last", "last/first")
 L2_PROMOTIONS = ("128B", "256B")
@@ -276,6 +277,17 @@ KNOBS = KnobTable(
         "(at least one round of tiles). Correct on the GPU (bench/results/sweeps/2026-12-03-stream-fuzz-smoke.md) "
         "but slower than the same tile data-parallel on most problems measured, so the search does not draw it "
         '(docs/perf-notes.md, "Stream-K").',
+    ),
+    Knob(
+        "stream_k_scope",
+        str,
+        "all",
+        ("all",),
+        '(hopper-gemm/5) Which tiles stream_k shares out: "all", or only the "tail" (the last whole round '
+        "of tiles and the partial one), every round before run data-parallel, one whole tile a CTA, so that "
+        "neighbouring CTAs read the same operand blocks at the same k-step as the persistent kernel's do. "
+        "Built; the search does not draw it until its correctness sweep has run on the GPU "
+        f"(values: {', '.join(STREAM_K_SCOPES)}).",
     ),
 )
 Config.conform(KNOBS)

@@ -103,6 +103,7 @@ __all__ = [
     "split_k_tail_supported",
     "split_tail_tiles",
     "stream_k_supported",
+    "stream_k_tail_supported",
     "split_k_divides_k_tiles",
     "split_k_supported",
     "split_k_workspace_fits",
@@ -809,6 +810,17 @@ def stream_k_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("stream_k_scope", "stream_k")
+def stream_k_tail_supported(config: Config, problem: Problem) -> str | None:  # noqa: ARG001 (a rule's signature)
+    """stream_k_scope "tail": every whole round of tiles but the last runs data-parallel (one
+    whole tile a CTA a round, in the persistent kernel's order) and only the rest is shared out,
+    so a scope needs stream_k (what it scopes); stream_k_supported's round of tiles leaves the
+    shared stream one round or more."""
+    if config.stream_k_scope != "all" and not config.stream_k:
+        return f'stream_k_scope "{config.stream_k_scope}" scopes stream_k, which is off'
+    return None
+
+
 @reads("split_k", "blk_k", "split_k_scope")
 def split_k_divides_k_tiles(config: Config, problem: Problem) -> str | None:
     """Each CTA of a split-K cluster multiplies the same number of k-tiles (a compile-time count).
@@ -945,6 +957,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     split_k_workspace_fits,
     split_k_tail_supported,
     stream_k_supported,
+    stream_k_tail_supported,
     one_row_operand_supported,
     blk_k_boxes_supported,
     tma_load_options_supported,

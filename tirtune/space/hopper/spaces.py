@@ -141,6 +141,7 @@ _WALK = (
     "k_rotate",
     "split_k_scope",
     "stream_k",
+    "stream_k_scope",
 )
 
 
