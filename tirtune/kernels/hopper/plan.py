@@ -25,6 +25,7 @@ their constants from it; nothing in it needs TVM.
 * Epilogue. The TMA-store epilogues' 64x64 boxes (`store_boxes`, `staging_boxes`), the narrow
   last box of "tma_chunked" (`tail_cols`), and the pieces handed to the epilogue warpgroup
   (`store_chunks`).
+* Fused epilogue: the problem's ops (`fused`, core/epilogue.py), applied where D is written.
 * Variants derived from the rules: trim (`trim_n`, `trim_k`, `trim_m`: rules.trim_work), peel_k
   (`peel_k`: rules.k_tail_steps), the L2 options of the TMA loads (`load_options`).
 """
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core.config import Config
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
 from tirtune.core.problem import Problem
 from tirtune.kernels.skeleton import ATOM_K, GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
@@ -123,6 +125,8 @@ class KernelPlan(GemmPlan):
     # stream_k (rules.stream_k_supported): each persistent CTA an equal share of all the tiles'
     # k-tiles (`stream_span`), a tile two CTAs share finished by the one holding its first k-tile.
     stream_k: bool = False
+    # The problem's fused epilogue (core/epilogue.py): ops applied to the fp32 values written to D.
+    fused: EpilogueSpec = EPILOGUE_NONE
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -393,6 +397,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         k_rotate=config.k_rotate,
         split_k_scope=config.split_k_scope,
         stream_k=config.stream_k,
+        fused=problem.epilogue,
     )
 
 
