@@ -334,3 +334,19 @@ def test_an_epilogue_kernel_builds_loads_its_operands_and_spills_nothing(
     assert _count(fused.sass, "STL") == 0 and _count(fused.sass, "LDL") == 0
     assert fused.resources is not None and not fused.resources.spills, fused.resources
     assert plain.resources is not None and fused.resources.registers * plan(*CASES[name]).threads <= 65536
+
+
+@pytest.mark.nvcc
+def test_the_so_path_builds_an_epilogue_kernel_whose_wrapper_takes_every_operand(tmp_path: Path) -> None:
+    """The `.so` path (TIRTUNE_BUILD_PATH=so): the tvm-ffi wrapper takes A, B, D, bias, residual,
+    refuses another argument count, checks each operand's shape, and the module compiles."""
+    config, problem = CASES["swap-bias-residual"]
+    source = toolchain.lower_to_cuda(config, problem)
+    assert "if (!((num_args == 5)))" in source
+    assert '"bias.shape[0]"' in source and '"residual.shape[1]"' in source
+    (tmp_path / "kernel.cu").write_text(source)
+    output = toolchain.nvcc_shared_library(tmp_path / "kernel.cu", tmp_path / "kernel.so", timeout_s=600,
+                                           cache_dir=tmp_path)
+    resources = toolchain.ptxas_resources(output)
+    assert resources is not None and not resources.spills
+    assert _count(toolchain.sass(tmp_path / "kernel.so"), "LDG") > 0
