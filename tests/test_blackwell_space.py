@@ -103,6 +103,21 @@ def test_tma_needs_16_byte_rows_on_blackwell_too() -> None:
     ]
 
 
+def test_a_fused_epilogue_is_refused_by_its_problem_rule() -> None:
+    """The Blackwell template writes A @ B.T alone (docs/design.md, "Epilogues"): any other
+    epilogue is refused before anything is proposed or traced, by name."""
+
+    for text in ("bias", "residual", "bias+residual", "scale_row", "scale_col"):
+        fused = Problem.parse("4096x4096x4096", "float16", text)
+        refused = BLACKWELL.problem_violations(fused)
+        assert [v.rule for v in refused] == ["fused_epilogue_supported"]
+        assert f"epilogue={text}: the Blackwell branch has no fused epilogue" in refused[0].reason
+        assert not BLACKWELL.is_valid(_bw(), fused) and BLACKWELL.is_valid(_bw(), P4096)
+        with pytest.raises(SpaceError, match="fused_epilogue|no fused epilogue"):
+            gemm.build(_bw(), fused, "sm_100a")
+    assert BLACKWELL.problem_violations(Problem.parse("4096x4096x4096", "float16", "none")) == []
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(BLACKWELL.valid_configs(P4096)))
 def test_every_valid_config_plans_within_the_budgets(config: Config) -> None:

@@ -93,6 +93,21 @@ def test_create_job_refuses_zero_trials(db_factory: Factory) -> None:
         repo.create_job(s, P, "sm_90a", max_trials=0, time_budget_s=None)
 
 
+def test_a_problem_with_a_fused_epilogue_is_refused_not_stored_as_the_plain_gemm(db_factory: Factory) -> None:
+    fused = Problem.parse("4096x4096x4096", "float16", "bias")
+    with pytest.raises(DbError, match="epilogue=bias: the database stores GEMMs without a fused epilogue"):
+        with transaction(db_factory) as s:
+            repo.create_job(s, fused, "sm_90a", max_trials=4, time_budget_s=None)
+    c = candidate(fused)
+    with pytest.raises(DbError, match="without a fused epilogue"), transaction(db_factory) as s:
+        repo.record_measurement(
+            s, job_id=None, trial_number=None, key="fused", candidate=c, outcome=Outcome.OK, message="",
+            result=ok_result(c, 1.0), build_seconds=1.0,
+        )
+    with transaction(db_factory) as s:
+        assert repo.count_jobs(s) == 0 and repo.count_measurements(s) == 0
+
+
 def test_list_and_count_jobs_paginate_newest_first(db_factory: Factory) -> None:
     ids = [new_job(db_factory, Problem(128 * (i + 1), 256, 512)) for i in range(7)]
     with transaction(db_factory) as s:

@@ -148,3 +148,56 @@ def test_bench_verify_template_judges_by_the_same_check() -> None:
 
     bad = verify_template.check(off, problem, seed=1, device="cpu")
     assert not bad["ok"] and "> tolerance 1e-03" in bad["wrong"]
+
+
+# --- the fused epilogues' reference (core/epilogue.py) ----------------------------------------------
+
+
+def _operands(spec: Any, m: int, n: int, dtype: str, seed: int = 1) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    types = {"float32": torch.float32, **DTYPES}
+    return {o.name: torch.randn(o.shape, dtype=types[o.dtype], generator=gen) for o in spec.operands(m, n, dtype)}
+
+
+@pytest.mark.parametrize("text", ["none", "bias", "residual", "bias+residual", "scale_row", "scale_col",
+                                  "scale_row+scale_col+bias+residual"])
+def test_the_reference_applies_each_op_in_the_fixed_order_at_its_element(text: str) -> None:
+    from tirtune.core import EpilogueSpec
+    from tirtune.runner.verify import reference
+
+    spec = EpilogueSpec.parse(text)
+    a, b = _inputs("bfloat16")
+    operands = _operands(spec, M, N, "bfloat16")
+    got = reference(a, b, spec, **operands)
+    assert got.dtype == torch.float32 and tuple(got.shape) == (M, N)
+    # Element by element, as the kernel's `fuse` does it: scale_row, scale_col, bias, residual.
+    product = a.float() @ b.float().T
+    for m, n in ((0, 0), (M - 1, 3), (17, N - 1), (50, 41)):
+        value = float(product[m, n])
+        if spec.has("scale_row"):
+            value *= float(operands["scale_row"][m])
+        if spec.has("scale_col"):
+            value *= float(operands["scale_col"][n])
+        if spec.has("bias"):
+            value += float(operands["bias"][n])
+        if spec.has("residual"):
+            value += float(operands["residual"][m, n])
+        assert float(got[m, n]) == pytest.approx(value, rel=1e-5, abs=1e-5)
+    if spec.ops:
+        assert not torch.equal(got, product)
+
+
+def test_the_reference_refuses_missing_extra_or_misshapen_operands() -> None:
+    from tirtune.core import EpilogueSpec, SpaceError
+    from tirtune.runner.verify import reference
+
+    a, b = _inputs("float16")
+    both = EpilogueSpec.parse("bias+residual")
+    with pytest.raises(SpaceError, match=r"takes the operands \(bias, residual\), got \(bias\)"):
+        reference(a, b, both, bias=torch.zeros(N))
+    with pytest.raises(SpaceError, match=r"takes the operands \(none\), got \(bias\)"):
+        reference(a, b, bias=torch.zeros(N))
+    with pytest.raises(SpaceError, match=r"bias of shape \(96,\): epilogue bias\+residual wants \(80,\)"):
+        reference(a, b, both, bias=torch.zeros(M), residual=torch.zeros(M, N))
+    with pytest.raises(SpaceError, match=r"scale_row of shape \(80,\)"):
+        reference(a, b, EpilogueSpec.parse("scale_row"), scale_row=torch.zeros(N))

@@ -62,7 +62,7 @@ def lower_device(
             mod = tvm.tirx.transform.BindTarget(target)(tvm.IRModule({"main": func}))
             pipeline, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("tirx")
             host_mod, device_mods = split_host_device_mods(pipeline(mod))
-            spec = extract(host_mod, num_params=len(func.params))
+            spec = extract(host_mod, num_params=len(func.params), operands=tuple(str(v.name) for v in func.params))
             sources = [_codegen(finalize_device()(dev), tgt) for tgt, dev in device_mods.items() if len(dev.functions)]
         if len(sources) != 1:
             raise toolchain.LoweringError(f"expected one device module, got {len(sources)}")

@@ -6,6 +6,9 @@ box.., element_strides.., descriptor_dtype=, rank=, interleave=, swizzle=, l2_pr
 oob_fill=, force_cu_dtype=)` and then one `tirx.call_ffi_kernel(name, operands.., launch values..,
 launch_params=[tags])`, whose tags name the launch values (blockIdx.x: grid, threadIdx.x: block,
 clusterCtaIdx.x/y: cluster dims, tirx.use_dyn_shared_memory: dynamic shared-memory bytes).
+A pointer operand names the function argument it is the data of by position; the spec carries the
+arguments' names (`LaunchSpec.operands`: A, B, D, then a fused epilogue's bias, residual or
+scales), so the caller knows what to pass where.
 `extract` walks that IR and freezes it into a `LaunchSpec` (`tirtune.core.launch`, the format both
 sides share); `tirtune.runner.launcher` replays it through the CUDA driver API exactly as the
 exported CUDA host wrapper does (`export_cuda_host`): encode each map, raise the dynamic
@@ -18,9 +21,20 @@ kernel) is an `ExtractError`, never a guess: a wrong box size hangs the kernel o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from tirtune.core.launch import BLOCK, CLUSTER, DYN_SMEM, GRID, ExtractError, KernelArg, LaunchSpec, TensorMapSpec
+from tirtune.core.launch import (
+    BLOCK,
+    CLUSTER,
+    DYN_SMEM,
+    GRID,
+    PLAIN_OPERANDS,
+    ExtractError,
+    KernelArg,
+    LaunchSpec,
+    TensorMapSpec,
+)
 
 __all__ = ["ExtractError", "extract"]
 
@@ -29,16 +43,19 @@ _VALUE_TAGS = frozenset((*GRID, *BLOCK, *CLUSTER, DYN_SMEM))
 _ARG_HANDLE, _ARR_DATA = 15, 1
 
 
-def extract(host_mod: Any, num_params: int) -> LaunchSpec:
+def extract(host_mod: Any, num_params: int, operands: tuple[str, ...] = PLAIN_OPERANDS) -> LaunchSpec:
     """The LaunchSpec of the one kernel `host_mod` launches (the host IRModule of
-    `tvm.tirx.build.split_host_device_mods`, before the host finalizing passes)."""
+    `tvm.tirx.build.split_host_device_mods`, before the host finalizing passes); `operands` names
+    the function's `num_params` parameters in order (A, B, D and a fused epilogue's)."""
+    if len(operands) != num_params:
+        raise ExtractError(f"{num_params} parameters but {len(operands)} operand names: {', '.join(operands)}")
     funcs = [f for _, f in host_mod.functions.items()]
     walker = _Walker()
     for func in funcs:
         walker.stmt(func.body)
     if len(walker.launches) != 1:
         raise ExtractError(f"expected one kernel launch in the host code, found {len(walker.launches)}")
-    return walker.spec(walker.launches[0], num_params)
+    return replace(walker.spec(walker.launches[0], num_params), operands=tuple(operands))
 
 
 class _Walker:

@@ -1,4 +1,5 @@
-"""The value types every layer shares: problems, configs and knob tables, candidates, outcomes and results.
+"""The value types every layer shares: problems (with their fused epilogues), configs and knob tables,
+candidates, outcomes and results.
 
 The bottom of the import graph (docs/architecture.md): `core` imports nothing else of tirtune,
 and every other package stands on it; the root exception `TirtuneError` is defined here
@@ -8,6 +9,7 @@ and every other package stands on it; the root exception `TirtuneError` is defin
 from __future__ import annotations
 
 from tirtune.core.config import FIRST_KNOBS, V2_KNOBS, Config
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec, Operand
 from tirtune.core.errors import SpaceError, TirtuneError
 from tirtune.core.knobs import Knob, KnobTable
 from tirtune.core.problem import DTYPES, MAX_DIM, Problem, normalize_dtype
@@ -17,14 +19,17 @@ from tirtune.core.sample import Sample
 
 __all__ = [
     "DTYPES",
+    "EPILOGUE_NONE",
     "FIRST_KNOBS",
     "MAX_DIM",
     "V2_KNOBS",
     "BuildResult",
     "Candidate",
     "Config",
+    "EpilogueSpec",
     "Knob",
     "KnobTable",
+    "Operand",
     "Outcome",
     "Problem",
     "Provenance",

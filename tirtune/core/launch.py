@@ -26,6 +26,7 @@ __all__ = [
     "DYN_SMEM",
     "DYN_SMEM_ATTR_FROM",
     "GRID",
+    "PLAIN_OPERANDS",
     "ExtractError",
     "KernelArg",
     "LaunchSpec",
@@ -41,6 +42,8 @@ CLUSTER = ("clusterCtaIdx.x", "clusterCtaIdx.y", "clusterCtaIdx.z")
 DYN_SMEM = "tirx.use_dyn_shared_memory"
 # The exported host wrapper raises the dynamic shared-memory limit only from this size on.
 DYN_SMEM_ATTR_FROM = 49152
+# The operands of a GEMM kernel without a fused epilogue (core/problem.py's `Problem.operands`).
+PLAIN_OPERANDS = ("A", "B", "D")
 
 
 class ExtractError(WorkerError):
@@ -100,6 +103,11 @@ class LaunchSpec:
     dyn_smem: int = 0
     num_params: int = 0  # arguments the original function takes (A, B, D: 3)
     launch_params: tuple[str, ...] = field(default=())
+    # The original function's parameters by name, in order (a pointer's `index` is a position
+    # here): A, B, D, then a fused epilogue's operands (core/epilogue.py), which a caller passes
+    # in this order. Written to JSON only when not the plain three, so those specs (and the
+    # artifacts that hold them) read as they did before operands were named.
+    operands: tuple[str, ...] = PLAIN_OPERANDS
 
     @property
     def has_cluster(self) -> bool:
@@ -111,6 +119,7 @@ class LaunchSpec:
         return replace(self, kernel=kernel)
 
     def to_json(self) -> dict[str, Any]:
+        named = {} if self.operands == PLAIN_OPERANDS else {"operands": list(self.operands)}
         return {
             "kernel": self.kernel,
             "args": [_plain(a) for a in self.args],
@@ -121,6 +130,7 @@ class LaunchSpec:
             "dyn_smem": self.dyn_smem,
             "num_params": self.num_params,
             "launch_params": list(self.launch_params),
+            **named,
         }
 
     @classmethod
@@ -139,6 +149,7 @@ class LaunchSpec:
             dyn_smem=int(data["dyn_smem"]),
             num_params=int(data["num_params"]),
             launch_params=tuple(data["launch_params"]),
+            operands=tuple(data.get("operands", PLAIN_OPERANDS)),
         )
 
     def dumps(self) -> str:

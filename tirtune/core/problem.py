@@ -1,10 +1,12 @@
-"""A GEMM problem: D (M,N) = A (M,K) @ B (N,K).T, both operands row-major, fp32 accumulation."""
+"""A GEMM problem: D (M,N) = A (M,K) @ B (N,K).T, both operands row-major, fp32 accumulation, and
+the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by default)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec, Operand
 from tirtune.core.errors import SpaceError
 
 __all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
@@ -64,12 +66,17 @@ def normalize_dtype(dtype: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One GEMM problem; construct through `Problem.parse` or directly (both validate)."""
+    """One GEMM problem; construct through `Problem.parse` or directly (both validate).
+
+    `epilogue` takes an `EpilogueSpec` or its text ("bias+residual": how a problem's JSON form
+    reads back). At its default, none, a problem's text and JSON forms are the ones problems had
+    before epilogues existed, so every build and measurement key stays the same."""
 
     m: int
     n: int
     k: int
     dtype: str = "float16"
+    epilogue: EpilogueSpec = EPILOGUE_NONE
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -80,17 +87,22 @@ class Problem:
                 shown = value if abs(value) < 10**20 else f"a {value.bit_length()}-bit integer"
                 raise SpaceError(f"{name.upper()}={shown} is out of range: expected 1..{MAX_DIM}")
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        epilogue: object = self.epilogue
+        if isinstance(epilogue, str):
+            object.__setattr__(self, "epilogue", EpilogueSpec.parse(epilogue))
+        elif not isinstance(epilogue, EpilogueSpec):
+            raise SpaceError(f"epilogue must be an EpilogueSpec or its text, got {_short_repr(epilogue)}")
 
     @classmethod
-    def parse(cls, shape: str, dtype: str = "float16") -> Problem:
-        """Parse 'MxNxK' (e.g. '4096x4096x4096')."""
+    def parse(cls, shape: str, dtype: str = "float16", epilogue: str = "none") -> Problem:
+        """Parse 'MxNxK' (e.g. '4096x4096x4096'), with the epilogue's text ('none', 'bias', ...)."""
         match = _SHAPE.fullmatch(str(shape))
         if match is None:
             raise SpaceError(
                 f"bad shape {quoted(shape)}: expected MxNxK with positive integers (ASCII digits), e.g. 4096x4096x4096"
             )
         m, n, k = (_dimension(name, digits) for name, digits in zip("MNK", match.groups(), strict=True))
-        return cls(m, n, k, dtype)
+        return cls(m, n, k, dtype, EpilogueSpec.parse(epilogue))
 
     @property
     def shape(self) -> str:
@@ -106,18 +118,45 @@ class Problem:
 
     @property
     def min_bytes(self) -> int:
-        """Bytes a GEMM must move through device memory at least: A and B read once, D written once."""
-        return (self.m * self.k + self.n * self.k + self.m * self.n) * self.element_bytes
+        """Bytes a GEMM must move through device memory at least: A and B read once, D written
+        once, and each of the epilogue's operands read once."""
+        gemm = (self.m * self.k + self.n * self.k + self.m * self.n) * self.element_bytes
+        return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.dtype))
+
+    @property
+    def operands(self) -> tuple[Operand, ...]:
+        """The kernel's operands in parameter order: A, B, D, then the epilogue's."""
+        return (
+            Operand("A", (self.m, self.k), self.dtype),
+            Operand("B", (self.n, self.k), self.dtype),
+            Operand("D", (self.m, self.n), self.dtype),
+            *self.epilogue.operands(self.m, self.n, self.dtype),
+        )
 
     def tflops(self, milliseconds: float) -> float:
         """Throughput in TFLOP/s of one product that took `milliseconds`."""
         return self.flops / (milliseconds * 1e-3) / 1e12
 
     def to_json(self) -> dict[str, int | str]:
-        return {"m": self.m, "n": self.n, "k": self.k, "dtype": self.dtype}
+        """The JSON form (`Problem(**data)` reads it back); "epilogue" only when there is one."""
+        data: dict[str, int | str] = {"m": self.m, "n": self.n, "k": self.k, "dtype": self.dtype}
+        if not self.epilogue.is_none:
+            data["epilogue"] = str(self.epilogue)
+        return data
 
     def __str__(self) -> str:
-        return f"{self.shape} {self.dtype}"
+        fused = "" if self.epilogue.is_none else f" epilogue={self.epilogue}"
+        return f"{self.shape} {self.dtype}{fused}"
+
+
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def _bytes(operand: Operand) -> int:
+    count = 1
+    for extent in operand.shape:
+        count *= extent
+    return count * _ELEMENT_BYTES[operand.dtype]
 
 
 def _dimension(name: str, digits: str) -> int:

@@ -99,6 +99,7 @@ def create_job(
     database) keep their old studies."""
     if max_trials < 1:
         raise DbError(f"max_trials must be at least 1, got {max_trials}")
+    _refuse_fused(problem)
     job = Job(
         m=problem.m,
         n=problem.n,
@@ -475,8 +476,19 @@ def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None
     s.flush()
 
 
+def _refuse_fused(problem: Problem) -> None:
+    """The tables key a problem by (m, n, k, dtype) alone: a problem with a fused epilogue
+    (core/epilogue.py) would be stored as the plain GEMM's, so it is refused until they key it."""
+    if not problem.epilogue.is_none:
+        raise DbError(
+            f"{problem}: the database stores GEMMs without a fused epilogue only "
+            "(its tables have no epilogue column yet)"
+        )
+
+
 def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
     problem = candidate.problem
+    _refuse_fused(problem)
     return {
         "config": candidate.config.to_json(),
         "config_digest": candidate.config.digest(),

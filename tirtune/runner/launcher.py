@@ -150,7 +150,8 @@ def pack_params(spec: LaunchSpec, maps: Sequence[bytes], pointers: Sequence[int]
 
 
 class CubinKernel:
-    """One kernel of a cubin, launched as its LaunchSpec says: `kernel(A, B, D, stream=...)`.
+    """One kernel of a cubin, launched as its LaunchSpec says: `kernel(A, B, D, stream=...)`, and
+    after D a fused epilogue's operands in `spec.operands` order (`kernel(A, B, D, bias, residual)`).
 
     Tensors are anything with `data_ptr()` (torch tensors) or plain integer device pointers;
     `stream` is a CUstream handle as an int (torch: `torch.cuda.current_stream().cuda_stream`),
@@ -185,7 +186,9 @@ class CubinKernel:
 
     def __call__(self, *tensors: Any, stream: int = 0) -> None:
         if len(tensors) != self.spec.num_params:
-            raise LaunchError(f"{self.spec.kernel} takes {self.spec.num_params} tensors, got {len(tensors)}")
+            named = len(self.spec.operands) == self.spec.num_params
+            names = f" ({', '.join(self.spec.operands)})" if named else ""
+            raise LaunchError(f"{self.spec.kernel} takes {self.spec.num_params} tensors{names}, got {len(tensors)}")
         pointers = [t if isinstance(t, int) else int(t.data_ptr()) for t in tensors]
         maps = [self._encode(encode_arguments(m, pointers)) for m in self.spec.tensor_maps]
         params, keep = pack_params(self.spec, maps, pointers)

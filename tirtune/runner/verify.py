@@ -12,6 +12,10 @@ against a float32 reference, in this order (the first failure is the verdict):
 A run that raises (a CUDA fault) propagates: the caller decides what a fault means. The inputs may
 live on any torch device; the check synchronizes with the GPU after each run when they are on one,
 and runs as well on CPU tensors (tests/test_verify.py).
+
+`reference(a, b, epilogue, **operands)` is the float32 reference of a GEMM with a fused epilogue
+(core/epilogue.py: scale_row, scale_col, bias, residual, applied in that order to the fp32
+product), the operands passed by name; `verify` judges against `reference(a, b)`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "relative_error", "verify"]
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.errors import SpaceError
+
+__all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "reference", "relative_error", "verify"]
 
 # Relative Frobenius error allowed against the float32 reference. fp32 accumulation leaves only
 # the output rounding: about 2e-4 for fp16 and 2e-3 for bf16 (measured, TIRX_HOPPER.md); the
@@ -47,13 +54,39 @@ def relative_error(d: Any, ref: Any) -> float:
     return float(torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
 
 
+def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands: Any) -> Any:
+    """float32 (A @ B.T) through `epilogue`'s ops, each operand (named as the op: bias, residual,
+    scale_row, scale_col) taken as float32. SpaceError for an operand missing, unexpected or of
+    another shape than the op's (core.epilogue.EpilogueSpec.operands)."""
+    m, n = a.shape[0], b.shape[0]
+    wanted = {o.name: o.shape for o in epilogue.operands(m, n, str(a.dtype).removeprefix("torch."))}
+    if set(operands) != set(wanted):
+        raise SpaceError(
+            f"epilogue {epilogue} takes the operands ({', '.join(wanted) or 'none'}), "
+            f"got ({', '.join(sorted(operands)) or 'none'})"
+        )
+    for name, shape in wanted.items():
+        if tuple(operands[name].shape) != shape:
+            raise SpaceError(f"{name} of shape {tuple(operands[name].shape)}: epilogue {epilogue} wants {shape}")
+    out = a.float() @ b.float().T
+    for op in epilogue.ops:
+        value = operands[op].float()
+        if op == "scale_row":
+            out = out * value[:, None]
+        elif op == "scale_col":
+            out = out * value[None, :]
+        else:  # bias broadcasts along M, residual is (M, N)
+            out = out + value
+    return out
+
+
 def verify(
     run: Callable[[Any], None], a: Any, b: Any, dtype: str, *, guard_rows: int = GUARD_ROWS, runs: int = 2
 ) -> Verdict:
     """Judge the kernel that `run(d)` launches on A (M,K) and B (N,K); see the module docstring."""
     import torch
 
-    ref = a.float() @ b.float().T
+    ref = reference(a, b)
     m, n = a.shape[0], b.shape[0]
     outs = []
     for _ in range(runs):

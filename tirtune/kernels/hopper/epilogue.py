@@ -13,6 +13,14 @@ A wgmma m64nN f32 fragment gives thread (warp, lane) of a warpgroup register r a
 
 The serial split-K reduction's last rank stores through `store_block` too, and the DSMEM
 reduction's pairs through `store2` (`splitk.py`). The staged epilogues are `staging.py`.
+
+A problem's fused epilogue (core/epilogue.py: scale_row, scale_col, bias, residual, in that
+order) is applied to each fp32 value as it is written to D, inside the same guards on M and N
+(`fuse`: the value at the kernel's (row, col), which with swap_ab is the problem's (n, m)):
+`store_block` on every path, the DSMEM reduction on each summed value (`splitk.py`), and, before
+a staged epilogue's stmatrix, to the fragment in place (`fuse_block`, called by `roles.py`).
+Partial sums (split-K's parked fragments and workspace, stream-K's hand-over) stay unfused. With
+no epilogue `fuse` gives the value back unchanged, so the kernel is the one it was before.
 """
 
 # The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
@@ -23,11 +31,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.kernels.hopper.frame import Frame
+from tirtune.kernels.hopper.frame import Frame, FusedOperands
 from tirtune.kernels.hopper.plan import KernelPlan
 from tirtune.kernels.skeleton import HALF2, PTX_TYPE
 
-__all__ = ["Epilogue", "store2_helper"]
+__all__ = ["Epilogue", "declare_operands", "store2_helper"]
+
+
+def declare_operands(p: KernelPlan) -> FusedOperands:
+    """The TIR buffers of the problem's fused-epilogue operands (core.epilogue.Operand), named and
+    shaped as the problem has them; none without an epilogue."""
+    from tvm import tirx
+
+    pm, pn = p.problem_shape
+    buffers = {o.name: tirx.decl_buffer(o.shape, o.dtype, name=o.name) for o in p.fused.operands(pm, pn, p.dtype)}
+    return FusedOperands(**buffers)
 
 
 def store2_helper(dtype: str) -> tuple[str, str]:
@@ -44,13 +62,19 @@ def store2_helper(dtype: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Epilogue:
-    """The register epilogue's macro (TVMScript).
+    """The register epilogue's macros (TVMScript) and the fused epilogue's expression.
 
     store_block(acc, row0, n0): one m64 block's fragment `acc`, whose first row is row0 and first
-        column n0 (the kernel's axes), converted and stored to D, guarded on M and N.
+        column n0 (the kernel's axes), fused, converted and stored to D, guarded on M and N.
+    fuse_block(acc, row0, n0): the fused epilogue applied to the fragment in place (guarded on M
+        and N; the elements past them keep their values), for the staged epilogues.
+    fuse(value, row, col): a Python function: the fp32 expression `value` at the kernel's (row,
+        col) through the problem's fused ops (`value` itself without any).
     """
 
     store_block: Any
+    fuse_block: Any
+    fuse: Any
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, f: Frame) -> Epilogue:
@@ -58,7 +82,23 @@ class Epilogue:
         # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
         PAIRED = N % 2 == 0
         store2_name, store2_source = store2_helper(DT)
-        D, warp, lane = f.D, f.warp, f.lane
+        D, warp, lane, X = f.D, f.warp, f.lane, f.fused
+        OPS = p.fused.ops
+
+        def fuse(value: Any, row: Any, col: Any) -> Any:
+            # The kernel's (row, col) is the problem's (m, n), or (n, m) with swap_ab; the
+            # operands are in the problem's axes. core/epilogue.py's order.
+            pm, pn = (col, row) if SWAP else (row, col)
+            for op in OPS:
+                if op == "scale_row":
+                    value = value * X.scale_row[pm]
+                elif op == "scale_col":
+                    value = value * X.scale_col[pn]
+                elif op == "bias":
+                    value = value + T.cast(X.bias[pn], "float32")
+                else:
+                    value = value + T.cast(X.residual[pm, pn], "float32")
+            return value
 
         # fmt: off
         @T.inline
@@ -73,22 +113,33 @@ class Epilogue:
                     col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
                     if row < M:
                         if col < N:
-                            D[col, row] = T.cast(acc[r], DT)
+                            D[col, row] = T.cast(fuse(acc[r], row, col), DT)
             elif PAIRED:
                 for q in T.unroll(NACC // 2):
                     row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * (q & 1))
                     col = T.meta_var(n0 + 8 * (q >> 1) + 2 * (lane % 4))
                     if row < M:
                         if col < N:
-                            T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]), acc[2 * q],
-                                                        acc[2 * q + 1], source_code=store2_source))
+                            T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),
+                                                        fuse(acc[2 * q], row, col),
+                                                        fuse(acc[2 * q + 1], row, col + 1),
+                                                        source_code=store2_source))
             else:
                 for r in T.unroll(NACC):
                     row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * ((r >> 1) & 1))
                     col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
                     if row < M:
                         if col < N:
-                            D[row, col] = T.cast(acc[r], DT)
+                            D[row, col] = T.cast(fuse(acc[r], row, col), DT)
+
+        @T.inline
+        def fuse_block(acc, row0, n0):
+            for r in T.unroll(NACC):
+                row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * ((r >> 1) & 1))
+                col = T.meta_var(n0 + 8 * (r >> 2) + 2 * (lane % 4) + (r & 1))
+                if row < M:
+                    if col < N:
+                        acc[r] = fuse(acc[r], row, col)
         # fmt: on
 
-        return cls(store_block)
+        return cls(store_block, fuse_block, fuse)

@@ -8,6 +8,11 @@ the few it uses, by name, when it is built: no macro reads a name of the kernel 
 
 A field is None where the plan has no such thing (no ping-pong `order` barrier, no staging tile,
 no cluster rank without a cluster or split, no fixed tile origin in a persistent kernel).
+
+The fused epilogue's operands (`FusedOperands`: bias, residual, scales) are the kernel function's
+parameters after D; they are declared before the body is traced (`epilogue.declare_operands`)
+and appended to the function's parameters after it (`kernel.py`), since a TVMScript signature is
+fixed in its source.
 """
 
 from __future__ import annotations
@@ -15,7 +20,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Frame"]
+__all__ = ["FusedOperands", "Frame"]
+
+
+@dataclass(frozen=True, slots=True)
+class FusedOperands:
+    """The fused epilogue's extra operands (core/epilogue.py), TIR buffers in the problem's axes,
+    each None where the problem's epilogue lacks its op."""
+
+    scale_row: Any = None
+    scale_col: Any = None
+    bias: Any = None
+    residual: Any = None
+
+    def params(self) -> tuple[Any, ...]:
+        """The buffers present, in parameter order (core.epilogue.OPS)."""
+        return tuple(b for b in (self.scale_row, self.scale_col, self.bias, self.residual) if b is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +76,5 @@ class Frame:
     # The k-tiles this CTA multiplies (an int; with split_k_scope "tail" an expression: the whole
     # K for a data-parallel tile, 1/split_k of it for a tail tile's CTA).
     k_count: Any
+    # The fused epilogue's operands (none by default).
+    fused: FusedOperands = FusedOperands()

@@ -20,6 +20,8 @@ accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a
   done with it.
 * Tails: TMA zero-fills the part of a box past M, N and K (and still counts its bytes), so partial
   tiles add zeros; the problem size is baked in at compile time (one build per problem).
+* A fused epilogue (core/epilogue.py) adds its operands after D (bias, residual, scales: plain
+  global loads where D is written, `epilogue.py`); a kernel without one takes (A, B, D) as before.
 
 The kernel by concern, each module's docstring saying the rest:
 
@@ -51,8 +53,8 @@ from typing import Any
 
 from tirtune.core.config import Config
 from tirtune.core.problem import Problem
-from tirtune.kernels.hopper.epilogue import Epilogue
-from tirtune.kernels.hopper.frame import Frame
+from tirtune.kernels.hopper.epilogue import Epilogue, declare_operands
+from tirtune.kernels.hopper.frame import Frame, FusedOperands
 from tirtune.kernels.hopper.loads import Loads
 from tirtune.kernels.hopper.mma import Mma
 from tirtune.kernels.hopper.plan import STORE_BOX, TEMPLATE_NAME, KernelPlan, plan
@@ -112,9 +114,13 @@ def _trace(p: KernelPlan) -> Any:
     GRID = p.tile_schedule.ctas
     TAIL, DP = p.split_tail, p.dp_tiles
     sk = Skeleton.trace(T, p)
+    # The fused epilogue's operands: used in the body, made parameters once it is traced (the
+    # body alone does not declare them, so the parser's well-formedness check is run after that,
+    # by `with_operands`, for every kernel).
+    fused = declare_operands(p)
 
     # fmt: off
-    @T.prim_func  # type: ignore[untyped-decorator]
+    @T.prim_func(check_well_formed=False)  # type: ignore[untyped-decorator]
     def main(A: T.Buffer((PM, K), DT), B: T.Buffer((PN, K), DT), D: T.Buffer((PM, PN), DT)):  # type: ignore[no-untyped-def]
         T.device_entry()
         # The kernel's operands: with swap_ab it multiplies B by A (D^T = B A^T).
@@ -196,7 +202,7 @@ def _trace(p: KernelPlan) -> Any:
 
         # The concerns' macros, built on what this body made.
         f = T.meta_var(Frame(XA, XB, D, As, Bs, Ds, Dt, Red, full, empty, order, staged, drained,
-                             wg, warp, lane, rank, cid, bx, by, m0, n0, k_count))
+                             wg, warp, lane, rank, cid, bx, by, m0, n0, k_count, fused))
         loads = T.meta_var(Loads.trace(T, p, sk, f))
         mma = T.meta_var(Mma.trace(T, p, sk.ring, f, loads))
         epilogue = T.meta_var(Epilogue.trace(T, p, f))
@@ -240,4 +246,17 @@ def _trace(p: KernelPlan) -> Any:
             # No CTA leaves while a peer may still multicast into it or arrive on its barriers.
             T.cuda.cluster_sync()
     # fmt: on
-    return main
+    return with_operands(main, fused)
+
+
+def with_operands(func: Any, fused: FusedOperands) -> Any:
+    """`func` taking the fused epilogue's operands after its own parameters (A, B, D; `func`
+    itself without any), checked as the TVMScript parser checks a function it parsed (its
+    well-formedness, then TIRx's own rules), now that every buffer its body reads is declared."""
+    import tvm
+
+    if fused.params():
+        func = tvm.tirx.PrimFunc([*func.params, *fused.params()], func.body, func.ret_type, func.attrs)
+    tvm.s_tir.analysis.verify_well_formed(tvm.IRModule.from_expr(func))
+    tvm.tirx.analysis.verify_tirx_well_formed(func)
+    return func

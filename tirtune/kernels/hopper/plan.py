@@ -25,6 +25,7 @@ their constants from it; nothing in it needs TVM.
 * Epilogue. The TMA-store epilogues' 64x64 boxes (`store_boxes`, `staging_boxes`), the narrow
   last box of "tma_chunked" (`tail_cols`), and the pieces handed to the epilogue warpgroup
   (`store_chunks`).
+* Fused epilogue: the problem's ops (`fused`, core/epilogue.py), applied where D is written.
 * Variants derived from the rules: trim (`trim_n`, `trim_k`, `trim_m`: rules.trim_work), peel_k
   (`peel_k`: rules.k_tail_steps), the L2 options of the TMA loads (`load_options`).
 """
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core.config import Config
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
 from tirtune.core.problem import Problem
 from tirtune.kernels.skeleton import ATOM_K, GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
@@ -126,6 +128,8 @@ class KernelPlan(GemmPlan):
     # stream_k_scope "tail" (rules.stream_k_tail_supported): the whole rounds but the last run
     # data-parallel (`stream_rounds`), only the last whole round and the partial one are shared out.
     stream_k_scope: str = "all"
+    # The problem's fused epilogue (core/epilogue.py): ops applied to the fp32 values written to D.
+    fused: EpilogueSpec = EPILOGUE_NONE
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -418,6 +422,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
         split_k_scope=config.split_k_scope,
         stream_k=config.stream_k,
         stream_k_scope=config.stream_k_scope,
+        fused=problem.epilogue,
     )
 
 

@@ -6,12 +6,14 @@
 * A consumer warpgroup (setmaxnreg.inc where the plan rebalances registers) allocates its
   fragments and descriptor registers once, then for each of its tiles runs the mainloop and the
   tile's epilogue (`tile_epilogue`: serial split-K, parking for the DSMEM reduction, the staged "tma"
-  or "tma_chunked" stores, or the register stores). Its tiles: the one tile of a CTA, the
-  persistent loop over the cluster's tiles (the skeleton's), or, ping-pong (persistent, 2
-  consumers), every other tile: consumer c takes the CTA's tiles c, c+2, ...; its mainloop
-  starts once the other consumer has waited for all the stages of the tile before (the `order`
-  barrier pair), so the ring is consumed in order and one consumer's epilogue overlaps the
-  other's MMAs. Without a producer, the prefetching thread starts each tile's ring first.
+  or "tma_chunked" stores, or the register stores; a fused epilogue is applied to the fragments
+  in place before they are staged, while the register stores and the reductions apply it as they
+  store). Its tiles: the one tile of a CTA, the persistent loop over the cluster's tiles (the
+  skeleton's), or, ping-pong (persistent, 2 consumers), every other tile: consumer c takes the
+  CTA's tiles c, c+2, ...; its mainloop starts once the other consumer has waited for all the
+  stages of the tile before (the `order` barrier pair), so the ring is consumed in order and one
+  consumer's epilogue overlaps the other's MMAs. Without a producer, the prefetching thread
+  starts each tile's ring first.
 * The epilogue warpgroup (after the producer): warp c stores consumer c's staged tiles, walking
   them in the consumer's order.
 
@@ -78,6 +80,7 @@ class Roles:
         order, wg, warp, lane, rank, cid, m0, n0 = f.order, f.wg, f.warp, f.lane, f.rank, f.cid, f.m0, f.n0
         load_tile, load_tile_at, prologue, mainloop = loads.load_tile, loads.load_tile_at, loads.prologue, mma.mainloop
         store_block, park, serial_epilogue = epilogue.store_block, splitk.park, splitk.serial_epilogue
+        fuse_block, FUSED = epilogue.fuse_block, not p.fused.is_none
         tma_epilogue, chunked_epilogue = staging.tma_epilogue, staging.chunked_epilogue
         drain_tile, stores_read = staging.drain_tile, staging.stores_read
         # stream_k: the CTA's share [G0, G1) of the stream of k-tiles (tile t's k-tile kt is
@@ -113,6 +116,13 @@ class Roles:
                 store_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
 
         @T.inline
+        def fuse_fragments(c, acc0, acc1, m0, n0):
+            # The fused epilogue on consumer c's fragments, in place, before they are staged.
+            fuse_block(acc0, m0 + c * ROW_BASE, n0)
+            if MB == 2:
+                fuse_block(acc1, m0 + c * ROW_BASE + WGMMA_M, n0)
+
+        @T.inline
         def tile_epilogue(c, acc0, acc1, m0, n0, nt):
             # nt: the consumer's tiles before this one (the epilogue warpgroup's handover counts).
             if TAIL:
@@ -127,8 +137,12 @@ class Roles:
             elif SPLIT > 1:
                 park(c, acc0, acc1)
             elif TMA_EPI:
+                if FUSED:
+                    fuse_fragments(c, acc0, acc1, m0, n0)
                 tma_epilogue(c, acc0, acc1, m0, n0, nt)
             elif CHUNKED:
+                if FUSED:
+                    fuse_fragments(c, acc0, acc1, m0, n0)
                 chunked_epilogue(c, acc0, acc1, m0, n0, nt)
             else:
                 store_fragments(c, acc0, acc1, m0, n0)

@@ -18,6 +18,9 @@ k_tiles / split_k) through its own ring (`loads.py`). Two ways to add the partia
   adds the slot to its fragment, and either writes the sum back and passes the turn on, or (the
   last rank) stores D (`epilogue.store_block`) and resets the semaphore for the next launch
   (`serial_epilogue`).
+
+A fused epilogue (core/epilogue.py) is applied where D is written: to each sum of the DSMEM
+reduction, and by `store_block` for the serial one's last rank; the partial sums stay unfused.
 """
 
 # The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
@@ -126,7 +129,7 @@ class SplitK:
         # One workspace slot and semaphore per split tile (every tile, or the tail's).
         serial_name, serial_source = serial_helper(p.workspace_slots * NREG * C * WARPGROUP, p.workspace_slots)
         TAIL, DP = p.split_tail, p.dp_tiles
-        store_block = epilogue.store_block
+        store_block, fuse = epilogue.store_block, epilogue.fuse
         D, Red, wg, warp, lane, rank, bx, by, m0, n0 = f.D, f.Red, f.wg, f.warp, f.lane, f.rank, f.bx, f.by, f.m0, f.n0
 
         def serial_op(op: int, index: Any, value: Any, x: Any = 0.0) -> Any:
@@ -164,8 +167,8 @@ class SplitK:
             grow = T.meta_var(m0 + c * ROW_BASE + q // NACC * WGMMA_M + 16 * warp + lane // 4
                               + 8 * ((q % NACC >> 1) & 1))
             gcol = T.meta_var(n0 + 8 * (q % NACC >> 2) + 2 * (lane % 4))
-            lo = T.meta_var(cluster_sum(Red.ptr_to([q, t])))
-            hi = T.meta_var(cluster_sum(Red.ptr_to([q + 1, t])))
+            lo = T.meta_var(fuse(cluster_sum(Red.ptr_to([q, t])), grow, gcol))
+            hi = T.meta_var(fuse(cluster_sum(Red.ptr_to([q + 1, t])), grow, gcol + 1))
             if grow < M:
                 if SWAP:
                     if gcol < N:

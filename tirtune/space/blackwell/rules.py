@@ -29,6 +29,7 @@ __all__ = [
     "cluster_is_a_cta_pair",
     "consumers_own_128_rows",
     "epilogue_supported",
+    "fused_epilogue_supported",
     "hopper_knobs_at_default",
     "pipeline_depth_in_range",
     "smem_bytes",
@@ -145,7 +146,18 @@ def smem_fits(config: Config, problem: Problem) -> str | None:
     return None
 
 
-BLACKWELL_PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned,)
+def fused_epilogue_supported(problem: Problem) -> str | None:
+    """The Blackwell template writes D = A @ B.T alone: a fused epilogue (bias, residual, scales;
+    core/epilogue.py) is applied by the Hopper template only (docs/design.md, "Epilogues")."""
+    if not problem.epilogue.is_none:
+        return (
+            f"epilogue={problem.epilogue}: the Blackwell branch has no fused epilogue (only 'none'); "
+            "the Hopper branch (sm_90a) applies it"
+        )
+    return None
+
+
+BLACKWELL_PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned, fused_epilogue_supported)
 BLACKWELL_CONFIG_RULES: tuple[ConfigRule, ...] = (
     consumers_own_128_rows,
     cluster_is_a_cta_pair,
