@@ -74,6 +74,7 @@ FEATURES: tuple[str, ...] = (
     "k_rotate",
     "split_tail",
     "stream_k",
+    "stream_k_tail",
     # analytic figures
     "kernel_log_m",
     "kernel_log_n",
@@ -133,12 +134,16 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     # stream_k_supported: at least one round of tiles): the rounds are full, each CTA's share spans
     # its tiles' worth plus the one it starts inside, and about one tile a CTA is handed over as an
     # fp32 partial (written once, read once).
+    # With stream_k_scope "tail" the whole rounds but the last run first, data-parallel, and only
+    # the rest is shared out (its k-tiles in `share`, its rounds after the data-parallel ones).
     stream = c.stream_k and not tail and tiles >= SMS
-    share = -(-tiles * k_tiles // SMS)  # k-tiles a stream-K CTA multiplies
+    stream_tail = stream and c.stream_k_scope == "tail"
+    dp_rounds = max(tiles // SMS - 1, 0) if stream_tail else 0
+    share = -(-(tiles - dp_rounds * SMS) * k_tiles // SMS)  # k-tiles a stream-K CTA shares
     if stream:
         ctas = SMS
-        rounds = -(-share // k_tiles) + 1
-        fill = tiles * k_tiles / (SMS * share)
+        rounds = dp_rounds + -(-share // k_tiles) + 1
+        fill = tiles * k_tiles / (SMS * (share + dp_rounds * k_tiles))
         busy = 1.0
         split_tiles, split = SMS, 2
     elif tail:
@@ -170,7 +175,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     t_est = max(t_mma, t_mem) + rounds * ROUND_S
     hint_a, _, hint_b = c.l2_hint.partition("/")
     # A tail split's whole waves run the whole K; a stream-K CTA its share.
-    cta_k = k_tiles if tail else share if stream else k_tiles / split
+    cta_k = k_tiles if tail else share + dp_rounds * k_tiles if stream else k_tiles / split
     return (
         math.log2(problem.m),
         math.log2(problem.n),
@@ -207,6 +212,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
         float(c.k_rotate),
         float(tail),
         float(stream),
+        float(stream_tail),
         math.log2(m),
         math.log2(n),
         float(tiles_m),
