@@ -962,6 +962,20 @@ def _fuzz_stream_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
         epilogue=STREAM_EPILOGUES[turn % 3]))
 
 
+# The fused epilogues' correctness sweep: the specs a decoder layer uses and every op alone, in turn.
+EPILOGUE_SPECS = ("bias", "residual", "bias+residual", "scale_row", "scale_col", "scale_row+scale_col+bias+residual")
+
+
+def _fuzz_epilogue(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points over the decode-to-prefill problems of the split and tail
+    sweeps (ragged M, N and K, both dtypes) each with a fused epilogue (EPILOGUE_SPECS in turn),
+    every knob drawn from the whole grid: every path that writes D (register, swapped, staged,
+    split-K through DSMEM or serially, the epilogue warpgroup) with the ops applied."""
+    problems = [replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)])
+                for i, p in enumerate((*SPLIT_PROBLEMS, *TAIL_PROBLEMS))]
+    return _fuzz_forced(count, seed, problems, lambda rng, turn: {}, accept=HOPPER.is_valid)
+
+
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
 # chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
 # each base tile persistent as it is and with stream_k.
@@ -1126,6 +1140,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "stream-perf": _stream_perf,
     "stream-tail-fuzz": lambda: _fuzz_stream_tail(300, seed=41),
     "stream-tail-perf": _stream_tail_perf,
+    "epilogue-fuzz": lambda: _fuzz_epilogue(300, seed=43),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
@@ -1169,6 +1184,7 @@ def _slug(config: Config, problem: Problem) -> str:
     return (
         f"{config.blk_m}x{config.blk_n}x{config.blk_k}_s{config.stages}_c{config.consumers}_{ws}{extra}"
         f"__{problem.shape}_{problem.dtype}"
+        + (f"_{str(problem.epilogue).replace('+', '-')}" if problem.epilogue.ops else "")
     )
 
 

@@ -278,3 +278,20 @@ def test_the_stream_k_tail_sets_run_data_parallel_rounds_before_the_share() -> N
         assert (base.stream_k, whole.stream_k_scope, tail.stream_k_scope) == (False, "all", "tail")
         assert replace(tail, stream_k=False, stream_k_scope="all") == base == replace(whole, stream_k=False)
     assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)
+
+
+def test_the_epilogue_sweep_covers_every_spec_and_every_path_that_writes_d() -> None:
+    """epilogue-fuzz: 300 valid configs, none twice, each problem with a fused epilogue (every
+    spec of EPILOGUE_SPECS), over the register, swapped, staged, split-K and epilogue-warpgroup
+    paths; the .so names tell the epilogues apart."""
+    prebuild = _prebuild()
+    fuzz = _pairs("epilogue-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 300 and all(HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {str(p.epilogue) for _, p in fuzz} == set(prebuild.EPILOGUE_SPECS)
+    assert any(c.swap_ab for c, _ in fuzz) and any(c.split_k > 1 and c.split_k_reduce == "dsmem" for c, _ in fuzz)
+    assert any(c.split_k > 1 and c.split_k_reduce == "serial" for c, _ in fuzz)
+    assert {c.epilogue for c, _ in fuzz} == {"register", "tma", "tma_chunked"}
+    assert any(c.epilogue_warpgroup for c, _ in fuzz)
+    assert len({prebuild._slug(c, p) for c, p in fuzz}) == 300
+    plain = replace(fuzz[0][1], epilogue="none")
+    assert prebuild._slug(fuzz[0][0], plain) != prebuild._slug(*fuzz[0])
