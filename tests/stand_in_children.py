@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tirtune.core import BuildResult, Candidate, Outcome
+from tirtune.core import BuildResult, Candidate, EpilogueSpec, Outcome
+from tirtune.runner.inputs import baseline_label
 from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply, RemeasureRequest
 from tirtune.runner.replay_runner import from_record
 
@@ -33,7 +34,8 @@ def misbehaving_child(conn: Any, warm_s: float | None = None) -> None:
         if isinstance(request, RemeasureRequest):
             # Two rounds; the second's ratio depends on this process, so a pooled spread shows both.
             ratios = (1.1, round(1.2 + os.getpid() % 97 / 1000, 6))
-            conn.send(RemeasureReply(tuple(_ok(ratios, rounds=request.rounds) for _ in request.artifacts)))
+            named = _baseline(request.epilogue)
+            conn.send(RemeasureReply(tuple(_ok(ratios, rounds=request.rounds, **named) for _ in request.artifacts)))
             continue
         if request.artifact == "kill-actor":  # the actor (our parent) dies, as by an OOM kill
             os.kill(os.getppid(), signal.SIGKILL)
@@ -45,7 +47,12 @@ def misbehaving_child(conn: Any, warm_s: float | None = None) -> None:
         if request.artifact == "poison":
             conn.send(MeasureReply("LAUNCH_ERROR", "illegal memory access", fatal=True))
             os._exit(3)
-        conn.send(_ok())
+        conn.send(_ok(**_baseline(request.epilogue)))
+
+
+def _baseline(epilogue: EpilogueSpec) -> dict[str, Any]:
+    """What the real child's reply names as its baseline: nothing for a plain problem."""
+    return {} if epilogue.is_none else {"baseline": baseline_label(epilogue)}
 
 
 def _ok(round_ratios: tuple[float, ...] = (), **info: Any) -> MeasureReply:

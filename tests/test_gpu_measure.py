@@ -133,3 +133,48 @@ def test_the_gpu_runner_measures_through_its_ray_actor(cache: Path) -> None:
     assert result.outcome is Outcome.OK, result.message
     assert result.ratio is not None and result.ratio > 0 and result.tflops
     assert result.provenance is not None and result.provenance.stack.compute_capability.startswith("9.")
+
+
+# A fused epilogue (bias + residual) through the measuring child, on both build paths: a register
+# epilogue and a staged (TMA-store) one, each with tails along M and N.
+FUSED = Problem.parse("1000x1000x1000", "float16", "bias+residual")
+FUSED_CONFIGS = {
+    "register": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    "tma": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True, epilogue="tma"),
+}
+
+
+def _build_on(path: str, cache: Path, config: Config, problem: Problem) -> BuildResult:
+    """A build of the `.so` path (tvm-ffi wrapper) or the cubin path (launch spec + launcher)."""
+    if path == "so":
+        return _build(cache, config, problem)
+    from tirtune.builder.cubin_builder import CubinBuilder
+
+    builder = CubinBuilder(cache_dir=cache, timeout_s=900, processes=1)
+    try:
+        [build] = builder.build([Candidate(config, problem, HOPPER.template_version)])
+    finally:
+        builder.close()
+    assert build.ok and build.artifact, build.message
+    return build
+
+
+@pytest.mark.parametrize("path", ["so", "cubin"])
+@pytest.mark.parametrize("epilogue", sorted(FUSED_CONFIGS))
+def test_a_fused_kernel_is_verified_against_its_epilogue_and_timed_against_cublas_and_the_ops(
+    cache: Path, child: ChildSupervisor, epilogue: str, path: str
+) -> None:
+    from tirtune.runner.inputs import baseline_label
+
+    build = _build_on(path, cache, FUSED_CONFIGS[epilogue], FUSED)
+    p = FUSED
+    reply = child.measure(MeasureRequest(build.artifact or "", p.m, p.n, p.k, p.dtype, seed=3, epilogue=p.epilogue))
+    assert isinstance(reply, MeasureReply)
+    assert reply.outcome == "OK", reply.message
+    assert reply.rel_error is not None and 0 < reply.rel_error <= TOLERANCE[p.dtype]
+    assert reply.times_ms and reply.cublas_times_ms and all(t > 0 for t in reply.cublas_times_ms)
+    assert reply.info["baseline"] == baseline_label(p.epilogue) == "torch.addmm(bias) + residual"
+    # The same kernel measured as the plain problem is refused, never timed: on the cubin path its
+    # launch spec names operands the plain problem does not give; the `.so` wrapper refuses the count.
+    plain = child.measure(MeasureRequest(build.artifact or "", p.m, p.n, p.k, p.dtype, seed=3))
+    assert isinstance(plain, MeasureReply) and plain.outcome == "LAUNCH_ERROR" and plain.times_ms == ()

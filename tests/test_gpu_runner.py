@@ -38,8 +38,8 @@ def runner() -> Iterator[GpuRunner]:
         ray.shutdown()
 
 
-def _build(artifact: str, outcome: Outcome = Outcome.OK) -> BuildResult:
-    candidate = Candidate(Config(), Problem(4096, 4096, 4096), HOPPER.template_version)
+def _build(artifact: str, outcome: Outcome = Outcome.OK, epilogue: str = "none") -> BuildResult:
+    candidate = Candidate(Config(), Problem(4096, 4096, 4096, "float16", epilogue), HOPPER.template_version)
     return BuildResult(candidate, outcome, artifact=artifact if outcome is Outcome.OK else None,
                        message="" if outcome is Outcome.OK else "ptxas fatal: too much shared memory")
 
@@ -164,3 +164,15 @@ def test_concurrent_callers_share_the_actor_one_candidate_at_a_time(runner: GpuR
     after = runner.usage()[0]
     assert after.candidates - before.candidates == 6
     assert after.busy_s - before.busy_s <= wall
+
+
+def test_a_fused_problem_reaches_the_child_and_its_result_names_the_baseline(runner: GpuRunner) -> None:
+    """The request carries the problem's epilogue (the stand-in names the baseline the real child
+    would, from it); a plain problem's result has no "baseline" key, as before epilogues existed."""
+    fused, plain = runner.run([_build("ok", epilogue="residual+bias"), _build("ok")])
+    assert fused.outcome is Outcome.OK and fused.extra["baseline"] == "torch.addmm(bias) + residual"
+    assert plain.outcome is Outcome.OK and "baseline" not in plain.extra
+    assert fused.cublas_ms == plain.cublas_ms == pytest.approx(1.2)
+    again = runner.remeasure([_build("ok", epilogue="scale_row+bias")], rounds=2, processes=2)
+    assert [r.extra["baseline"] for r in again] == ["torch.mm * scale_row + bias"]
+    assert "baseline" not in runner.remeasure([_build("ok")], rounds=2, processes=2)[0].extra

@@ -158,3 +158,63 @@ def test_a_rank_one_map_passes_a_zeroed_stride_as_the_host_wrapper_does() -> Non
     row = TensorMapSpec(0, 0, "float16", 1, (4096,), (), (64,), (1,), 0, 3, 2, 0)
     assert encode_arguments(row, [4096, 0, 0]).strides == (0,)
     assert encode_arguments(MAP_D, [0, 0, 1000]).strides == MAP_D.strides
+
+
+# --- a fused epilogue's operands -----------------------------------------------------------------
+
+FUSED = LaunchSpec(
+    "fused_0",
+    (KernelArg("tensormap", index=0), KernelArg("pointer", index=2), KernelArg("pointer", index=3),
+     KernelArg("pointer", index=4)),
+    (MAP_A,), grid=(64, 1, 1), block=(384, 1, 1), num_params=5,
+    launch_params=("blockIdx.x", "threadIdx.x"), operands=("A", "B", "D", "bias", "residual"),
+)
+
+
+class FusedDriver(FakeDriver):
+    """Reads FUSED's parameters back at launch: A's map, then the pointers of D, bias, residual."""
+
+    def cuLaunchKernelEx(self, config: Any, function: str, params: int, extra: int) -> tuple[int]:
+        slots = (ctypes.c_void_p * 4).from_address(params)
+        read = [bytes((ctypes.c_uint8 * 128).from_address(slots[0]))]
+        read += [ctypes.c_void_p.from_address(slots[i]).value for i in (1, 2, 3)]
+        self._record("cuLaunchKernelEx", config, function, read)
+        return (0,)
+
+
+def test_a_fused_kernel_is_launched_with_each_operand_at_its_parameter() -> None:
+    """The launch spec points the kernel's parameters at A's map, D, bias and residual: the
+    pointers packed are the third, fourth and fifth tensors passed, in the spec's order."""
+    driver = FusedDriver()
+    kernel = CubinKernel(b"cubin", FUSED, driver=driver)
+    kernel(0x10000, 0x20000, 0x30000, 0x40000, 0x50000, stream=0)
+    [params] = [args[2] for name, args in driver.calls if name == "cuLaunchKernelEx"]
+    assert params == [bytes([1] * 128), 0x30000, 0x40000, 0x50000]
+    encode = next(args for name, args in driver.calls if name == "cuTensorMapEncodeTiled")
+    assert encode[2] == 0x10000
+    with pytest.raises(LaunchError, match=r"takes 5 tensors \(A, B, D, bias, residual\), got 3"):
+        kernel(0x10000, 0x20000, 0x30000)
+
+
+def test_the_cubin_kernel_names_its_parameters_for_the_measuring_child() -> None:
+    from tirtune.runner.launcher import TorchStreamKernel
+
+    assert TorchStreamKernel(CubinKernel(b"cubin", FUSED, driver=FakeDriver())).operands == FUSED.operands
+    assert TorchStreamKernel(CubinKernel(b"cubin", SPEC, driver=FakeDriver())).operands == ("A", "B", "D")
+
+
+def test_the_so_paths_kernel_passes_every_argument_through_tvm_ffi_in_order() -> None:
+    """A `.so`'s `main` is a tvm-ffi function: here a real one made from Python, handed CPU
+    tensors (no stream to follow), sees A, B, D, bias, residual in the order they were passed."""
+    torch = pytest.importorskip("torch")
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    from tirtune.runner.launcher import TvmFfiKernel
+
+    seen: list[tuple[tuple[int, ...], ...]] = []
+    main = tvm_ffi.convert(lambda *xs: seen.append(tuple(tuple(x.shape) for x in xs)))
+    kernel = TvmFfiKernel(main)
+    assert kernel.operands is None  # the wrapper checks count and shapes; the caller passes problem order
+    a, b, d = torch.zeros(8, 4), torch.zeros(6, 4), torch.zeros(8, 6)
+    kernel(a, b, d, torch.zeros(6), torch.zeros(8, 6))
+    kernel(a, b, d)
+    assert seen == [((8, 4), (6, 4), (8, 6), (6,), (8, 6)), ((8, 4), (6, 4), (8, 6))]

@@ -174,3 +174,20 @@ def test_the_service_runs_jobs_at_once_when_told(db_url: str) -> None:
     assert first.trials_done == second.trials_done == 12
     assert first.started_at and second.started_at and first.finished_at and second.finished_at
     assert second.started_at < first.finished_at and first.started_at < second.finished_at
+
+
+def test_a_replay_has_no_recording_of_a_fused_problem_and_still_replays_the_plain_one() -> None:
+    """The recordings are of plain GEMMs: the same shape and config with an epilogue is another
+    kernel, not recorded (as an unknown problem is), and the plain one replays as recorded."""
+    from tirtune.core import BuildResult, Candidate, Outcome
+    from tirtune.runner.replay_runner import NOT_RECORDED, ReplayRunner
+
+    runner = ReplayRunner([DATA])
+    plain = Problem.parse("4096x4096x4096", "float16")
+    config = next(c for c in runner.configs(plain) if (runner.recorded(plain, c) or {}).get("outcome") == "OK")
+    fused = Problem.parse("4096x4096x4096", "float16", "bias+residual")
+    builds = [BuildResult(Candidate(config, p, runner.template_version), Outcome.OK) for p in (plain, fused)]
+    replayed, unknown = runner.run(builds)
+    assert replayed.outcome is Outcome.OK and replayed.time_ms and replayed.cublas_ms
+    assert unknown.outcome is Outcome.LAUNCH_ERROR and unknown.message == NOT_RECORDED
+    assert fused not in runner.problems()

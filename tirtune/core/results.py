@@ -137,7 +137,10 @@ class RunResult:
     `ratio` is the same-run ratio, cuBLAS median / kernel median over every timed repetition;
     `ratio_p10`/`ratio_p90` are the 10th/90th percentiles of the per-round ratios (each round: the
     median cuBLAS time of the round over the median kernel time of the round), pooled over every
-    process that measured it (docs/measurement.md); None when unknown."""
+    process that measured it (docs/measurement.md); None when unknown. For a problem with a fused
+    epilogue the reference timed is cuBLAS followed by the epilogue's ops as separate eager
+    kernels: `cublas_ms` is that baseline's median and `extra["baseline"]` names it
+    (`runner/inputs.py`); a plain problem's is cuBLAS alone, with no such key."""
 
     candidate: Candidate
     outcome: Outcome

@@ -70,7 +70,9 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch_version: str, seed: int) -> RunResult:
     """Turn the child's raw reply into the RunResult value object: medians of every repetition,
-    the ratio's p10-p90 over the reply's rounds (None when it has none, e.g. cuBLAS not timed)."""
+    the ratio's p10-p90 over the reply's rounds (None when it has none, e.g. cuBLAS not timed).
+    A fused problem's baseline is cuBLAS and its epilogue's ops as separate kernels: `cublas_ms`
+    is that baseline's time and `extra["baseline"]` names it (a plain result has no such key)."""
     provenance = Provenance(
         stack,
         build.candidate.template_version,
@@ -107,6 +109,7 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
             "seed": seed,
             "cublas_p10_ms": _percentile(ref, 0.1) if ref else None,
             "cublas_p90_ms": _percentile(ref, 0.9) if ref else None,
+            **({"baseline": reply.info["baseline"]} if "baseline" in reply.info else {}),
         },
         ratio_p10=_percentile(ratios, 0.1) if ratios else None,
         ratio_p90=_percentile(ratios, 0.9) if ratios else None,
@@ -145,6 +148,7 @@ def merge_replies(replies: Sequence[MeasureReply]) -> MeasureReply:
             "pids": [r.info.get("pid") for r in replies],
             "copy_gbs": _median_of(r.info.get("copy_gbs") for r in replies),
             "sm_count": replies[0].info.get("sm_count"),
+            **({"baseline": replies[0].info["baseline"]} if "baseline" in replies[0].info else {}),
         },
         round_ratios=tuple(x for r in replies for x in r.round_ratios),
     )
@@ -232,7 +236,7 @@ class _GpuActor:
             return RunResult.failed(build.candidate, build.outcome, build.message)
         p = build.candidate.problem
         seed = secrets.randbits(31)  # fresh inputs for every check
-        request = MeasureRequest(self._local(build), p.m, p.n, p.k, p.dtype, seed)
+        request = MeasureRequest(self._local(build), p.m, p.n, p.k, p.dtype, seed, epilogue=p.epilogue)
         reply = cast(MeasureReply, self.supervisor.measure(request))
         return self._tagged(reply_to_result(build, reply, self._stack, self.torch_version, seed))
 
@@ -248,7 +252,7 @@ class _GpuActor:
             if i:  # a fresh child (the spare) for the next process; the card is warm from this one
                 self.supervisor.retire()
                 self.supervisor.start(warm_s=FOLLOWER_WARM_S)
-            request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds)
+            request = RemeasureRequest(artifacts, p.m, p.n, p.k, p.dtype, seed, rounds, epilogue=p.epilogue)
             reply = self.supervisor.measure(request, timeout_s=self.supervisor.run_timeout_s * (1 + len(builds)))
             per_process.append(reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in builds))
         merged = [merge_replies([replies[j] for replies in per_process]) for j in range(len(builds))]

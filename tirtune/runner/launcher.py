@@ -16,8 +16,9 @@ a 64-byte aligned buffer), so the packing is checked on CPU too.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "CubinKernel",
     "LaunchError",
     "TorchStreamKernel",
+    "TvmFfiKernel",
     "encode_arguments",
     "load_artifact",
     "load_bundle",
@@ -254,7 +256,8 @@ def load_bundle(data: bytes, driver: Any = None) -> CubinKernel:
 
 
 class TorchStreamKernel:
-    """`fn(A, B, D)` on torch's current stream: the call shape of the `.so` path's tvm-ffi function."""
+    """`fn(A, B, D, *operands)` on torch's current stream: the call shape of the `.so` path's
+    tvm-ffi function. `operands`: the kernel's parameter names, from its launch spec."""
 
     def __init__(self, kernel: CubinKernel) -> None:
         import torch
@@ -262,24 +265,43 @@ class TorchStreamKernel:
         self.kernel = kernel
         self.torch = torch
 
+    @property
+    def operands(self) -> tuple[str, ...]:
+        return self.kernel.spec.operands
+
     def __call__(self, *tensors: Any) -> None:
         stream = self.torch.cuda.current_stream(tensors[0].device).cuda_stream
         self.kernel(*tensors, stream=stream)
 
 
+class TvmFfiKernel:
+    """`fn(A, B, D, *operands)`: a `.so` module's tvm-ffi `main`, every argument passed through in
+    order on torch's current stream (the module's wrapper checks their count, dtypes and shapes).
+    `operands` is None: the wrapper does not name its parameters to the caller; they are in
+    `Problem.operands` order (`kernels/hopper/kernel.py`, `with_operands`)."""
+
+    operands: tuple[str, ...] | None = None
+
+    def __init__(self, main: Callable[..., Any]) -> None:
+        self.main = main
+
+    def __call__(self, *tensors: Any) -> None:
+        import tvm_ffi
+
+        # CPU tensors have no stream to follow (a stand-in `main` in the CPU tests).
+        on_gpu = bool(getattr(tensors[0], "is_cuda", False))
+        with tvm_ffi.use_torch_stream() if on_gpu else contextlib.nullcontext():
+            self.main(*tensors)
+
+
 def load_artifact(path: str | Path) -> Any:
-    """`fn(A, B, D)` launching on torch's current stream, for a built artifact of either path
-    (`tirtune.core.artifacts.KINDS`): a `.tlaunch` bundle through this launcher, a `.so` through
-    tvm-ffi. What the measuring child and tirtune.gemm's loader both run."""
+    """`fn(A, B, D, *operands)` launching on torch's current stream, for a built artifact of
+    either path (`tirtune.core.artifacts.KINDS`): a `.tlaunch` bundle through this launcher, a
+    `.so` through tvm-ffi; a fused epilogue's operands follow D. What the measuring child and
+    tirtune.gemm's loader both run."""
     path = Path(path)
     if path.suffix == Path(CUBIN_ARTIFACT).suffix:
         return TorchStreamKernel(load_bundle(path.read_bytes()))
     import tvm_ffi
 
-    main = tvm_ffi.load_module(str(path))["main"]
-
-    def launch(a: Any, b: Any, d: Any) -> None:
-        with tvm_ffi.use_torch_stream():
-            main(a, b, d)
-
-    return launch
+    return TvmFfiKernel(tvm_ffi.load_module(str(path))["main"])

@@ -9,6 +9,12 @@ then timing with CUDA events after a warm-up, L2 flushed before every repetition
 cuBLAS interleaved in rounds, medians and percentiles reported. A `RemeasureRequest` times
 several verified kernels interleaved round by round with cuBLAS in this one process: the figures
 a best is chosen from.
+
+A request of a fused problem (its `epilogue` not none) draws the epilogue's operands too, passes
+them after D in the order the kernel names them, verifies D against the epilogue's float32
+reference, and times the kernel against cuBLAS followed by the ops as separate eager kernels
+(`tirtune.runner.inputs`); its replies name that baseline (`info["baseline"]`). A plain
+request runs and replies exactly as before epilogues existed.
 """
 
 from __future__ import annotations
@@ -20,17 +26,21 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.runner.inputs import Inputs, baseline, baseline_label, draw_inputs, operand_mismatch
 from tirtune.runner.verify import TOLERANCE, verify
 
 __all__ = [
     "FOLLOWER_WARM_S",
     "TOLERANCE",
     "WARM_S",
+    "Kernel",
     "MeasureReply",
     "MeasureRequest",
     "Nvml",
     "RemeasureReply",
     "RemeasureRequest",
+    "check",
     "serve",
     "timed_events",
 ]
@@ -57,7 +67,8 @@ class MeasureRequest:
     dtype: str
     seed: int = 0
     target_ms: float = TARGET_MS
-    cublas: bool = True
+    cublas: bool = True  # time the baseline too (cuBLAS; for a fused problem, cuBLAS and the ops)
+    epilogue: EpilogueSpec = EPILOGUE_NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,7 @@ class RemeasureRequest:
     seed: int = 0
     rounds: int = ROUNDS
     target_ms: float = TARGET_MS  # kernel time per artifact, over all rounds
+    epilogue: EpilogueSpec = EPILOGUE_NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,33 +196,27 @@ class _Bench:
             fn = self._load(req.artifact)
         except Exception as exc:
             return MeasureReply("LAUNCH_ERROR", f"cannot load module: {_short(exc)}")
-        dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[req.dtype]
         try:
-            gen = torch.Generator(device=self.device).manual_seed(req.seed)
-            a = torch.randn(req.m, req.k, dtype=dtype, device=self.device, generator=gen)
-            b = torch.randn(req.n, req.k, dtype=dtype, device=self.device, generator=gen)
-            verdict = self._verify(fn, a, b, req)
+            inputs = draw_inputs(torch, req.m, req.n, req.k, req.dtype, req.epilogue, device=self.device, seed=req.seed)
+            verdict, error = check(fn, inputs, req.dtype)
             if verdict is not None:
                 return verdict
-            times, cublas, ratios = self._time(fn, a, b, req)
+            times, cublas, ratios = self._time(fn, inputs, req)
         except Exception as exc:  # a CUDA fault: the context is poisoned, the child must go
             return MeasureReply("LAUNCH_ERROR", f"kernel failed: {_short(exc)}", fatal=True)
         clock, power = self.nvml.clock_and_power()
+        info = _baseline_info(req.epilogue) if req.cublas else {}
         return MeasureReply(
-            "OK", "", tuple(times), tuple(cublas), self._last_error, clock, power, round_ratios=tuple(ratios)
+            "OK", "", tuple(times), tuple(cublas), error, clock, power, info=info, round_ratios=tuple(ratios)
         )
 
     def remeasure(self, req: RemeasureRequest) -> RemeasureReply:
         torch = self.torch
-        dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[req.dtype]
-        one = MeasureRequest("", req.m, req.n, req.k, req.dtype, req.seed, req.target_ms)
         try:
-            gen = torch.Generator(device=self.device).manual_seed(req.seed)
-            a = torch.randn(req.m, req.k, dtype=dtype, device=self.device, generator=gen)
-            b = torch.randn(req.n, req.k, dtype=dtype, device=self.device, generator=gen)
-            checked = [self._checked(artifact, a, b, one) for artifact in req.artifacts]
+            inputs = draw_inputs(torch, req.m, req.n, req.k, req.dtype, req.epilogue, device=self.device, seed=req.seed)
+            checked = [self._checked(artifact, inputs, req.dtype) for artifact in req.artifacts]
             timed = [i for i, (_, verdict, _) in enumerate(checked) if verdict is None]
-            times, cublas, clocks, ratios = self._interleaved([checked[i][0] for i in timed], a, b, req)
+            times, cublas, clocks, ratios = self._interleaved([checked[i][0] for i in timed], inputs, req)
         except Exception as exc:  # a CUDA fault: nothing measured in this process can be trusted
             failed = MeasureReply("LAUNCH_ERROR", f"kernel failed during re-measurement: {_short(exc)}")
             return RemeasureReply(tuple(failed for _ in req.artifacts), fatal=True)
@@ -225,32 +231,30 @@ class _Bench:
                 checked[i][2],
                 clock,
                 power,
-                info={"rounds": req.rounds, "pid": os.getpid()},
+                info={"rounds": req.rounds, "pid": os.getpid(), **_baseline_info(req.epilogue)},
                 round_ratios=tuple(ratios[slot]),
             )
         return RemeasureReply(tuple(r for r in replies if r is not None))
 
-    def _checked(
-        self, artifact: str, a: Any, b: Any, req: MeasureRequest
-    ) -> tuple[Any, MeasureReply | None, float | None]:
+    def _checked(self, artifact: str, inputs: Inputs, dtype: str) -> tuple[Any, MeasureReply | None, float | None]:
         """(kernel, failure or None, relative error) of one artifact on the given inputs."""
         try:
             fn = self._load(artifact)
         except Exception as exc:
             return None, MeasureReply("LAUNCH_ERROR", f"cannot load module: {_short(exc)}"), None
-        self._last_error = None
-        verdict = self._verify(fn, a, b, req)
-        return fn, verdict, self._last_error
+        verdict, error = check(fn, inputs, dtype)
+        return fn, verdict, error
 
     def _interleaved(
-        self, fns: list[Any], a: Any, b: Any, req: RemeasureRequest
+        self, fns: list[Any], inputs: Inputs, req: RemeasureRequest
     ) -> tuple[list[list[float]], list[float], list[tuple[float | None, float | None]], list[list[float]]]:
-        """Round-robin timing; the starting kernel rotates so no one always follows cuBLAS. Each
-        kernel's ratio of a round is that round's cuBLAS median over the kernel's block median."""
+        """Round-robin timing; the starting kernel rotates so no one always follows the baseline
+        (cuBLAS; fused: cuBLAS and the ops). Each kernel's ratio of a round is that round's
+        baseline median over the kernel's block median."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
-        launches = [lambda fn=fn: self._call(fn, a, b, d) for fn in fns]
-        cublas = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
+        d = torch.empty(req.m, req.n, dtype=inputs.a.dtype, device=self.device)
+        launches = [lambda fn=fn: _call(fn, inputs, d) for fn in fns]
+        cublas = baseline(torch, inputs, d)
         reps = [
             max(2, min(200, int(req.target_ms / max(_median(self._events(f, 3)), 1e-3) / req.rounds))) for f in launches
         ]
@@ -278,20 +282,13 @@ class _Bench:
             self.modules[artifact] = load_artifact(artifact)
         return self.modules[artifact]
 
-    def _call(self, fn: Any, a: Any, b: Any, d: Any) -> None:
-        fn(a, b, d)  # load_artifact's kernels launch on torch's current stream
-
-    def _verify(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> MeasureReply | None:
-        verdict = verify(lambda d: self._call(fn, a, b, d), a, b, req.dtype)
-        self._last_error = verdict.rel_error
-        return None if verdict.ok else MeasureReply("WRONG_RESULT", verdict.message, rel_error=verdict.rel_error)
-
-    def _time(self, fn: Any, a: Any, b: Any, req: MeasureRequest) -> tuple[list[float], list[float], list[float]]:
-        """Kernel times, cuBLAS times and the ratio of each round (cuBLAS median / kernel median)."""
+    def _time(self, fn: Any, inputs: Inputs, req: MeasureRequest) -> tuple[list[float], list[float], list[float]]:
+        """Kernel times, baseline times and the ratio of each round (baseline median / kernel
+        median); the baseline is cuBLAS, for a fused problem cuBLAS and the ops (`inputs.baseline`)."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=a.dtype, device=self.device)
-        kernel = lambda: self._call(fn, a, b, d)  # noqa: E731
-        cublas = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
+        d = torch.empty(req.m, req.n, dtype=inputs.a.dtype, device=self.device)
+        kernel = lambda: _call(fn, inputs, d)  # noqa: E731
+        cublas = baseline(torch, inputs, d)
         estimate = _median(self._events(kernel, 3))
         reps = max(2, min(200, int(req.target_ms / max(estimate, 1e-3) / ROUNDS)))
         times: list[float] = []
@@ -308,8 +305,6 @@ class _Bench:
 
     def _events(self, launch: Any, reps: int) -> list[float]:
         return timed_events(self.torch, launch, self.flush, reps)
-
-    _last_error: float | None = None
 
 
 # The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
@@ -401,6 +396,38 @@ class Nvml:
             return clock, power
         except Exception:
             return None, None
+
+
+# A loaded kernel (`launcher.load_artifact`): fn(A, B, D, *operands) on torch's current stream.
+Kernel = Any
+
+
+def _call(fn: Kernel, inputs: Inputs, d: Any) -> None:
+    """Launch `fn` on `inputs` into `d`: (A, B, D) for a plain problem, then the epilogue's
+    operands in the order the kernel names them (`fn.operands`, a cubin's launch spec), else in
+    the problem's order (a `.so`'s wrapper)."""
+    fn(*inputs.arguments(d, getattr(fn, "operands", None)))
+
+
+def check(fn: Kernel, inputs: Inputs, dtype: str) -> tuple[MeasureReply | None, float | None]:
+    """(None, relative error) when `fn` computes the problem on `inputs` (`runner.verify.verify`,
+    against the epilogue's reference with the operands drawn), else (the failure's reply, its
+    error): WRONG_RESULT, or LAUNCH_ERROR when the kernel's named parameters are not the
+    problem's (never launched then). Runs on any torch device; a kernel's fault propagates."""
+    mismatch = operand_mismatch(getattr(fn, "operands", None), inputs.epilogue)
+    if mismatch is not None:
+        return MeasureReply("LAUNCH_ERROR", mismatch), None
+    verdict = verify(
+        lambda d: _call(fn, inputs, d), inputs.a, inputs.b, dtype, epilogue=inputs.epilogue, operands=inputs.operands
+    )
+    if verdict.ok:
+        return None, verdict.rel_error
+    return MeasureReply("WRONG_RESULT", verdict.message, rel_error=verdict.rel_error), verdict.rel_error
+
+
+def _baseline_info(epilogue: EpilogueSpec) -> dict[str, Any]:
+    """What a reply says of its baseline: nothing for a plain problem (cuBLAS, as ever), else its name."""
+    return {} if epilogue.is_none else {"baseline": baseline_label(epilogue)}
 
 
 def _median(values: list[float]) -> float:

@@ -1,6 +1,7 @@
 """The one correctness check: the measuring child's, and every bench script's that runs a kernel.
 
-`verify(run, a, b, dtype)` runs a kernel (`run(d)` writes A @ B.T into `d`) into an output
+`verify(run, a, b, dtype)` runs a kernel (`run(d)` writes A @ B.T, through the fused epilogue
+when one is given with its operands, into `d`) into an output
 poisoned with NaN and framed by NaN guard bands, `runs` times on the same inputs, and judges
 against a float32 reference, in this order (the first failure is the verdict):
 
@@ -15,13 +16,22 @@ and runs as well on CPU tensors (tests/test_verify.py).
 
 `reference(a, b, epilogue, **operands)` is the float32 reference of a GEMM with a fused epilogue
 (core/epilogue.py: scale_row, scale_col, bias, residual, applied in that order to the fp32
-product), the operands passed by name; `verify` judges against `reference(a, b)`.
+product), the operands passed by name; `verify` judges against `reference(a, b, epilogue,
+**operands)`.
+
+Where the tolerance comes from, fused or not: a kernel accumulates in fp32 and rounds once, to
+D's dtype, when it stores D; TOLERANCE is that one rounding (measured) with a 5x margin. A fused
+kernel applies its ops to the fp32 sum before that one rounding, and its operands (fp32 scales,
+a bias or residual of D's dtype) are exact in float32, as the reference takes them: its D is
+still one rounding of D's dtype from the reference, so the same table holds. A kernel that added
+a residual or bias in D's dtype after rounding the product would add at most one more rounding
+of D's dtype, still inside the margin; a dropped or misplaced op is not (`runner.inputs`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,12 +91,21 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
 
 
 def verify(
-    run: Callable[[Any], None], a: Any, b: Any, dtype: str, *, guard_rows: int = GUARD_ROWS, runs: int = 2
+    run: Callable[[Any], None],
+    a: Any,
+    b: Any,
+    dtype: str,
+    *,
+    guard_rows: int = GUARD_ROWS,
+    runs: int = 2,
+    epilogue: EpilogueSpec = EPILOGUE_NONE,
+    operands: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """Judge the kernel that `run(d)` launches on A (M,K) and B (N,K); see the module docstring."""
+    """Judge the kernel that `run(d)` launches on A (M,K) and B (N,K) and, with `epilogue`, its
+    `operands` by name (which `run` passes itself); see the module docstring."""
     import torch
 
-    ref = reference(a, b)
+    ref = reference(a, b, epilogue, **(operands or {}))
     m, n = a.shape[0], b.shape[0]
     outs = []
     for _ in range(runs):

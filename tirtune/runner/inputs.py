@@ -1,0 +1,122 @@
+"""What the measuring child runs a kernel on, and what it times the kernel against.
+
+`draw_inputs` draws one check's fresh random inputs: A (M, K) and B (N, K) as ever, then, for a
+fused problem, each of its epilogue's operands (`core.epilogue.EpilogueSpec.operands`: scale_row,
+scale_col, bias, residual, each of its shape and dtype), from the same seeded generator after A
+and B, so a plain problem draws exactly the A and B it drew before epilogues existed.
+`Inputs.arguments(d, names)` is the kernel's argument list: A, B, D, then the operands in the
+order the loaded kernel names them (a cubin's launch spec, `LaunchSpec.operands`) or, for a
+kernel that does not name them (a `.so`'s tvm-ffi wrapper, whose parameters are in
+`Problem.operands` order and whose shapes it checks), in the problem's order.
+
+`baseline` is the same-run reference a ratio is taken against: cuBLAS alone (`torch.mm`) for a
+plain problem, and for a fused one what a user runs without tirtune, cuBLAS and then the
+epilogue's ops as separate eager kernels (docs/design.md, "Epilogues").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+
+__all__ = ["Inputs", "baseline", "baseline_label", "draw_inputs", "operand_mismatch"]
+
+PLAIN_NAMES = ("A", "B", "D")
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """One check's tensors: A, B and the epilogue's operands by name, in the spec's order."""
+
+    a: Any
+    b: Any
+    epilogue: EpilogueSpec = EPILOGUE_NONE
+    operands: Mapping[str, Any] = field(default_factory=dict)
+
+    def arguments(self, d: Any, names: Sequence[str] | None = None) -> tuple[Any, ...]:
+        """(A, B, D, operands...) in the order of `names` (the kernel's parameter names, A, B, D
+        first); None: the spec's order. `operand_mismatch` says first whether the names fit."""
+        order = list(self.operands) if names is None else list(names[len(PLAIN_NAMES) :])
+        return (self.a, self.b, d, *(self.operands[name] for name in order))
+
+
+def draw_inputs(
+    torch: Any, m: int, n: int, k: int, dtype: str, epilogue: EpilogueSpec, *, device: Any, seed: int
+) -> Inputs:
+    """Fresh random inputs of one check (module docstring). A and B are standard normal; bias and
+    residual are scaled to the product's own size (sqrt(K)) and the scales are standard normal, so
+    an op dropped or read at another element moves D by about its whole norm, far past any
+    tolerance (`runner.verify.TOLERANCE`), whatever K is."""
+    types = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(m, k, dtype=types[dtype], device=device, generator=gen)
+    b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
+    operands = {}
+    for operand in epilogue.operands(m, n, dtype):
+        value = torch.randn(operand.shape, dtype=torch.float32, device=device, generator=gen)
+        if operand.name in ("bias", "residual"):
+            value = value * math.sqrt(k)
+        operands[operand.name] = value.to(types[operand.dtype])
+    return Inputs(a, b, epilogue, operands)
+
+
+def operand_mismatch(names: Sequence[str] | None, epilogue: EpilogueSpec) -> str | None:
+    """None when a kernel whose parameters are `names` (None: not named) takes A, B, D and the
+    operands of `epilogue`; else why it cannot be run on them."""
+    if names is None:
+        return None
+    wanted = (*PLAIN_NAMES, *epilogue.ops)
+    if tuple(names[: len(PLAIN_NAMES)]) == PLAIN_NAMES and sorted(names) == sorted(wanted):
+        return None
+    return f"the kernel takes ({', '.join(names)}) but a problem of epilogue {epilogue} gives ({', '.join(wanted)})"
+
+
+def baseline_label(epilogue: EpilogueSpec) -> str:
+    """What `baseline` runs, in words ("torch.addmm(bias) + residual"); "torch.mm" when plain."""
+    scaled = [op for op in ("scale_row", "scale_col") if epilogue.has(op)]
+    first = "torch.addmm(bias)" if epilogue.has("bias") and not scaled else "torch.mm"
+    steps = [first, *(f"* {op}" for op in scaled)]
+    if epilogue.has("bias") and scaled:
+        steps.append("+ bias")
+    if epilogue.has("residual"):
+        steps.append("+ residual")
+    return " ".join(steps)
+
+
+def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
+    """The launch a kernel's same-run ratio is taken against, writing `d`: `torch.mm(A, B.T)` for
+    a plain problem (the call the child has always timed); for a fused one, cuBLAS and then each
+    op as its own eager kernel in the epilogue's order, as a model computes it without tirtune
+    (`baseline_label` names them): bias rides in cuBLAS's own epilogue (`torch.addmm`) when no
+    scale comes before it, and every other op reads and writes D once more. In place on `d`: the
+    same memory traffic as the out-of-place `linear(x, w, b) + residual` a model writes, without
+    the caching allocator's calls. Each step rounds to D's dtype, so its D is at most a rounding
+    an op further from the float32 reference than the fused kernel's (one rounding in all)."""
+    a, b, ops = inputs.a, inputs.b, inputs.operands
+    scaled = [op for op in ("scale_row", "scale_col") if op in ops]
+    tail: list[Callable[[], Any]] = []
+    if "scale_row" in ops:
+        tail.append(lambda: d.mul_(ops["scale_row"][:, None]))
+    if "scale_col" in ops:
+        tail.append(lambda: d.mul_(ops["scale_col"]))
+    if "bias" in ops and scaled:
+        tail.append(lambda: d.add_(ops["bias"]))
+    if "residual" in ops:
+        tail.append(lambda: d.add_(ops["residual"]))
+    if "bias" in ops and not scaled:
+        first: Callable[[], Any] = lambda: torch.addmm(ops["bias"], a, b.T, out=d)  # noqa: E731
+    else:
+        first = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
+    if not tail:
+        return first
+
+    def unfused() -> None:
+        first()
+        for step in tail:
+            step()
+
+    return unfused
