@@ -65,7 +65,9 @@ def find_best(
     nearest tuned shape of the same dtype when the shape itself has none (and `fallback` says so)."""
     served, choice = problem, repo.best_of(s, problem, gpu_name=gpu, source=source)
     if choice is None and fallback == "nearest":
-        near = nearest(problem, repo.tuned_problems(s, problem.dtype, gpu_name=gpu, source=source))
+        near = nearest(
+            problem, repo.tuned_problems(s, problem.dtype, epilogue=problem.epilogue, gpu_name=gpu, source=source)
+        )
         served, choice = (problem, None) if near is None else (near, repo.best_of(s, near, gpu_name=gpu, source=source))
     if choice is None:
         replayed = source is Source.GPU and repo.best_of(s, problem, gpu_name=gpu, source=Source.REPLAY) is not None
