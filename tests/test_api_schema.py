@@ -171,6 +171,7 @@ def test_integral_numbers_are_integers_as_the_schema_says(tmp_path: Path) -> Non
     migrate.upgrade(url)
     with TestClient(create_app(Settings(database_url=url), start_workers=False)) as client:
         body = {"m": 64.0, "n": 64, "k": 64.0, "max_trials": 2.0}
-        assert client.post("/tune", json=body).json()["problem"] == {"m": 64, "n": 64, "k": 64, "dtype": "float16"}
+        assert client.post("/tune", json=body).json()["problem"] == {"m": 64, "n": 64, "k": 64, "dtype": "float16",
+                                                                 "epilogue": "none"}
         for bad in ({**body, "m": 64.5}, {**body, "m": "64"}, {**body, "m": True}):
             assert client.post("/tune", json=bad).status_code == 422

@@ -70,6 +70,9 @@ def test_the_result_table_is_whole_when_piped(env: Path, capsys: pytest.CaptureF
     (["tune", "128x128x128", "--dtype", "int8"], "unsupported dtype"),
     (["tune", "128x128x128", "--trials", "0"], "--trials"),
     (["best", "0x1x1"], "out of range"),
+    (["tune", "128x128x128", "--epilogue", "bias+gelu"], "unknown epilogue op 'gelu'"),
+    (["best", "64x64x64", "--epilogue", "bias+Bias"], "epilogue op 'bias' given more than once"),
+    (["tune", "--shapes", "shapes.txt", "--epilogue", "bias"], "--epilogue takes one shape"),
 ])
 def test_bad_input_is_a_message_not_a_traceback(env: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                                 needle: str) -> None:
@@ -208,3 +211,21 @@ def test_a_bad_setting_is_one_line_naming_the_variable(env: Path, monkeypatch: p
     err = capsys.readouterr().err
     assert err.startswith(f"tirtune: error: bad setting {variable}={value!r}: ") and says in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_fused_problem_is_tuned_and_served_apart_from_the_plain_gemm(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recording holds the plain GEMM only: a replay refuses the fused problem (nothing
+    recorded for it) and `best` does not answer it with the plain GEMM's figures."""
+    assert main(["tune", "4096x4096x4096", "--trials", "4", "--replay", str(DATA)]) == 0
+    capsys.readouterr()
+    assert main(["tune", "4096x4096x4096", "--epilogue", "bias", "--trials", "4", "--replay", str(DATA)]) == 2
+    err = capsys.readouterr().err
+    assert "4096x4096x4096 float16 epilogue=bias cannot be tuned" in err and "Traceback" not in err, err
+    assert main(["best", "4096x4096x4096", "--source", "replay"]) == 0
+    assert json.loads(capsys.readouterr().out)["epilogue"] == "none"
+    assert main(["best", "4096x4096x4096", "--epilogue", "bias", "--source", "replay"]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith("nothing replayed for 4096x4096x4096 float16 epilogue=bias yet"), said
+    assert "tirtune tune 4096x4096x4096 --dtype float16 --epilogue bias" in said, said

@@ -184,6 +184,27 @@ def _the_cards_are_the_bests_own_figures(page: Any, server: str, job: int) -> No
         pytest.approx(shown, abs=2e-3))
 
 
+def test_a_fused_job_names_its_epilogue_and_its_study_loads(page: Any, server: str) -> None:
+    """A job with a fused epilogue shows it in its own column and in the study picker, and its
+    study is asked for with the epilogue percent-encoded ('+' would read as a space)."""
+    problems: list[str] = []
+    summaries: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("request", lambda r: "/summary" in r.url and summaries.append(r.url))
+    posted = httpx.post(f"{server}/tune", json={"m": 4096, "n": 4096, "k": 4096, "max_trials": 4,
+                                                "epilogue": "residual+bias"})
+    assert posted.status_code == 202, posted.text
+    job = posted.json()["id"]
+    page.goto(f"{server}/dashboard?poll=300")
+    cell = page.locator(f'#jobs tr[data-job-id="{job}"] td[data-epilogue]')
+    cell.wait_for()
+    assert cell.text_content() == "bias+residual"
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('updated')")
+    assert "4096x4096x4096 float16 + bias+residual" in page.locator("#study-select").inner_text()
+    assert any("epilogue=bias%2Bresidual" in u and f"job_id={job}" in u for u in summaries), summaries
+    assert not page.locator("#status.error").count() and problems == []
+
+
 def test_unknown_problem_shows_an_empty_page_not_an_error(page: Any, server: str) -> None:
     page.goto(f"{server}/dashboard")
     page.wait_for_function("document.getElementById('status').textContent.startsWith('updated')")

@@ -93,19 +93,44 @@ def test_create_job_refuses_zero_trials(db_factory: Factory) -> None:
         repo.create_job(s, P, "sm_90a", max_trials=0, time_budget_s=None)
 
 
-def test_a_problem_with_a_fused_epilogue_is_refused_not_stored_as_the_plain_gemm(db_factory: Factory) -> None:
-    fused = Problem.parse("4096x4096x4096", "float16", "bias")
-    with pytest.raises(DbError, match="epilogue=bias: the database stores GEMMs without a fused epilogue"):
-        with transaction(db_factory) as s:
-            repo.create_job(s, fused, "sm_90a", max_trials=4, time_budget_s=None)
-    c = candidate(fused)
-    with pytest.raises(DbError, match="without a fused epilogue"), transaction(db_factory) as s:
-        repo.record_measurement(
-            s, job_id=None, trial_number=None, key="fused", candidate=c, outcome=Outcome.OK, message="",
-            result=ok_result(c, 1.0), build_seconds=1.0,
-        )
+FUSED = Problem.parse("4096x4096x4096", "float16", "residual+bias")  # stored as "bias+residual"
+
+
+def test_plain_and_fused_problems_of_one_shape_are_stored_and_read_apart(db_factory: Factory) -> None:
+    """The epilogue keys a problem everywhere a query does: the jobs, the active-job lookup, the
+    trials, the best, the rankings, the dashboard's problems, the tuned problems and GPUs."""
+    plain_job, fused_job = new_job(db_factory, P), new_job(db_factory, FUSED)
     with transaction(db_factory) as s:
-        assert repo.count_jobs(s) == 0 and repo.count_measurements(s) == 0
+        record_ok(s, 2.0, job_id=plain_job, key="plain", problem=P, blk_n=128)  # ratio 0.5
+        record_ok(s, 0.5, job_id=fused_job, key="fused", problem=FUSED, blk_n=256)  # ratio 2.0: must not leak
+    with transaction(db_factory) as s:
+        fused = repo.get_job(s, fused_job)
+        assert fused.epilogue == "bias+residual" and fused.problem == FUSED and fused.problem != P
+        assert "-4096x4096x4096-float16-bias+residual-sm_90a-" in fused.study_name
+        assert repo.get_job(s, plain_job).problem == P
+        assert repo.find_active_job(s, P, "sm_90a").id == plain_job  # type: ignore[union-attr]
+        assert repo.find_active_job(s, FUSED, "sm_90a").id == fused_job  # type: ignore[union-attr]
+        assert repo.find_active_job(s, Problem.parse("4096x4096x4096", "fp16", "bias"), "sm_90a") is None
+        assert [m.key for m in repo.list_measurements(s, problem=P)] == ["plain"]
+        assert [m.key for m in repo.list_measurements(s, problem=FUSED)] == ["fused"]
+        assert [m.problem for m in repo.list_measurements(s, problem=FUSED)] == [FUSED]
+        assert [m.key for m in repo.list_measurements(s, epilogue=FUSED.epilogue)] == ["fused"]
+        assert repo.count_measurements(s, problem=P) == repo.count_measurements(s, problem=FUSED) == 1
+        assert [m.key for m in repo.problem_measurements(s, FUSED)] == ["fused"]
+        plain_best, fused_best = repo.best_of(s, P), repo.best_of(s, FUSED)
+        assert plain_best is not None and plain_best.best.trial.key == "plain" and plain_best.runner_up is None
+        assert fused_best is not None and fused_best.best.trial.key == "fused"
+        assert [r.trial.key for r in repo.ranked(s, P)] == ["plain"]
+        assert {(st.problem, st.measurements) for st in repo.problem_stats(s)} == {(P, 1), (FUSED, 1)}
+        assert repo.count_problems(s) == 2
+        assert repo.tuned_problems(s, "float16", epilogue=P.epilogue) == [P]
+        assert repo.tuned_problems(s, "float16", epilogue=FUSED.epilogue) == [FUSED]
+        assert set(repo.tuned_problems(s, "float16", epilogue=None)) == {P, FUSED}
+        assert repo.tuned_gpus(s, FUSED) == ["NVIDIA H200"]
+        assert repo.tuned_gpus(s, Problem.parse("4096x4096x4096", "float16", "bias")) == []
+        # The cost model's features do not see an epilogue: it learns from plain GEMMs only.
+        samples, _ = repo.training_samples(s, "NVIDIA H200", TEMPLATE_VERSION.split("/")[0])
+        assert [sample.problem for sample in samples] == [P]
 
 
 def test_list_and_count_jobs_paginate_newest_first(db_factory: Factory) -> None:

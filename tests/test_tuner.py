@@ -16,7 +16,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tirtune.core import BuildResult, Outcome, RunResult, Stack
+from tirtune.core import BuildResult, Outcome, RunResult, Source, Stack
 from tirtune.db import open_database, repo, transaction
 from tirtune.db.records import MeasurementRecord
 from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
@@ -460,3 +460,44 @@ def test_a_job_asks_at_most_a_quarter_of_its_budget_at_once(db_url: str, trials:
                       remeasure_top=0).run(job.id)
     sessions.kw["bind"].dispose()
     assert summary.trials == trials and builder.sizes == sizes
+
+
+class FusedAsPlainReplay(ReplayRunner):
+    """A stand-in at our Runner interface for a fused problem nobody recorded: it answers each
+    candidate with the recorded figures of the same config on the plain GEMM, relabelled to the
+    candidate it was given, and keeps every candidate it was handed."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        super().__init__(paths)
+        self.seen: list[Problem] = []
+
+    def run(self, batch: Sequence[BuildResult]) -> list[RunResult]:
+        self.seen += [b.candidate.problem for b in batch]
+        plain = [replace(b, candidate=replace(b.candidate, problem=P)) for b in batch]
+        return [replace(r, candidate=b.candidate) for r, b in zip(super().run(plain), batch, strict=True)]
+
+    def remeasure(self, batch: Sequence[BuildResult], rounds: int = 5, processes: int = 1) -> list[RunResult]:
+        self.seen += [b.candidate.problem for b in batch]
+        plain = [replace(b, candidate=replace(b.candidate, problem=P)) for b in batch]
+        again = super().remeasure(plain, rounds, processes)
+        return [replace(r, candidate=b.candidate) for r, b in zip(again, batch, strict=True)]
+
+
+def test_a_fused_job_passes_its_problem_through_and_files_its_trials_under_it(db_url: str) -> None:
+    """The loop hands the runner the job's problem, epilogue included, and every trial is stored
+    under it: the fused problem gets a best of its own and the plain GEMM of its shape none."""
+    fused = Problem.parse("4096x4096x4096", "float16", "bias+residual")
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, fused, HOPPER_V1.arch, 8)
+        repo.claim_job(s, job.id)
+    runner = FusedAsPlainReplay([DATA])
+    summary = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), runner, batch_size=4).run(job.id)
+    with transaction(sessions) as s:
+        rows = repo.list_measurements(s, job_id=job.id, limit=10_000)
+        fused_best = repo.best_of(s, fused, source=Source.REPLAY)
+        plain_best = repo.best_of(s, P, source=Source.REPLAY)
+    sessions.kw["bind"].dispose()
+    assert summary.trials == 8 and runner.seen and set(runner.seen) == {fused}
+    assert {r.epilogue for r in rows} == {"bias+residual"} and all(r.problem == fused for r in rows)
+    assert fused_best is not None and fused_best.best.trial.job_id == job.id and plain_best is None

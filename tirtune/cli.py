@@ -31,6 +31,11 @@ __all__ = ["main"]
 
 log = logging.getLogger("tirtune")
 
+EPILOGUE_HELP = (
+    "the fused epilogue: none (default) or ops joined by '+', each once, of scale_row, scale_col, bias, "
+    "residual (e.g. bias+residual); part of the problem: its trials and best are its own"
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tirtune", description="Autotune TIRx GEMM kernels on the local GPU.")
@@ -49,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         "batch with one progress display and one summary table",
     )
     tune.add_argument("--dtype", default="float16", help="float16 (default) or bfloat16")
+    tune.add_argument("--epilogue", default="none", help=EPILOGUE_HELP)
     tune.add_argument("--trials", type=int, default=64, help="distinct configurations to try (default 64)")
     tune.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
     tune.add_argument(
@@ -91,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     best = sub.add_parser("best", help="show the best stored configuration for a problem (the JSON of GET /best)")
     best.add_argument("shape")
     best.add_argument("--dtype", default="float16")
+    best.add_argument("--epilogue", default="none", help=EPILOGUE_HELP)
     best.add_argument("--gpu", default=None, help="GPU name (default: any)")
     best.add_argument(
         "--source",
@@ -186,6 +193,8 @@ def _tune(args: argparse.Namespace) -> int:
     if (args.shape is None) == (args.shapes is None):
         raise _usage("give a shape (MxNxK) or --shapes FILE, not both")
     if args.shapes is not None:
+        if args.epilogue.strip().lower() != "none":
+            raise _usage("--epilogue takes one shape, not --shapes FILE (a batch tunes plain GEMMs)")
         from tirtune.tuner.batch_command import parse_shapes
 
         return _batch(args, parse_shapes(args.shapes.read_text(), args.dtype))
@@ -196,7 +205,7 @@ def _tune(args: argparse.Namespace) -> int:
         from tirtune.space import branches
         from tirtune.tuner.runtime import TUNE_REPLAY_HINT, check_local_gpus
 
-        branches.check_problem(Problem.parse(args.shape, args.dtype))
+        branches.check_problem(Problem.parse(args.shape, args.dtype, args.epilogue))
         check_local_gpus(settings, TUNE_REPLAY_HINT)
     from tirtune.tuner.runtime import stop_ray
     from tirtune.tuner.tune_command import run_tune, to_markdown
@@ -212,6 +221,7 @@ def _tune(args: argparse.Namespace) -> int:
             serve=_served,
             top=args.top,
             database_url=args.database or settings.database_url_for(replay=replaying),
+            epilogue=args.epilogue,
         )
     finally:
         stop_ray()  # the Ray it started, agents included, goes with it
@@ -282,7 +292,7 @@ def _best(args: argparse.Namespace) -> int:
     from tirtune.core import Problem, Source
     from tirtune.db import shown_url
 
-    problem = Problem.parse(args.shape, args.dtype)
+    problem = Problem.parse(args.shape, args.dtype, args.epilogue)
     source = Source(args.source)
     settings = get_settings()
     url = args.database or settings.database_url_for(replay=source is Source.REPLAY)
@@ -298,7 +308,8 @@ def _best(args: argparse.Namespace) -> int:
                 ),
             )
             where = ""
-        replayed = f"`tirtune best {problem.shape} --dtype {problem.dtype} --source replay{where}`"
+        named = f"{problem.shape} --dtype {problem.dtype}{_epilogue_flag(problem)}"
+        replayed = f"`tirtune best {named} --source replay{where}`"
         print(found.message(start=_how_to_tune(settings, problem), ask_replayed=replayed))  # noqa: T201
         return 1
     print(found.model_dump_json(indent=2))  # noqa: T201
@@ -330,7 +341,7 @@ def _how_to_tune(settings: Settings, problem: Problem) -> str:
         branches.check_problem(problem)
     except SpaceError as exc:
         return f"tirtune tune would refuse it: {exc}"
-    command = f"tirtune tune {problem.shape} --dtype {problem.dtype}"
+    command = f"tirtune tune {problem.shape} --dtype {problem.dtype}{_epilogue_flag(problem)}"
     missing = no_gpu_reason(settings)
     if missing is None:
         return f"run: {command}"
@@ -354,10 +365,10 @@ def _export(args: argparse.Namespace) -> int:
     finally:
         sessions.kw["bind"].dispose()
     for k in report.exported:
-        line = f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: {k['config_label']} ({k['ratio']:.3f}x cuBLAS)"
+        line = f"{_exported(k)} {k['gpu']}: {k['config_label']} ({k['ratio']:.3f}x cuBLAS)"
         print(line)  # noqa: T201
     for k in report.missing:
-        print(f"{k['shape']:>22} {k['dtype']:<9} {k['gpu']}: not exported: {k['reason']}")  # noqa: T201
+        print(f"{_exported(k)} {k['gpu']}: not exported: {k['reason']}")  # noqa: T201
     print(  # noqa: T201
         f"wrote {report.manifest} ({len(report.exported)} kernels, {len(report.missing)} missing); "
         f"use it with TIRTUNE_MANIFEST={report.manifest}"
@@ -469,6 +480,15 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve anywhere
+
+
+def _exported(k: dict[str, Any]) -> str:
+    fused = "" if k["epilogue"] == "none" else f" epilogue={k['epilogue']}"
+    return f"{k['shape']:>22} {k['dtype']:<9}{fused}"
+
+
+def _epilogue_flag(problem: Problem) -> str:
+    return "" if problem.epilogue.is_none else f" --epilogue {problem.epilogue}"
 
 
 class _UsageError(TirtuneError):

@@ -38,7 +38,7 @@ class NotTuned:
         """For people: `start` says how to tune it, `ask_replayed` how to see replayed figures."""
         where = f" on {self.gpu}" if self.gpu else ""
         what = "tuned" if self.source is Source.GPU else "replayed"
-        text = f"nothing {what} for {self.problem.shape} {self.problem.dtype}{where} yet; {start}"
+        text = f"nothing {what} for {self.problem}{where} yet; {start}"
         if self.replayed:
             text += (
                 f" (replayed figures exist, read back from recordings, not measured here: {ask_replayed} "
@@ -62,10 +62,13 @@ def find_best(
     fallback: Fallback = "none",
 ) -> BestOut | NotTuned:
     """The best of `problem` (on `gpu`) from `source`; with fallback "nearest", the best of the
-    nearest tuned shape of the same dtype when the shape itself has none (and `fallback` says so)."""
+    nearest tuned shape of the same dtype and epilogue when the shape itself has none (and
+    `fallback` says so): a plain GEMM's figures never answer for a fused problem, nor back."""
     served, choice = problem, repo.best_of(s, problem, gpu_name=gpu, source=source)
     if choice is None and fallback == "nearest":
-        near = nearest(problem, repo.tuned_problems(s, problem.dtype, gpu_name=gpu, source=source))
+        near = nearest(
+            problem, repo.tuned_problems(s, problem.dtype, epilogue=problem.epilogue, gpu_name=gpu, source=source)
+        )
         served, choice = (problem, None) if near is None else (near, repo.best_of(s, near, gpu_name=gpu, source=source))
     if choice is None:
         replayed = source is Source.GPU and repo.best_of(s, problem, gpu_name=gpu, source=Source.REPLAY) is not None

@@ -1,7 +1,8 @@
 """The dashboard: a static page (tirtune/api/static/) and the JSON views it polls.
 
 The page and its scripts ship inside the package, Chart.js included (static/vendor/), so it works
-with no internet. It polls GET /jobs and GET /studies/{shape}/{dtype}/summary every few seconds.
+with no internet. It polls GET /jobs and GET /studies/{shape}/{dtype}/summary (with `epilogue` for
+a fused problem) every few seconds; its tables name each problem's epilogue.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from fastapi.staticfiles import StaticFiles
 from tirtune.api.best import answer
 from tirtune.api.deps import Factory
 from tirtune.api.errors import ApiError
-from tirtune.api.routes import ANY_ROUTE, DTYPE_DOC, DTYPE_SCHEMA, MAX_INT, SHAPE_DOC, SHAPE_SCHEMA, Limit, Offset
+from tirtune.api.routes import (
+    ANY_ROUTE,
+    DTYPE_DOC,
+    DTYPE_SCHEMA,
+    MAX_INT,
+    SHAPE_DOC,
+    SHAPE_SCHEMA,
+    Epilogue,
+    Limit,
+    Offset,
+    parse_problem,
+)
 from tirtune.api.schemas import ErrorOut, Page, StudyOut, StudySummaryOut
 from tirtune.api.summary import TOP, summarize
 from tirtune.core import Problem, Source
@@ -50,7 +62,7 @@ def dashboard() -> FileResponse:
 
 @router.get("/studies")
 def studies(factory: Factory, limit: Limit = 100, offset: Offset = 0) -> Page[StudyOut]:
-    """Every problem with measurements, the most recently measured first."""
+    """Every problem with measurements (a shape, dtype and epilogue), the most recently measured first."""
     with transaction(factory) as s:
         rows = repo.problem_stats(s, limit=limit, offset=offset)
         total = repo.count_problems(s)
@@ -62,6 +74,7 @@ def study_summary(
     factory: Factory,
     shape: Annotated[str, PathParam(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)],
     dtype: Annotated[str, PathParam(max_length=16, description=DTYPE_DOC, json_schema_extra=DTYPE_SCHEMA)],
+    epilogue: Epilogue = "none",
     job_id: Annotated[int | None, Query(ge=1, le=MAX_INT, description="only this job's trials")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_POINTS, description="at most this many, the oldest")] = 5000,
 ) -> StudySummaryOut:
@@ -70,7 +83,7 @@ def study_summary(
     `job_id`; the GPU's measurements, or the replayed ones when there are no others), and
     failures by reason, for one problem. 404 when the problem has no measurements; a job's
     summary is empty, not 404, until its first one."""
-    problem = Problem.parse(shape, dtype)
+    problem = parse_problem(shape, dtype, epilogue)
     with transaction(factory) as s:
         if job_id is not None:
             _check_job_tunes(repo.get_job(s, job_id), problem)

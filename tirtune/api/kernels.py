@@ -42,7 +42,7 @@ class ServedKernel:
             "X-Tirtune-Build-Key": self.build_key,
             "X-Tirtune-Template-Version": r.template_version,
             "X-Tirtune-Config": r.config.canonical(),
-            "X-Tirtune-Problem": f"{r.problem.shape} {r.dtype}",
+            "X-Tirtune-Problem": str(r.problem),
             "X-Tirtune-Gpu": r.gpu_name,
             "X-Tirtune-Stack": json.dumps(
                 {"driver": r.driver, "cuda": r.cuda, "tvm": r.tvm_version, "compute_capability": r.compute_capability},

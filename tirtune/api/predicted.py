@@ -5,6 +5,11 @@ model and the database's correct trials) ranks first over the problem's valid sp
 predicted ratio to cuBLAS and the runners-up. It is never served as a measurement: its `kind` is
 "predicted", it has no key (nothing was built or measured), and `tirtune.gemm` asks with
 predict=false. POST /tune starts the problem's search from the same ranking.
+
+A problem with a fused epilogue gets no prediction (`unpredictable`): the model's features
+(tirtune.model.features) describe the shape, dtype and config but not the epilogue, and it learns
+from plain GEMMs only (`repo.training_samples`), so its figure for a fused problem would be the
+plain GEMM's claimed for another kernel. GET /best answers 404 with that reason instead.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from tirtune.model.keeper import ModelKeeper
 from tirtune.model.prior import shipped_gpus
 from tirtune.space.branches import BRANCHES, Branch, branch_for_gpu_name
 
-__all__ = ["ALTERNATIVES", "model_keeper", "predict_best", "prediction_gpu"]
+__all__ = ["ALTERNATIVES", "model_keeper", "predict_best", "prediction_gpu", "unpredictable"]
 
 ALTERNATIVES = 4  # runners-up named beside the pick
 
@@ -48,11 +53,22 @@ def prediction_gpu(s: Session, gpu: str | None) -> str | None:
     return shipped[0] if len(shipped) == 1 else None
 
 
+def unpredictable(problem: Problem) -> str | None:
+    """Why the cost model cannot speak for `problem` at all (a fused epilogue), or None."""
+    if problem.epilogue.is_none:
+        return None
+    return (
+        f"the cost model does not see a fused epilogue ({problem.epilogue}): it learns from and describes "
+        "plain GEMMs only, so it would claim the plain GEMM's speed; POST /tune measures it"
+    )
+
+
 def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBestOut | None:
-    """The model's pick for `problem` on `gpu`, or None (no branch runs on that GPU, the problem
-    breaks a rule of its space, or the model has too little to learn from)."""
+    """The model's pick for `problem` on `gpu`, or None (a fused epilogue: `unpredictable`; no
+    branch runs on that GPU, the problem breaks a rule of its space, or the model has too little to
+    learn from)."""
     branch = _branch_of(gpu)
-    if branch is None or branch.space.problem_violations(problem):
+    if unpredictable(problem) is not None or branch is None or branch.space.problem_violations(problem):
         return None
     model = models.model(gpu, branch.version_prefix, Source.GPU)
     if model is None:
@@ -67,6 +83,7 @@ def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBe
         problem=ProblemOut.of(problem),
         shape=problem.shape,
         dtype=problem.dtype,
+        epilogue=str(problem.epilogue),
         config=best.to_json(),
         config_label=best.label(),
         predicted_ratio=round(ratio, 4),

@@ -17,8 +17,10 @@ from tirtune.api.deps import Factory, require_token
 from tirtune.api.errors import ApiError
 from tirtune.api.kernels import KEY_PATTERN, served_kernel
 from tirtune.api.limits import MAX_BODY_BYTES
-from tirtune.api.predicted import predict_best, prediction_gpu
+from tirtune.api.predicted import predict_best, prediction_gpu, unpredictable
 from tirtune.api.schemas import (
+    EPILOGUE_DOC,
+    EPILOGUE_TEXTS,
     BestOut,
     ErrorOut,
     HealthOut,
@@ -27,8 +29,9 @@ from tirtune.api.schemas import (
     Page,
     PredictedBestOut,
     TuneRequest,
+    parse_epilogue,
 )
-from tirtune.core import Outcome, Problem, Source, SpaceError
+from tirtune.core import EpilogueSpec, Outcome, Problem, Source, SpaceError
 from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN, normalize_dtype
 from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.model.keeper import ModelKeeper
@@ -46,7 +49,7 @@ ANY_ROUTE: dict[int | str, dict[str, Any]] = {
     422: {
         "model": ErrorOut,
         "description": "invalid request: `validation_error` (a parameter's type or range) "
-        "or `invalid_problem` (a shape, dtype or K the template cannot take)",
+        "or `invalid_problem` (a shape, dtype, epilogue or K the template cannot take)",
     },
     503: {"model": ErrorOut, "description": "the database is unreachable"},
 }
@@ -65,6 +68,14 @@ SHAPE_SCHEMA = {"pattern": SHAPE_PATTERN}
 DTYPE_SCHEMA = {"enum": list(DTYPE_NAMES)}
 Shape = Annotated[str, Query(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)]
 Dtype = Annotated[str, Query(max_length=16, description=DTYPE_DOC, json_schema_extra=DTYPE_SCHEMA)]
+# The schema lists the canonical texts; Problem takes any order and case (422 `invalid_problem` otherwise).
+EPILOGUE_SCHEMA = {"enum": list(EPILOGUE_TEXTS)}
+Epilogue = Annotated[str, Query(max_length=200, description=EPILOGUE_DOC, json_schema_extra=EPILOGUE_SCHEMA)]
+
+
+def parse_problem(shape: str, dtype: str, epilogue: str) -> Problem:
+    """The problem a query names; SpaceError (422 `invalid_problem`) with the reason otherwise."""
+    return Problem.parse(shape, dtype, str(parse_epilogue(epilogue)))
 
 
 @router.post(
@@ -78,14 +89,16 @@ Dtype = Annotated[str, Query(max_length=16, description=DTYPE_DOC, json_schema_e
         413: {"model": ErrorOut, "description": f"the body is over {MAX_BODY_BYTES} bytes"},
         422: {
             "model": ErrorOut,
-            "description": "invalid body (`validation_error`), or a problem the template cannot "
-            "take (`invalid_problem`, e.g. K not a multiple of 8), or one the "
+            "description": "invalid body (`validation_error`: e.g. an unknown epilogue op), or a problem the "
+            "template cannot take (`invalid_problem`, e.g. K not a multiple of 8, or a fused epilogue on "
+            "sm_100a), or one the "
             "service's replay has no recording of (`not_recorded`)",
         },
     },
 )
 def tune(body: TuneRequest, request: Request, response: Response, factory: Factory) -> JobOut:
-    """Queue a tuning job (202), or return the active job for the same problem and arch (200)."""
+    """Queue a tuning job (202), or return the active job for the same problem (shape, dtype and
+    epilogue) and arch (200)."""
     problem = body.problem()
     branch(body.arch).space.check_problem(problem)  # e.g. a K that TMA cannot address: refused before queueing
     unrecorded = _unrecorded(request.app.state.replay_space, problem)
@@ -140,19 +153,26 @@ def _job_body(factory: sessionmaker[Session], job_id: int) -> bytes:
 @router.get(
     "/best",
     response_model=BestOut | PredictedBestOut,
-    responses={404: {"model": ErrorOut, "description": "nothing tuned for it yet (and nothing predicted)"}},
+    responses={
+        404: {
+            "model": ErrorOut,
+            "description": "nothing tuned for it yet, and nothing predicted (the message says why: e.g. the cost "
+            "model does not see a fused epilogue)",
+        }
+    },
 )
 async def best(
     request: Request,
     factory: Factory,
     shape: Shape,
     dtype: Dtype = "float16",
+    epilogue: Epilogue = "none",
     gpu: Annotated[str | None, Query(max_length=128, pattern=PRINTABLE)] = None,
     fallback: Annotated[
         Literal["none", "nearest"],
         Query(
             description="nearest: when the shape is not tuned, serve the best of the nearest tuned shape "
-            "of the same dtype (log-space distance of M, N, K) and say so in `fallback`"
+            "of the same dtype and epilogue (log-space distance of M, N, K) and say so in `fallback`"
         ),
     ] = "none",
     source: Annotated[
@@ -166,19 +186,22 @@ async def best(
         bool,
         Query(
             description="true (default): for a problem nobody tuned, the cost model's pick, labelled "
-            "`kind: predicted` and never a measurement; false: 404 instead"
+            "`kind: predicted` and never a measurement (none for a fused epilogue, which the model does not "
+            "see: 404 with the reason); false: 404 instead"
         ),
     ] = True,
 ) -> Response:
     """The best verified, non-stale configuration of a problem: the highest same-run ratio to
     cuBLAS, re-measured figures first (tirtune.db.best), with its p10-p90, whether it was
     re-measured (`confirmed`), and the runner-up with a statement when the two are within noise.
-    For a problem with no measurement, the cost model's prediction (`kind: predicted`; see
-    tirtune.api.predicted) unless predict=false or source=replay.
+    A problem is its shape, dtype and fused epilogue: a fused problem's answer comes from its own
+    measurements only, never the plain GEMM's. For a problem with no measurement, the cost model's
+    prediction (`kind: predicted`; see tirtune.api.predicted) unless predict=false or
+    source=replay, or the problem has a fused epilogue (404 with the reason).
     Answers are cached per API process until the measurements or re-measurements change (checked
     every `best_cache_check_s`, 1 s by default; see tirtune.api.cache): hits wait on neither the
     database nor a worker thread."""
-    problem = Problem.parse(shape, dtype)
+    problem = parse_problem(shape, dtype, epilogue)
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)
@@ -243,17 +266,18 @@ def _find_best(
     replay: SearchSpace | None,
     models: ModelKeeper | None = None,
 ) -> BestOut | PredictedBestOut:
+    unpredicted = None if models is None else unpredictable(problem)
     with transaction(factory) as s:
         found = find_best(s, problem, gpu=gpu, source=source, fallback=fallback)
-        target = prediction_gpu(s, gpu) if models is not None and isinstance(found, NotTuned) else None
+        wanted = models is not None and unpredicted is None and isinstance(found, NotTuned)
+        target = prediction_gpu(s, gpu) if wanted else None
     if models is not None and target is not None:
         predicted = predict_best(models, problem, target)
         if predicted is not None:
             return predicted
     if isinstance(found, NotTuned):
-        raise ApiError(
-            404, "not_found", found.message(start=_how_to_start(replay, problem, gpu), ask_replayed="source=replay")
-        )
+        message = found.message(start=_how_to_start(replay, problem, gpu), ask_replayed="source=replay")
+        raise ApiError(404, "not_found", message + ("" if unpredicted is None else f"; no prediction: {unpredicted}"))
     return found
 
 
@@ -274,7 +298,7 @@ KERNEL_HEADERS = {
     "X-Tirtune-Build-Key": "the build cache entry (content hash of template version, config and problem)",
     "X-Tirtune-Template-Version": "the template version that generated the kernel",
     "X-Tirtune-Config": "the config, canonical JSON",
-    "X-Tirtune-Problem": "MxNxK dtype",
+    "X-Tirtune-Problem": "MxNxK dtype, then epilogue=... when the epilogue is fused (its operands follow D)",
     "X-Tirtune-Gpu": "the GPU model it was verified and timed on",
     "X-Tirtune-Stack": "driver, CUDA, TVM and compute capability of that measurement (JSON)",
     "X-Tirtune-Source": "always gpu (replayed figures are refused)",
@@ -343,15 +367,25 @@ async def trials(
             json_schema_extra=DTYPE_SCHEMA,
         ),
     ] = None,
+    epilogue: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description=f"{EPILOGUE_DOC}; with `shape` (default none) narrows to one problem, alone to every "
+            "problem of this epilogue",
+            json_schema_extra=EPILOGUE_SCHEMA,
+        ),
+    ] = None,
     outcome: Outcome | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
-    """Measurements, newest first; `shape` (with `dtype`, default float16) narrows to one problem,
-    `dtype` alone to one dtype. Each item carries its newest re-measurement, if any (`remeasured`).
+    """Measurements, newest first; `shape` (with `dtype`, default float16, and `epilogue`, default
+    none) narrows to one problem, `dtype` or `epilogue` alone to one dtype or epilogue. Each item
+    names its problem's epilogue. Each item carries its newest re-measurement, if any (`remeasured`).
     Pages are cached per API process like GET /best answers, and dropped when the measurements or
     re-measurements change (at most `best_cache_check_s` late)."""
-    where = _trials_filter(shape, dtype, job_id, outcome)
+    where = _trials_filter(shape, dtype, epilogue, job_id, outcome)
     key = ("trials", where, limit, offset)
     return await _cached(request, factory, key, lambda: _trials_page(factory, where, limit, offset))
 
@@ -361,24 +395,37 @@ class _TrialsFilter:
     job_id: int | None
     problem: Problem | None
     dtype: str | None  # without a problem: every problem of this dtype
+    epilogue: EpilogueSpec | None  # without a problem: every problem of this epilogue
     outcome: Outcome | None
 
 
-def _trials_filter(shape: str | None, dtype: str | None, job_id: int | None, outcome: Outcome | None) -> _TrialsFilter:
+def _trials_filter(
+    shape: str | None, dtype: str | None, epilogue: str | None, job_id: int | None, outcome: Outcome | None
+) -> _TrialsFilter:
     if shape is None:
-        return _TrialsFilter(job_id, None, None if dtype is None else normalize_dtype(dtype), outcome)
-    return _TrialsFilter(job_id, Problem.parse(shape, dtype or "float16"), None, outcome)
+        dtype = None if dtype is None else normalize_dtype(dtype)
+        return _TrialsFilter(job_id, None, dtype, None if epilogue is None else parse_epilogue(epilogue), outcome)
+    return _TrialsFilter(job_id, parse_problem(shape, dtype or "float16", epilogue or "none"), None, None, outcome)
 
 
 def _trials_page(factory: sessionmaker[Session], w: _TrialsFilter, limit: int, offset: int) -> bytes:
     with transaction(factory) as s:
         rows = repo.list_measurements(
-            s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome, limit=limit, offset=offset
+            s,
+            job_id=w.job_id,
+            problem=w.problem,
+            dtype=w.dtype,
+            epilogue=w.epilogue,
+            outcome=w.outcome,
+            limit=limit,
+            offset=offset,
         )
         if (rows and len(rows) < limit) or (not rows and offset == 0):
             total = offset + len(rows)  # the last page: the count is known without a COUNT
         else:
-            total = repo.count_measurements(s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, outcome=w.outcome)
+            total = repo.count_measurements(
+                s, job_id=w.job_id, problem=w.problem, dtype=w.dtype, epilogue=w.epilogue, outcome=w.outcome
+            )
         again = repo.remeasurements_of(s, rows)
     page = Page[MeasurementOut](
         items=[MeasurementOut.of(r, again.get(r.id)) for r in rows], total=total, limit=limit, offset=offset

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import combinations
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
-from tirtune.core import Outcome, Roofline, Source
+from tirtune.core import EpilogueSpec, Outcome, Roofline, Source
+from tirtune.core.epilogue import OPS
 from tirtune.core.problem import MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
 from tirtune.db.records import RemeasurementRecord
 from tirtune.db.repo import ProblemStats
 from tirtune.space import Problem, SpaceError, normalize_dtype
-from tirtune.space.branches import ARCHS, DEFAULT_ARCH, branch_for_version
+from tirtune.space.branches import ARCHS, BRANCHES, DEFAULT_ARCH, branch_for_version
 from tirtune.space.hopper.rules import K_MULTIPLE
 
 __all__ = [
+    "EPILOGUE_DOC",
+    "EPILOGUE_TEXTS",
     "BestOut",
     "ErrorBody",
     "ErrorOut",
@@ -39,6 +43,7 @@ __all__ = [
     "TrialFiguresOut",
     "TrialPointOut",
     "TuneRequest",
+    "parse_epilogue",
     "status_of",
 ]
 
@@ -79,6 +84,45 @@ KDim = Annotated[
 ]
 
 
+# The epilogues' canonical texts (core/epilogue.py): what the schema lists. The server also takes
+# the ops in any order and case ("Residual+bias"), and answers with the canonical text.
+EPILOGUE_TEXTS: tuple[str, ...] = tuple(
+    str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size)
+)
+_EPILOGUE_TEXT = (
+    f"the fused epilogue: 'none' (default) or ops joined by '+', each once, of {', '.join(OPS)} "
+    "(e.g. 'bias+residual'; any order and case)"
+)
+EPILOGUE_DOC = f"{_EPILOGUE_TEXT}; in a query string write '+' as %2B"
+_EPILOGUE_MAX = 200  # EpilogueSpec.parse refuses longer text without echoing it
+
+
+def parse_epilogue(text: str) -> EpilogueSpec:
+    """`EpilogueSpec.parse`, and in a query string, where an unencoded '+' arrives as a space, a
+    refusal that says how to write it."""
+    try:
+        return EpilogueSpec.parse(text)
+    except SpaceError as e:
+        if " " in text.strip() and "+" not in text:
+            raise SpaceError(f"{e} (in a query string, write '+' as %2B: an unencoded '+' reads as a space)") from None
+        raise
+
+
+def _refused_epilogues() -> list[JsonValue]:
+    """JSON Schema `if`/`then` per branch whose problem rules refuse every fused epilogue (the
+    Blackwell template writes A @ B.T alone: `fused_epilogue_supported`), so that the schema
+    states the rule POST /tune applies."""
+    fused = Problem(64, 64, 64, "float16", EpilogueSpec(("bias",)))
+    return [
+        {
+            "if": {"properties": {"arch": {"const": b.arch}}, "required": ["arch"]},
+            "then": {"properties": {"epilogue": {"const": str(EpilogueSpec())}}},
+        }
+        for b in BRANCHES.values()
+        if any(v.rule == "fused_epilogue_supported" for v in b.space.problem_violations(fused))
+    ]
+
+
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
 # that the schema lists them.
 if TYPE_CHECKING:
@@ -90,12 +134,20 @@ else:
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": _refused_epilogues()})
 
     m: Dim
     n: Dim
     k: KDim
     dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, f16, bf16 accepted.")
+    epilogue: str = Field(
+        "none",
+        max_length=_EPILOGUE_MAX,
+        description=f"{_EPILOGUE_TEXT}. The answer carries the canonical text. A fused epilogue is part of "
+        "the problem: its trials and best are never the plain GEMM's. sm_100a takes none (its template "
+        "writes A @ B.T alone: 422 `invalid_problem`).",
+        json_schema_extra={"enum": list(EPILOGUE_TEXTS)},
+    )
     max_trials: Annotated[int, Field(strict=True, ge=1, le=10_000), Integral] = 64
     time_budget_s: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] | None = None
     arch: Arch = Field(
@@ -114,9 +166,19 @@ class TuneRequest(BaseModel):
         except SpaceError as e:
             raise ValueError(str(e)) from None
 
+    @field_validator("epilogue", mode="before")
+    @classmethod
+    def _canonical_epilogue(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return str(EpilogueSpec.parse(value))
+        except SpaceError as e:
+            raise ValueError(str(e)) from None
+
     def problem(self) -> Problem:
         """The problem asked for; SpaceError when a dimension is out of range."""
-        return Problem(self.m, self.n, self.k, self.dtype)
+        return Problem(self.m, self.n, self.k, self.dtype, EpilogueSpec.parse(self.epilogue))
 
 
 class ProblemOut(BaseModel):
@@ -124,10 +186,11 @@ class ProblemOut(BaseModel):
     n: int
     k: int
     dtype: str
+    epilogue: str = Field(description="the fused epilogue's canonical text: 'none' or e.g. 'bias+residual'")
 
     @classmethod
     def of(cls, problem: Problem) -> ProblemOut:
-        return cls(m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype)
+        return cls(m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype, epilogue=str(problem.epilogue))
 
 
 class ProvenanceOut(BaseModel):
@@ -203,6 +266,7 @@ class MeasurementOut(BaseModel):
     id: int
     job_id: int | None
     trial_number: int | None
+    epilogue: str = Field(description="its problem's fused epilogue: 'none' or e.g. 'bias+residual'")
     config: dict[str, Any]
     config_label: str
     outcome: Outcome
@@ -229,6 +293,7 @@ class MeasurementOut(BaseModel):
             id=r.id,
             job_id=r.job_id,
             trial_number=r.trial_number,
+            epilogue=r.epilogue,
             config=r.config.to_json(),
             config_label=r.config.label(),
             outcome=r.outcome,
@@ -398,6 +463,7 @@ class BestOut(BaseModel):
     problem: ProblemOut
     shape: str
     dtype: str
+    epilogue: str = Field(description="the fused epilogue, as in `problem`: its figures are that problem's alone")
     config: dict[str, Any]
     config_label: str
     key: str = Field(
@@ -458,6 +524,7 @@ class BestOut(BaseModel):
             problem=ProblemOut.of(r.problem),
             shape=r.problem.shape,
             dtype=r.dtype,
+            epilogue=r.epilogue,
             config=r.config.to_json(),
             config_label=r.config.label(),
             key=r.key,
@@ -532,6 +599,7 @@ class StudyOut(BaseModel):
     problem: ProblemOut
     shape: str
     dtype: str
+    epilogue: str
     measurements: int
     ok: int
     best_tflops: float | None = Field(
@@ -546,6 +614,7 @@ class StudyOut(BaseModel):
             problem=ProblemOut.of(p),
             shape=p.shape,
             dtype=p.dtype,
+            epilogue=str(p.epilogue),
             measurements=stats.measurements,
             ok=stats.ok,
             best_tflops=stats.best_tflops,
@@ -638,6 +707,7 @@ class StudySummaryOut(BaseModel):
     problem: ProblemOut
     shape: str
     dtype: str
+    epilogue: str
     job_id: int | None
     trials: list[TrialPointOut]
     cublas_tflops: float | None = Field(
@@ -664,6 +734,7 @@ class StudySummaryOut(BaseModel):
             problem=ProblemOut.of(problem),
             shape=problem.shape,
             dtype=problem.dtype,
+            epilogue=str(problem.epilogue),
             job_id=job_id,
             trials=[TrialPointOut.of(t, b) for t, b in zip(s.trials, s.best_so_far, strict=True)],
             cublas_tflops=s.cublas_tflops,
@@ -702,6 +773,7 @@ class PredictedBestOut(BaseModel):
     problem: ProblemOut
     shape: str
     dtype: str
+    epilogue: str
     config: dict[str, Any]
     config_label: str
     predicted_ratio: float = Field(description="the model's prediction of cuBLAS time / kernel time")

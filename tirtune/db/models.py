@@ -91,6 +91,9 @@ class Job(Base):
     n: Mapped[int]
     k: Mapped[int]
     dtype: Mapped[str] = mapped_column(sa.String(16))
+    # The fused epilogue's canonical text ("none", "bias+residual"; core/epilogue.py): with M, N, K
+    # and dtype, the problem's key (migration 0006).
+    epilogue: Mapped[str] = mapped_column(sa.String(64), default="none", server_default="none")
     arch: Mapped[str] = mapped_column(sa.String(16))
     state: Mapped[str] = mapped_column(sa.String(16), index=True, default="QUEUED")
     max_trials: Mapped[int]
@@ -128,8 +131,8 @@ class Measurement(Base):
     __table_args__ = (
         sa.CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),
         sa.CheckConstraint(_one_of("source", SOURCES), name="source"),
-        # Serves best_measurement and the problem filter of list_measurements.
-        sa.Index(None, "m", "n", "k", "dtype", "gpu_name", "outcome"),
+        # Serves best_of and the problem filter of list_measurements (the epilogue keys the problem: 0006).
+        sa.Index(None, "m", "n", "k", "dtype", "epilogue", "gpu_name", "outcome"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -142,6 +145,7 @@ class Measurement(Base):
     n: Mapped[int]
     k: Mapped[int]
     dtype: Mapped[str] = mapped_column(sa.String(16))
+    epilogue: Mapped[str] = mapped_column(sa.String(64), default="none", server_default="none")
     template_version: Mapped[str] = mapped_column(sa.String(64))
     outcome: Mapped[str] = mapped_column(sa.String(16))
     message: Mapped[str] = mapped_column(sa.Text, default="", server_default="")

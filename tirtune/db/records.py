@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from tirtune.core import Config, Outcome, Problem, Roofline, Source, Stack
+from tirtune.core import Config, EpilogueSpec, Outcome, Problem, Roofline, Source, Stack
 from tirtune.db.models import Job, Measurement, Remeasurement
 
 __all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
@@ -38,6 +38,7 @@ class JobRecord:
     n: int
     k: int
     dtype: str
+    epilogue: str  # canonical text: "none", "bias+residual" (core/epilogue.py)
     arch: str
     state: JobState
     max_trials: int
@@ -54,7 +55,7 @@ class JobRecord:
 
     @property
     def problem(self) -> Problem:
-        return Problem(self.m, self.n, self.k, self.dtype)
+        return Problem(self.m, self.n, self.k, self.dtype, EpilogueSpec.parse(self.epilogue))
 
     @classmethod
     def from_row(cls, row: Job) -> JobRecord:
@@ -74,6 +75,7 @@ class MeasurementRecord:
     n: int
     k: int
     dtype: str
+    epilogue: str  # canonical text: "none", "bias+residual" (core/epilogue.py)
     template_version: str
     outcome: Outcome
     message: str
@@ -109,7 +111,7 @@ class MeasurementRecord:
 
     @property
     def problem(self) -> Problem:
-        return Problem(self.m, self.n, self.k, self.dtype)
+        return Problem(self.m, self.n, self.k, self.dtype, EpilogueSpec.parse(self.epilogue))
 
     @property
     def roofline(self) -> Roofline:

@@ -19,8 +19,10 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from tirtune.core import (
+    EPILOGUE_NONE,
     Candidate,
     Config,
+    EpilogueSpec,
     Outcome,
     Problem,
     Roofline,
@@ -80,6 +82,8 @@ __all__ = [
 ]
 
 _ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
+# What keys a problem in the tables (migration 0006 added the epilogue).
+_PROBLEM_COLUMNS = (Measurement.m, Measurement.n, Measurement.k, Measurement.dtype, Measurement.epilogue)
 
 
 def ping(s: Session) -> None:
@@ -93,18 +97,19 @@ def ping(s: Session) -> None:
 def create_job(
     s: Session, problem: Problem, arch: str, max_trials: int, time_budget_s: float | None = None
 ) -> JobRecord:
-    """Insert a QUEUED job with the Optuna study name `tirtune-{id}-{shape}-{dtype}-{arch}-{nonce}`.
+    """Insert a QUEUED job with the Optuna study name `tirtune-{id}-{shape}-{dtype}-{arch}-{nonce}`
+    (`...-{dtype}-{epilogue}-{arch}-...` for a fused problem).
 
     The nonce keeps names unique even when our tables are reset while Optuna's (which share the
     database) keep their old studies."""
     if max_trials < 1:
         raise DbError(f"max_trials must be at least 1, got {max_trials}")
-    _refuse_fused(problem)
     job = Job(
         m=problem.m,
         n=problem.n,
         k=problem.k,
         dtype=problem.dtype,
+        epilogue=str(problem.epilogue),
         arch=arch,
         state=JobState.QUEUED.value,
         max_trials=max_trials,
@@ -113,7 +118,8 @@ def create_job(
     )
     s.add(job)
     s.flush()
-    job.study_name = f"tirtune-{job.id}-{problem.shape}-{problem.dtype}-{arch}-{uuid.uuid4().hex[:8]}"
+    fused = "" if problem.epilogue.is_none else f"-{problem.epilogue}"
+    job.study_name = f"tirtune-{job.id}-{problem.shape}-{problem.dtype}{fused}-{arch}-{uuid.uuid4().hex[:8]}"
     s.flush()
     return JobRecord.from_row(job)
 
@@ -223,7 +229,9 @@ def lock_problem(s: Session, problem: Problem, arch: str) -> None:
     advisory lock; SQLite: nothing to do, its transactions already exclude each other."""
     if s.get_bind().dialect.name != "postgresql":
         return
-    digest = hashlib.sha256(f"tirtune-job:{problem.shape}:{problem.dtype}:{arch}".encode()).digest()
+    # A plain GEMM's lock text is the one it had before epilogues keyed problems.
+    fused = "" if problem.epilogue.is_none else f":{problem.epilogue}"
+    digest = hashlib.sha256(f"tirtune-job:{problem.shape}:{problem.dtype}{fused}:{arch}".encode()).digest()
     s.execute(sa.select(sa.func.pg_advisory_xact_lock(int.from_bytes(digest[:8], "big", signed=True))))
 
 
@@ -392,13 +400,14 @@ def list_measurements(
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
     dtype: str | None = None,
+    epilogue: EpilogueSpec | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> list[MeasurementRecord]:
-    """Measurements matching every given filter (`dtype`: of every problem of that dtype), newest
-    first. Plain rows, not ORM objects: a page of 100 is read-only, and the ORM's identity map and
-    instances cost more than the query."""
-    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome, dtype)
+    """Measurements matching every given filter (`dtype`, `epilogue`: of every problem of that
+    dtype, that epilogue), newest first. Plain rows, not ORM objects: a page of 100 is read-only,
+    and the ORM's identity map and instances cost more than the query."""
+    stmt = _measurement_filter(sa.select(*Measurement.__table__.c), job_id, problem, outcome, dtype, epilogue)
     result = s.execute(stmt.order_by(Measurement.id.desc()).limit(limit).offset(offset))
     names = tuple(result.keys())
     return [MeasurementRecord.from_columns(dict(zip(names, row, strict=True))) for row in result]
@@ -411,8 +420,9 @@ def count_measurements(
     problem: Problem | None = None,
     outcome: Outcome | str | None = None,
     dtype: str | None = None,
+    epilogue: EpilogueSpec | None = None,
 ) -> int:
-    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome, dtype))
+    return _count(s, _measurement_filter(sa.select(Measurement.id), job_id, problem, outcome, dtype, epilogue))
 
 
 def mark_stale(
@@ -476,19 +486,8 @@ def _update_job_progress(s: Session, job: Job, measurement: Measurement) -> None
     s.flush()
 
 
-def _refuse_fused(problem: Problem) -> None:
-    """The tables key a problem by (m, n, k, dtype) alone: a problem with a fused epilogue
-    (core/epilogue.py) would be stored as the plain GEMM's, so it is refused until they key it."""
-    if not problem.epilogue.is_none:
-        raise DbError(
-            f"{problem}: the database stores GEMMs without a fused epilogue only "
-            "(its tables have no epilogue column yet)"
-        )
-
-
 def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
     problem = candidate.problem
-    _refuse_fused(problem)
     return {
         "config": candidate.config.to_json(),
         "config_digest": candidate.config.digest(),
@@ -496,6 +495,7 @@ def _candidate_columns(candidate: Candidate) -> dict[str, Any]:
         "n": problem.n,
         "k": problem.k,
         "dtype": problem.dtype,
+        "epilogue": str(problem.epilogue),
         "template_version": candidate.template_version,
     }
 
@@ -552,7 +552,15 @@ def _tflops(problem: Problem, milliseconds: float | None) -> float | None:
 
 
 def _same_problem(model: type[Job] | type[Measurement], problem: Problem) -> Sequence[sa.ColumnElement[bool]]:
-    return (model.m == problem.m, model.n == problem.n, model.k == problem.k, model.dtype == problem.dtype)
+    """The rows of `problem`: its shape, dtype and epilogue (a fused problem's rows are never the
+    plain GEMM's, nor the other way round)."""
+    return (
+        model.m == problem.m,
+        model.n == problem.n,
+        model.k == problem.k,
+        model.dtype == problem.dtype,
+        model.epilogue == str(problem.epilogue),
+    )
 
 
 def _job_filter(stmt: sa.Select[Any], state: JobState | str | None) -> sa.Select[Any]:
@@ -565,6 +573,7 @@ def _measurement_filter(
     problem: Problem | None,
     outcome: Outcome | str | None,
     dtype: str | None = None,
+    epilogue: EpilogueSpec | None = None,
 ) -> sa.Select[Any]:
     if job_id is not None:
         stmt = stmt.where(Measurement.job_id == job_id)
@@ -572,6 +581,8 @@ def _measurement_filter(
         stmt = stmt.where(*_same_problem(Measurement, problem))
     if dtype is not None:
         stmt = stmt.where(Measurement.dtype == normalize_dtype(dtype))
+    if epilogue is not None:
+        stmt = stmt.where(Measurement.epilogue == str(epilogue))
     if outcome is not None:
         stmt = stmt.where(Measurement.outcome == Outcome(outcome).value)
     return stmt
@@ -613,38 +624,48 @@ def problem_stats(s: Session, *, limit: int = 100, offset: int = 0) -> list[Prob
             Measurement.n,
             Measurement.k,
             Measurement.dtype,
+            Measurement.epilogue,
             sa.func.count(),
             sa.func.sum(ok),
             sa.func.max(best),
         )
-        .group_by(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype)
+        .group_by(*_PROBLEM_COLUMNS)
         .order_by(sa.func.max(Measurement.id).desc())
         .limit(limit)
         .offset(offset)
     )
     return [
-        ProblemStats(Problem(m, n, k, dtype), count, int(oks or 0), top)
-        for m, n, k, dtype, count, oks, top in s.execute(stmt)
+        ProblemStats(Problem(m, n, k, dtype, EpilogueSpec.parse(epilogue)), count, int(oks or 0), top)
+        for m, n, k, dtype, epilogue, count, oks, top in s.execute(stmt)
     ]
 
 
 def count_problems(s: Session) -> int:
-    problems = sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.dtype).distinct().subquery()
+    problems = sa.select(*_PROBLEM_COLUMNS).distinct().subquery()
     return s.scalar(sa.select(sa.func.count()).select_from(problems)) or 0
 
 
 def tuned_problems(
-    s: Session, dtype: str, *, gpu_name: str | None = None, source: Source = Source.GPU
+    s: Session,
+    dtype: str,
+    *,
+    epilogue: EpilogueSpec | None,
+    gpu_name: str | None = None,
+    source: Source = Source.GPU,
 ) -> list[Problem]:
-    """The problems of `dtype` that `best_of` has an answer for (on `gpu_name` if given, from `source`)."""
+    """The problems of `dtype` that `best_of` has an answer for (on `gpu_name` if given, from
+    `source`): of `epilogue` only (what a nearest-shape lookup takes: another epilogue's figures are
+    not this problem's), or of every epilogue with None (an export of everything tuned)."""
     stmt = (
-        sa.select(Measurement.m, Measurement.n, Measurement.k)
+        sa.select(Measurement.m, Measurement.n, Measurement.k, Measurement.epilogue)
         .distinct()
         .where(Measurement.dtype == dtype, _usable(), Measurement.source == Source(source).value)
     )
+    if epilogue is not None:
+        stmt = stmt.where(Measurement.epilogue == str(epilogue))
     if gpu_name is not None:
         stmt = stmt.where(Measurement.gpu_name == gpu_name)
-    return [Problem(m, n, k, dtype) for m, n, k in s.execute(stmt)]
+    return [Problem(m, n, k, dtype, EpilogueSpec.parse(fused)) for m, n, k, fused in s.execute(stmt)]
 
 
 def tuned_gpus(s: Session, problem: Problem, *, source: Source = Source.GPU) -> list[str]:
@@ -812,7 +833,9 @@ def training_samples(
     newer than `after_id`, in id order (at most `limit`), and the newest id read (`after_id`
     when none). Stale rows count too: a new driver or TVM rarely reorders configs, and the model
     weighs figures, it does not serve them. A reused measurement (the same key measured once,
-    recorded again for another job) is one sample."""
+    recorded again for another job) is one sample. Only plain GEMMs (epilogue "none"): the model's
+    features do not see a fused epilogue, so a fused problem's figures would be learned as the
+    plain GEMM's of its shape (docs/design.md, "Epilogues")."""
     stmt = (
         sa.select(
             Measurement.id,
@@ -831,6 +854,7 @@ def training_samples(
             Measurement.gpu_name == gpu_name,
             Measurement.source == Source(source).value,
             Measurement.template_version.startswith(version_prefix),
+            Measurement.epilogue == str(EPILOGUE_NONE),
         )
         .order_by(Measurement.id)
         .limit(limit)

@@ -2,7 +2,9 @@
 
 DIR is laid out as a build cache (one folder per module, `tirtune.core.artifacts.entry_name`,
 with its build.json and digest) plus `manifest.json`: one entry per (problem, GPU model) naming
-the config, template version, measurement key, sha256 and ratio. On the other host,
+the config, template version, measurement key, sha256 and ratio. A problem is its shape, dtype and
+fused epilogue ("epilogue": "none" for a plain GEMM; a manifest written before entries carried it
+holds plain GEMMs only), so a fused problem's kernel never stands in for the plain GEMM's. On the other host,
 `TIRTUNE_MANIFEST=DIR/manifest.json` makes `tirtune.gemm` take its choices from the manifest and
 its modules from DIR (`ManifestBest`), checked against the digests as from any cache.
 """
@@ -75,7 +77,8 @@ def _bests(factory: sessionmaker[Session], gpu_name: str | None) -> list[Chosen]
     found = []
     with transaction(factory) as s:
         for dtype in DTYPES:
-            for problem in sorted(repo.tuned_problems(s, dtype, gpu_name=gpu_name), key=lambda p: (p.m, p.n, p.k)):
+            tuned = repo.tuned_problems(s, dtype, epilogue=None, gpu_name=gpu_name)
+            for problem in sorted(tuned, key=lambda p: (p.m, p.n, p.k, str(p.epilogue))):
                 for gpu in [gpu_name] if gpu_name else repo.tuned_gpus(s, problem):
                     choice = repo.best_of(s, problem, gpu_name=gpu)
                     if choice is not None:
@@ -99,6 +102,7 @@ def _entry(chosen: Chosen) -> dict[str, Any]:
     return {
         "shape": chosen.problem.shape,
         "dtype": chosen.problem.dtype,
+        "epilogue": str(chosen.problem.epilogue),
         "gpu": chosen.gpu_name,
         "template_version": chosen.template_version,
         "config": chosen.config.to_json(),
@@ -118,10 +122,10 @@ class ManifestBest:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise DispatchError(f"{manifest} is not a tirtune export manifest ({FORMAT})")
         self.folder = Path(manifest).parent
-        self._chosen = {(k["shape"], k["dtype"], k["gpu"]): k for k in data["kernels"]}
+        self._chosen = {(k["shape"], k["dtype"], k.get("epilogue", "none"), k["gpu"]): k for k in data["kernels"]}
 
     def best(self, problem: Problem, gpu_name: str) -> Chosen | None:
-        k = self._chosen.get((problem.shape, problem.dtype, gpu_name))
+        k = self._chosen.get((problem.shape, problem.dtype, str(problem.epilogue), gpu_name))
         if k is None:
             return None
         cublas, p10 = k.get("cublas_tflops"), k.get("ratio_p10")  # absent from older manifests

@@ -5,7 +5,8 @@ A new problem's first trials should be its likely best. Two sources, in this ord
 1. **Transfer**: the best configs (by the same-run ratio, re-measured first: `repo.ranked`) of
    the `TRANSFER_PROBLEMS` nearest problems already tuned on the same GPU model and branch
    (`space.shapes.log_distance`: 16x4096x4096 is near 8x4096x4096 and 128x4096x4096, far from
-   4096^3), `PER_PROBLEM` each, nearest problem first. The other 16-bit dtype counts as
+   4096^3), `PER_PROBLEM` each, nearest problem first, of the same fused epilogue only (a plain
+   GEMM's figures do not rank configs for a fused problem, nor back). The other 16-bit dtype counts as
    `OTHER_DTYPE` further away: the same shape in fp16 is a bf16 job's best guess (the kernels
    differ in the MMA's type name only), nearer than any other shape;
 2. **Shape class**: the branch registry's starting configs for the problem's class
@@ -59,7 +60,11 @@ def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str |
     """The best configs of the nearest problems tuned before (nearest first; none for the
     problem itself, whose own measurements the job reuses anyway), only those the branch's space
     still holds (a knob value it no longer searches, such as trim=True, is not proposed again)."""
-    tuned = [p for dtype in DTYPES for p in repo.tuned_problems(s, dtype, gpu_name=gpu_name, source=source)]
+    tuned = [
+        p
+        for dtype in DTYPES
+        for p in repo.tuned_problems(s, dtype, epilogue=problem.epilogue, gpu_name=gpu_name, source=source)
+    ]
     configs: list[Config] = []
     for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
         ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)

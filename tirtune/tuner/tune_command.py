@@ -60,11 +60,13 @@ def run_tune(
     serve: Serve,
     top: int = 10,
     database_url: str | None = None,
+    epilogue: str = "none",
 ) -> dict[str, Any]:
-    """Tune one problem in the foreground and return the summary. `database_url` defaults to
-    DATABASE_URL, or for a replay (`replay` or TIRTUNE_REPLAY) to the replay database; `serve`
-    renders a best as GET /best does (the summary's `best`)."""
-    problem = Problem.parse(shape, dtype)
+    """Tune one problem (with its fused `epilogue`, text such as "bias+residual") in the foreground
+    and return the summary. `database_url` defaults to DATABASE_URL, or for a replay (`replay` or
+    TIRTUNE_REPLAY) to the replay database; `serve` renders a best as GET /best does (the
+    summary's `best`)."""
+    problem = Problem.parse(shape, dtype, epilogue)
     branches.check_problem(problem)  # refuse what no branch can tune before anything starts
     replaying = (replay or settings.replay) is not None
     if not replaying:
@@ -83,7 +85,8 @@ def run_tune(
         named = "" if url == settings.replay_database_url else f" --database {shown_url(url)}"
         console.print(
             f"replaying recorded measurements (not a GPU run) into {shown_url(url)}; `tirtune best "
-            f"{problem.shape} --dtype {problem.dtype} --source replay{named}` and GET /best?source=replay "
+            f"{problem.shape} --dtype {problem.dtype}{_epilogue_flag(problem)} --source replay{named}` and "
+            "GET /best?source=replay "
             "serve them, labelled"
         )
     began = time.monotonic()
@@ -193,6 +196,7 @@ def summarize(
     return {
         "problem": problem.shape,
         "dtype": problem.dtype,
+        "epilogue": str(problem.epilogue),
         "job_id": job_id,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "gpu": trial.gpu_name if trial else (rows[0].gpu_name if rows else None),
@@ -280,7 +284,7 @@ def _row(ranked: Ranked) -> dict[str, Any]:
 def _print_table(console: Console, summary: dict[str, Any]) -> None:
     where = f" on {summary['gpu']}" if summary["gpu"] else " (nothing measured)"
     table = Table(
-        title=f"{summary['problem']} {summary['dtype']}{where}"
+        title=f"{summary['problem']} {summary['dtype']}{_fused(summary)}{where}"
         f"{' (replayed)' if summary.get('source') == 'replay' else ''}: top configs by same-run ratio "
         "(re-measured first)"
     )
@@ -314,7 +318,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
     s = summary
     best = s.get("best") or {}
     lines = [
-        f"# tirtune tune {s['problem']} {s['dtype']}",
+        f"# tirtune tune {s['problem']} {s['dtype']}{_fused(s)}",
         "",
         f"- date: {s['date']}; GPU: {s['gpu']}; driver {s['driver']}; CUDA {s['cuda']}; TVM {s['tvm']}; "
         f"torch {s['torch']}; template {s['template_version']}"
@@ -365,3 +369,13 @@ def _default_version() -> str:
 
 def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _epilogue_flag(problem: Problem) -> str:
+    return "" if problem.epilogue.is_none else f" --epilogue {problem.epilogue}"
+
+
+def _fused(summary: dict[str, Any]) -> str:
+    """' epilogue=bias+residual' for a fused problem's summary, else nothing (older summaries too)."""
+    epilogue = summary.get("epilogue", "none")
+    return "" if epilogue == "none" else f" epilogue={epilogue}"

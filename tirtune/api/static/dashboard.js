@@ -31,6 +31,11 @@ const ratio = (x) => (x === null || x === undefined ? "–" : `${Number(x).toFix
 const spread = (lo, hi) => (lo === null || lo === undefined || hi === null || hi === undefined
   ? "–" : `${Number(lo).toFixed(3)}–${Number(hi).toFixed(3)}`);
 const badge = (text, color) => el("span", { class: "badge", style: `background:${color}` }, text);
+// A problem is its shape, dtype and fused epilogue ("none" for a plain GEMM): a fused problem's
+// figures are its own, so every label that names a problem names its epilogue when there is one.
+const problemText = (shape, dtype, epilogue) => `${shape} ${dtype}${epilogue && epilogue !== "none" ? ` + ${epilogue}` : ""}`;
+// "+" in a query string reads as a space: the epilogue is always percent-encoded.
+const epilogueQuery = (epilogue) => `epilogue=${encodeURIComponent(epilogue || "none")}`;
 
 async function getJson(path) {
   const response = await fetch(path, { headers: { Accept: "application/json" } });
@@ -71,7 +76,9 @@ function jobRow(job) {
   const source = job.best?.provenance?.source === "replay" ? " (replayed)" : "";
   const row = el("tr", { "data-job-id": job.id, "data-state": job.state },
     el("td", {}, `#${job.id}`),
-    el("td", {}, `${job.shape} ${job.problem.dtype}`),
+    el("td", {}, job.shape),
+    el("td", {}, job.problem.dtype),
+    el("td", { "data-epilogue": job.problem.epilogue }, job.problem.epilogue),
     el("td", {}, badge(job.state, STATE_COLORS[job.state] || "#656d76")),
     el("td", {}, bar, el("span", { class: "progress-label" }, `${job.trials_done}/${job.max_trials} trials`)),
     el("td", { class: "num", "data-best-ratio": best?.ratio ?? "" }, best ? `${ratio(best.ratio)} ${best.how}`
@@ -87,8 +94,9 @@ function jobRow(job) {
 function renderChoices(jobs, studies) {
   const select = document.getElementById("study-select");
   const options = [
-    ...jobs.map((j) => [`job:${j.id}`, `job #${j.id} · ${j.shape} ${j.problem.dtype}`]),
-    ...studies.map((s) => [`problem:${s.shape}:${s.dtype}`, `all jobs · ${s.shape} ${s.dtype}`]),
+    ...jobs.map((j) => [`job:${j.id}`, `job #${j.id} · ${problemText(j.shape, j.problem.dtype, j.problem.epilogue)}`]),
+    ...studies.map((s) => [`problem:${s.shape}:${s.dtype}:${s.epilogue}`,
+      `all jobs · ${problemText(s.shape, s.dtype, s.epilogue)}`]),
   ];
   if (!state.userChose || !options.some(([value]) => value === state.choice)) {
     state.choice = options.length ? options[0][0] : null;
@@ -104,10 +112,11 @@ function choose(value) {
 }
 
 function summaryPath(choice, jobs) {
-  const [kind, a, b] = choice.split(":");
-  if (kind === "problem") return `/studies/${a}/${b}/summary`;
+  const [kind, a, b, c] = choice.split(":");
+  if (kind === "problem") return `/studies/${a}/${b}/summary?${epilogueQuery(c)}`;
   const job = jobs.find((j) => String(j.id) === a);
-  return job ? `/studies/${job.shape}/${job.problem.dtype}/summary?job_id=${job.id}` : null;
+  return job ? `/studies/${job.shape}/${job.problem.dtype}/summary?${epilogueQuery(job.problem.epilogue)}&job_id=${job.id}`
+    : null;
 }
 
 // --- the study ------------------------------------------------------------------------------------
