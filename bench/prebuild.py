@@ -213,7 +213,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope", "stream_k")
+DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope")
 
 
 # The splits the drawn sets were drawn from; the deeper ones have a set of their own (split-fuzz).

@@ -203,7 +203,7 @@ def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
     other = {bool: lambda v: not v, int: lambda v: v * 2 if v else 1}
     strings = {"epilogue": "tma", "schedule": "pingpong", "reg_split": "240/24", "loader": "threads",
                "split_k_reduce": "serial", "l2_hint": "none/first", "l2_promotion": "256B", "cluster_dim": "n",
-               "split_k_scope": "tail"}
+               "split_k_scope": "tail", "stream_k_scope": "tail"}
     for f in fields(Config):
         value = getattr(base, f.name)
         changed = replace(base, **{f.name: strings[f.name] if isinstance(value, str) else other[type(value)](value)})
