@@ -155,7 +155,7 @@ def test_a_branch_marked_compile_checked_is_served_only_from_its_own_gpus(
     assert best is not None and best.best.trial.compute_capability == "9.0"
     monkeypatch.setattr(repo, "BRANCHES", BRANCHES)  # as registered: Hopper's figures are served from anywhere
     with transaction(factory) as s:
-        assert len(repo.tuned_problems(s, "float16")) == 1
+        assert len(repo.tuned_problems(s, "float16", epilogue=problem.epilogue)) == 1
 
 
 def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
