@@ -133,8 +133,10 @@ def test_the_readme_example_runs() -> None:
     a, b = torch.randn(16, 3584, dtype=torch.bfloat16), torch.randn(4608, 3584, dtype=torch.bfloat16)
     down = torch.nn.Linear(18944, 3584, bias=False)
     model = SimpleNamespace(layers=[SimpleNamespace(mlp=SimpleNamespace(down_proj=down))])
-    scope = {"a": a, "b": b, "model": model}
+    bias, residual = torch.randn(4608, dtype=torch.bfloat16), torch.randn(16, 4608, dtype=torch.bfloat16)
+    scope = {"a": a, "b": b, "model": model, "bias": bias, "residual": residual}
     exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (our own README)
+    close(scope["y"], torch.addmm(bias, a, b.T) + residual)
     assert isinstance(scope["layer"], tirtune.nn.Linear) and scope["layer"].weight is down.weight
     assert tuple(scope["d"].shape) == (16, 4608)
 
