@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 from test_api_kernels import H200, MODULE, P, cache_entry, record
 
+import tirtune
 from tirtune.api import create_app
 from tirtune.cli import main
 from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem, Provenance, RunResult
@@ -159,7 +160,8 @@ def test_a_bias_goes_into_cublas_unless_the_kernels_lead_pays_for_adding_it(
     bias = torch.randn(P.n, dtype=torch.float16)
     dispatcher, loader, _ = local(db_factory, tuned)
     assert torch.equal(dispatcher.linear(a, b, bias), torch.addmm(bias, a, b.T)) and loader.launches == 0
-    [resolved] = dispatcher.resolved()
+    fused, resolved = dispatcher.resolved()  # P with the bias fused was asked for first: nobody tuned it
+    assert fused.problem == Problem(P.m, P.n, P.k, P.dtype, "bias") and fused.kernel is None
     assert resolved.kernel is not None and not resolved.bias_pays
     assert resolved.chosen is not None and resolved.chosen.cublas_tflops == pytest.approx(P.tflops(0.012))
     dispatcher.gemm(a, b)
@@ -168,7 +170,7 @@ def test_a_bias_goes_into_cublas_unless_the_kernels_lead_pays_for_adding_it(
     monkeypatch.setattr(module, "BIAS_ADD_FIXED_MS", 0.0)
     dispatcher, loader, _ = local(db_factory, tuned)
     y = dispatcher.linear(a, b, bias)
-    assert loader.launches == 1 and dispatcher.resolved()[0].bias_pays
+    assert loader.launches == 1 and dispatcher.resolved()[1].bias_pays
     torch.testing.assert_close(y, torch.mm(a, b.T) + bias)
 
 
@@ -516,3 +518,144 @@ def test_the_setting_serves_unproven_kernels(tmp_path: Path) -> None:
     base = {"database_url": f"sqlite:///{tmp_path / 'x.db'}", "cache_dir": tmp_path / "c"}
     assert from_settings(Settings(**base)).require_lead  # type: ignore[arg-type]
     assert not from_settings(Settings(**base, dispatch_unproven=True)).require_lead  # type: ignore[arg-type]
+
+
+# A fused problem: its own kernel, looked up by (shape, dtype, epilogue), never the plain GEMM's.
+
+FUSED = Problem(P.m, P.n, P.k, P.dtype, "bias+residual")
+FUSED_MODULE = b"\x7fELF the bias+residual kernel"
+
+
+class NamingLoader:
+    """Loader stand-in for kernels that name their parameters (a cubin's launch spec): the kernel
+    records each call's arguments and computes D = A @ B.T plus each operand in the order named."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.loaded: list[bytes] = []
+        self.calls: list[tuple[bytes, tuple[torch.Tensor, ...]]] = []
+
+    def load(self, path: Path) -> Any:
+        module = path.read_bytes()
+        self.loaded.append(module)
+        outer = self
+
+        class Kernel:
+            operands = outer.names
+
+            def __call__(self, *args: torch.Tensor) -> None:
+                outer.calls.append((module, args))
+                a, b, d, *extra = args
+                acc = a.float() @ b.float().T
+                for value in extra:
+                    acc = acc + value.float()
+                d.copy_(acc)
+
+        return Kernel()
+
+
+def fused_operands() -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(5)
+    return {"bias": torch.randn(P.n, generator=gen, dtype=torch.float16),
+            "residual": torch.randn(P.m, P.n, generator=gen, dtype=torch.float16)}
+
+
+@pytest.fixture
+def tuned_fused(db_factory: Factory, tuned: Path) -> Path:
+    """`tuned`, and P with bias+residual fused tuned too (BEST at 1.2x the unfused baseline), its
+    module (FUSED_MODULE) in the same cache."""
+    record(db_factory, BEST, problem=FUSED)
+    cache_entry(tuned, BEST, module=FUSED_MODULE, problem=FUSED)
+    return tuned
+
+
+def test_a_fused_call_runs_the_fused_kernel_with_its_operands_in_the_kernels_order(
+        db_factory: Factory, tuned_fused: Path) -> None:
+    loader = NamingLoader(("A", "B", "D", "residual", "bias"))  # named in another order than the spec's
+    dispatcher = Dispatcher(LocalBest(db_factory), ArtifactStore(tuned_fused, build=False), loader, device_name=h200)
+    a, b = inputs()
+    ops = fused_operands()
+    with use(dispatcher):
+        d = tirtune.gemm(a, b, bias=ops["bias"], residual=ops["residual"])
+    [(module, args)] = loader.calls
+    assert module == FUSED_MODULE and args[0] is a and args[1] is b and args[2] is d
+    assert args[3] is ops["residual"] and args[4] is ops["bias"]
+    [found] = dispatcher.resolved()
+    assert found.problem == FUSED and found.chosen is not None and found.chosen.problem == FUSED
+    # the plain call of the same shape runs the plain GEMM's module, a table entry of its own
+    dispatcher.gemm(a, b)
+    assert [m for m, _ in loader.calls] == [FUSED_MODULE, MODULE] and len(loader.calls[1][1]) == 3
+
+
+def test_a_fused_call_never_runs_the_plain_kernel(db_factory: Factory, tuned: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Only the plain GEMM is tuned: the fused call is cuBLAS then the adds in eager torch (what
+    the measuring child times as its baseline), said once; the plain kernel never runs for it."""
+    loader = NamingLoader(("A", "B", "D"))
+    dispatcher = Dispatcher(LocalBest(db_factory), ArtifactStore(tuned, build=False), loader, device_name=h200)
+    a, b = inputs()
+    ops = fused_operands()
+    spec = FUSED.epilogue
+    with caplog.at_level(logging.WARNING, logger="tirtune.dispatch.dispatcher"):
+        d = dispatcher.gemm_fused(a, b, spec, ops)
+        dispatcher.gemm_fused(a, b, spec, ops)
+    assert loader.calls == [] and loader.loaded == []
+    assert torch.equal(d, torch.addmm(ops["bias"], a, b.T).add_(ops["residual"]))
+    assert [r.getMessage().endswith("nobody tuned it") and "epilogue=bias+residual" in r.getMessage()
+            for r in caplog.records] == [True]
+
+
+def test_an_export_serves_the_fused_entry_to_a_fused_call_and_the_plain_one_to_a_plain_call(
+        db_factory: Factory, tuned_fused: Path, tmp_path: Path) -> None:
+    report = export(db_factory, tuned_fused, tmp_path / "export")
+    entries = json.loads(report.manifest.read_text())["kernels"]
+    assert sorted(k["epilogue"] for k in entries) == ["bias+residual", "none"]
+    loader = NamingLoader(("A", "B", "D", "bias", "residual"))
+    there = Dispatcher(ManifestBest(report.manifest), ArtifactStore(report.manifest.parent, build=False), loader,
+                       device_name=h200)
+    a, b = inputs()
+    ops = fused_operands()
+    out = torch.empty(P.m, P.n, dtype=torch.float16)
+    assert there.gemm_fused(a, b, FUSED.epilogue, ops, out) is out
+    there.gemm(a, b)
+    assert [m for m, _ in loader.calls] == [FUSED_MODULE, MODULE]
+    assert loader.calls[0][1][3:] == (ops["bias"], ops["residual"])
+    torch.testing.assert_close(out, (a.float() @ b.float().T + ops["bias"].float() + ops["residual"].float()).half())
+
+
+def test_a_kernel_whose_parameters_are_not_the_problems_is_never_launched(
+        db_factory: Factory, tuned_fused: Path, caplog: pytest.LogCaptureFixture) -> None:
+    loader = NamingLoader(("A", "B", "D", "bias"))  # it takes no residual
+    dispatcher = Dispatcher(LocalBest(db_factory), ArtifactStore(tuned_fused, build=False), loader, device_name=h200)
+    a, b = inputs()
+    ops = fused_operands()
+    with caplog.at_level(logging.ERROR, logger="tirtune.dispatch.dispatcher"):
+        d = dispatcher.gemm_fused(a, b, FUSED.epilogue, ops)
+    assert loader.calls == [] and "the kernel takes (A, B, D, bias)" in caplog.text
+    assert torch.equal(d, torch.addmm(ops["bias"], a, b.T).add_(ops["residual"]))
+    strict = Dispatcher(LocalBest(db_factory), ArtifactStore(tuned_fused, build=False), loader, device_name=h200,
+                        strict=True)
+    with pytest.raises(ValueError, match="the kernel takes"):
+        strict.gemm_fused(a, b, FUSED.epilogue, ops)
+
+
+def test_a_biased_linear_runs_a_tuned_bias_kernel(db_factory: Factory, tuned: Path) -> None:
+    """P with the bias fused tuned: Dispatcher.linear runs it (one pass), not torch.addmm nor the
+    plain kernel and an add."""
+    biased = Problem(P.m, P.n, P.k, P.dtype, "bias")
+    record(db_factory, BEST, problem=biased)
+    cache_entry(tuned, BEST, module=b"the bias kernel", problem=biased)
+    loader = NamingLoader(("A", "B", "D", "bias"))
+    dispatcher = Dispatcher(LocalBest(db_factory), ArtifactStore(tuned, build=False), loader, device_name=h200)
+    a, b = inputs()
+    bias = fused_operands()["bias"]
+    y = dispatcher.linear(a, b, bias)
+    [(module, args)] = loader.calls
+    assert module == b"the bias kernel" and args[3] is bias and args[2] is y
+    assert [r.problem for r in dispatcher.resolved()] == [biased]  # the plain problem was not needed
+
+
+def test_service_best_asks_for_the_fused_problem(service: TestClient) -> None:
+    assert ServiceBest(ClientHttp(service)).best(FUSED, "NVIDIA H200") is None  # only the plain P is tuned
+    chosen = ServiceBest(ClientHttp(service)).best(P, "NVIDIA H200")
+    assert chosen is not None and chosen.config == BEST

@@ -73,9 +73,10 @@ class ServiceBest:
         self.queue_untuned = queue_untuned
 
     def best(self, problem: Problem, gpu_name: str) -> Chosen | None:
-        reply = self.http.get(
-            "/best", {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name, "predict": "false"}
-        )  # a prediction is no tuned kernel
+        query = {"shape": problem.shape, "dtype": problem.dtype, "gpu": gpu_name, "predict": "false"}
+        if not problem.epilogue.is_none:
+            query["epilogue"] = str(problem.epilogue)
+        reply = self.http.get("/best", query)  # a prediction is no tuned kernel
         if reply.status == 404:
             if self.queue_untuned:
                 self._queue(problem)
@@ -98,7 +99,10 @@ class ServiceBest:
         )
 
     def _queue(self, problem: Problem) -> None:
-        reply = self.http.post("/tune", {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype})
+        body: dict[str, object] = {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype}
+        if not problem.epilogue.is_none:
+            body["epilogue"] = str(problem.epilogue)
+        reply = self.http.post("/tune", body)
         if reply.status in (200, 202):
             log.info("queued a tuning job for %s %s (job %s)", problem.shape, problem.dtype, reply.json().get("id"))
         else:

@@ -17,26 +17,37 @@ tuned at 1.011x with p10 0.936, cost the layer 0.09 ms in place). `require_lead=
 
 `linear(a, b, bias)` adds a bias: the tuned kernels have none in their epilogue, so it costs a
 second pass over D, while cuBLAS adds it inside its GEMM (torch.addmm). The tuned kernel serves a
-biased problem only where its measured lead over cuBLAS pays for that pass (`bias_add_pays`).
+biased problem only where its measured lead over cuBLAS pays for that pass (`bias_add_pays`),
+unless a kernel with the bias fused was tuned for the problem: then that kernel serves.
+
+`gemm_fused(a, b, epilogue, operands)` runs a problem with a fused epilogue (`core.epilogue`):
+its own tuned kernel, looked up by shape, dtype and epilogue (never the plain GEMM's kernel), given
+the operands after D in the order the kernel names them (`runner.inputs.Inputs.arguments`); where
+none serves, what a user runs without tirtune, cuBLAS and then each op in eager torch
+(`runner.inputs.baseline`, the figure its ratio was measured against), under the same lead rule.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import DTYPES, Problem, SpaceError
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
 from tirtune.core.errors import TirtuneError
 from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader
+from tirtune.runner.inputs import Inputs, baseline, baseline_label, operand_mismatch
 
 __all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name", "unproven_lead"]
 
 log = logging.getLogger(__name__)
+
+_BIAS = EpilogueSpec(("bias",))
 
 # torch dtype name -> the Problem's dtype
 _DTYPES = {f"torch.{name}": name for name in DTYPES}
@@ -135,12 +146,42 @@ class Dispatcher:
         (`Resolved.bias_pays`), else torch.addmm, which adds the bias inside cuBLAS's GEMM."""
         import torch
 
+        m, n, fused = self._lookup_fused(a, b, _BIAS)
+        if fused.kernel is not None and bias.is_contiguous() and _fits(a, b, None, m, n):
+            d = a.new_empty((m, n))
+            fused.kernel(*Inputs(a, b, _BIAS, {"bias": bias}).arguments(d, _names(fused.kernel)))
+            return d
         m, n, found = self._lookup(a, b)
         if found.kernel is None or not found.bias_pays or not _fits(a, b, None, m, n):
             return torch.addmm(bias, a, b.T)
         d = a.new_empty((m, n))
         found.kernel(a, b, d)
         return d.add_(bias)
+
+    def gemm_fused(self, a: Any, b: Any, epilogue: EpilogueSpec, operands: Mapping[str, Any], out: Any = None) -> Any:
+        """D = epilogue(A @ B.T) (`core.epilogue`; `operands`: its operands by op name) by the tuned
+        kernel of the fused problem, else cuBLAS and the ops in eager torch (`runner.inputs.baseline`).
+        `out` must not overlap an operand: the kernel's pointers are `__restrict__`."""
+        import torch
+
+        m, n, found = self._lookup_fused(a, b, epilogue)
+        d = out if out is not None else a.new_empty((m, n))
+        inputs = Inputs(a, b, epilogue, operands)
+        if found.kernel is None or not _fits(a, b, out, m, n) or not all(v.is_contiguous() for v in operands.values()):
+            baseline(torch, inputs, d)()
+        else:
+            found.kernel(*inputs.arguments(d, _names(found.kernel)))
+        return d
+
+    def _lookup_fused(self, a: Any, b: Any, epilogue: EpilogueSpec) -> tuple[int, int, Resolved]:
+        """`_lookup` of the problem with `epilogue` fused (its own entry in the table)."""
+        m, k = a.shape
+        n = b.shape[0]
+        key = (m, n, k, a.dtype, a.device, epilogue)
+        found = self._table.get(key)
+        if found is None:
+            found = self._first(key)
+        return m, n, found
 
     def _lookup(self, a: Any, b: Any) -> tuple[int, int, Resolved]:
         """(M, N, what serves the problem): a table lookup, resolved on the first call."""
@@ -168,14 +209,16 @@ class Dispatcher:
                 found = self._table[key] = self.resolve(*key)
             return found
 
-    def resolve(self, m: int, n: int, k: int, dtype: Any, device: Any) -> Resolved:
+    def resolve(
+        self, m: int, n: int, k: int, dtype: Any, device: Any, epilogue: EpilogueSpec = EPILOGUE_NONE
+    ) -> Resolved:
         """Find, fetch and load the kernel of one problem on `device` (not cached: `gemm` caches)."""
         name = _DTYPES.get(str(dtype))
         gpu = self.device_name(device)
         if name is None or gpu is None:
             return Resolved(None, gpu, None, f"no tuned kernels for {dtype} on {device}")
         try:
-            problem = Problem(m, n, k, name)
+            problem = Problem(m, n, k, name, epilogue)
         except SpaceError as e:  # e.g. an empty or oversized dimension: nothing was tuned for it
             return Resolved(None, gpu, None, str(e))
         try:
@@ -189,10 +232,26 @@ class Dispatcher:
                 )
             fetched = self.store.fetch(chosen)
             kernel = self.loader.load(fetched.path)
+            mismatch = None if epilogue.is_none else operand_mismatch(_names(kernel), epilogue)
+            if mismatch is not None:
+                raise ValueError(f"the tuned {chosen.config.label()}: {mismatch}")
         except (TirtuneError, OSError, ValueError, KeyError) as e:
             if self.strict:
                 raise
             return self._fallback(problem, gpu, f"{type(e).__name__}: {e}", logging.ERROR)
+        if not epilogue.is_none:
+            log.info(
+                "%s %s epilogue=%s on %s: tuned kernel %s (%.3fx %s, module from %s)",
+                problem.shape,
+                problem.dtype,
+                epilogue,
+                gpu,
+                chosen.config.label(),
+                chosen.ratio,
+                baseline_label(epilogue),
+                fetched.origin,
+            )
+            return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin)
         pays = bias_add_pays(problem, chosen)
         log.info(
             "%s %s on %s: tuned kernel %s (%.3fx cuBLAS, module from %s; with a bias: %s)",
@@ -211,8 +270,26 @@ class Dispatcher:
     def _fallback(self, problem: Problem, gpu: str, why: str, level: int, chosen: Chosen | None = None) -> Resolved:
         if (problem, gpu) not in self._told:
             self._told.add((problem, gpu))
-            log.log(level, "%s %s on %s runs on torch.mm (cuBLAS): %s", problem.shape, problem.dtype, gpu, why)
+            if problem.epilogue.is_none:
+                log.log(level, "%s %s on %s runs on torch.mm (cuBLAS): %s", problem.shape, problem.dtype, gpu, why)
+            else:
+                log.log(
+                    level,
+                    "%s %s epilogue=%s on %s has no fused kernel serving, unfused (%s): %s",
+                    problem.shape,
+                    problem.dtype,
+                    problem.epilogue,
+                    gpu,
+                    baseline_label(problem.epilogue),
+                    why,
+                )
         return Resolved(problem, gpu, None, why, chosen)
+
+
+def _names(kernel: Kernel) -> tuple[str, ...] | None:
+    """The kernel's parameter names (a cubin's launch spec), or None where it does not name them."""
+    names: tuple[str, ...] | None = getattr(kernel, "operands", None)
+    return names
 
 
 def _fits(a: Any, b: Any, out: Any, m: int, n: int) -> bool:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 __all__ = ["Kernel", "Loader", "TvmFfiLoader"]
 
-# A loaded kernel: kernel(a, b, d) writes A @ B.T into d on the current torch stream.
-Kernel = Callable[[Any, Any, Any], None]
+# A loaded kernel: kernel(a, b, d, *operands) writes A @ B.T (its epilogue applied with the operands,
+# in the order its `operands` attribute names them where it has one) into d on the current torch stream.
+Kernel = Callable[..., None]
 
 
 class Loader(Protocol):

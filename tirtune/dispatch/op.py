@@ -6,6 +6,15 @@ and an autograd formula so `tirtune.nn.Linear` trains.
     gemm_out(a, b, out) -> ()  the same into `out` (no allocation: capturable in a CUDA graph)
     linear(a, b, bias) -> d    D = A @ B.T + bias (N values): where the bias goes is the
                                dispatcher's choice (`Dispatcher.linear`)
+    gemm_fused(a, b, bias?, residual?) -> d
+                               D = A @ B.T (+ bias, N values) (+ residual, (M, N)): the tuned
+                               kernel of the fused problem, else cuBLAS and the adds in eager
+                               torch (`Dispatcher.gemm_fused`)
+    gemm_fused_out(a, b, bias?, residual?, out) -> ()
+                               the same into `out`, which must not overlap the residual
+
+The plain ops are unchanged by the fused ones: `tirtune.gemm(a, b)` without a bias or residual
+takes the same path as before they existed.
 """
 
 from __future__ import annotations
@@ -14,9 +23,10 @@ from typing import Any
 
 import torch
 
+from tirtune.core.epilogue import EpilogueSpec
 from tirtune.dispatch import default
 
-__all__ = ["gemm", "gemm_op", "gemm_out_op", "linear", "linear_op"]
+__all__ = ["gemm", "gemm_fused_op", "gemm_fused_out_op", "gemm_op", "gemm_out_op", "linear", "linear_op"]
 
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -93,14 +103,26 @@ def _save(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 gemm_op.register_autograd(_backward, setup_context=_save)
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """D = A @ B.T by the tuned TIRx kernel of this problem on this GPU (torch.mm where there is
     none). A (M, K) and B (N, K), fp16 or bf16, on one CUDA device; `out`: write D there.
+    `bias` (N values) and `residual` ((M, N)), of A's dtype and device, are added to the product
+    in the kernel's epilogue where a kernel with them fused was tuned for the problem, else after
+    cuBLAS's GEMM in eager torch (`gemm_fused`); `out` must not overlap the residual.
 
     Called eagerly on plain tensors with nothing to differentiate, it goes to the dispatcher
     straight: a custom op's Python dispatch costs about 100 us of host time a call (measured on
     this project's CPU machine), longer than a decode GEMM runs on an H200. Under torch.compile,
     a fake-tensor trace or autograd it goes through `torch.ops.tirtune.gemm`."""
+    if bias is not None or residual is not None:
+        return _gemm_fused(a, b, bias, residual, out)
     if _eager(a, b):
         _check_plain(a, b)
         return default.current().gemm(a, b, out)  # type: ignore[no-any-return]
@@ -154,3 +176,155 @@ def linear(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch
         _check_plain(a, b)
         return default.current().linear(a, b, bias)  # type: ignore[no-any-return]
     return torch.ops.tirtune.linear(a, b, bias)  # type: ignore[no-any-return]
+
+
+_SPECS = {
+    (True, False): EpilogueSpec(("bias",)),
+    (False, True): EpilogueSpec(("residual",)),
+    (True, True): EpilogueSpec(("bias", "residual")),
+}
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None) -> None:
+    """The fused epilogue's operands: a bias of N values and a residual of (M, N), both of A's
+    dtype and device (`core.epilogue`: they are of D's dtype)."""
+    m, n = a.shape[0], b.shape[0]
+    if bias is not None:
+        torch._check(
+            bias.dim() == 1 and bias.shape[0] == n,
+            lambda: f"tirtune.gemm: the bias must have N = {n} values, got shape {tuple(bias.shape)}",
+        )
+        torch._check(
+            bias.dtype == a.dtype and bias.device == a.device,
+            lambda: f"tirtune.gemm: the bias is {bias.dtype} on {bias.device}, A {a.dtype} on {a.device}",
+        )
+    if residual is not None:
+        torch._check(
+            residual.dim() == 2 and residual.shape[0] == m and residual.shape[1] == n,
+            lambda: f"tirtune.gemm: the residual must be (M, N) = ({m}, {n}), got {tuple(residual.shape)}",
+        )
+        torch._check(
+            residual.dtype == a.dtype and residual.device == a.device,
+            lambda: f"tirtune.gemm: the residual is {residual.dtype} on {residual.device}, A {a.dtype} on {a.device}",
+        )
+
+
+def _check_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    torch._check(
+        tuple(out.shape) == (a.shape[0], b.shape[0]) and out.dtype == a.dtype,
+        lambda: (
+            f"tirtune.gemm: out must be {a.dtype} of shape ({a.shape[0]}, {b.shape[0]}), "
+            f"got {out.dtype} {tuple(out.shape)}"
+        ),
+    )
+
+
+def _overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether two concrete tensors share any byte of memory."""
+    if x.device != y.device or x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr():
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.data_ptr()
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+        return start, start + (last + 1) * t.element_size()
+
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
+
+
+def _run_fused(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    out: torch.Tensor | None,
+) -> torch.Tensor:
+    if out is not None and residual is not None and _overlap(out, residual):
+        raise ValueError(
+            "tirtune.gemm: out overlaps the residual; the fused kernel reads the residual while it "
+            "writes D (its pointers are __restrict__): pass another out, or none"
+        )
+    operands = {} if bias is None else {"bias": bias}
+    if residual is not None:
+        operands["residual"] = residual
+    spec = _SPECS[bias is not None, residual is not None]
+    return default.current().gemm_fused(a, b, spec, operands, out)  # type: ignore[no-any-return]
+
+
+@torch.library.custom_op("tirtune::gemm_fused", mutates_args=())
+def gemm_fused_op(
+    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None
+) -> torch.Tensor:
+    _check(a, b)
+    _check_operands(a, b, bias, residual)
+    torch._check(bias is not None or residual is not None, lambda: "tirtune.gemm_fused: no bias and no residual")
+    return _run_fused(a, b, bias, residual, None)
+
+
+@gemm_fused_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None) -> torch.Tensor:
+    _check(a, b)
+    _check_operands(a, b, bias, residual)
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+@torch.library.custom_op("tirtune::gemm_fused_out", mutates_args=("out",))
+def gemm_fused_out_op(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    out: torch.Tensor,
+) -> None:
+    _check(a, b)
+    _check_operands(a, b, bias, residual)
+    _check_out(a, b, out)
+    torch._check(bias is not None or residual is not None, lambda: "tirtune.gemm_fused: no bias and no residual")
+    _run_fused(a, b, bias, residual, out)
+
+
+@gemm_fused_out_op.register_fake
+def _(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    out: torch.Tensor,
+) -> None:
+    _check(a, b)
+    _check_operands(a, b, bias, residual)
+    _check_out(a, b, out)
+
+
+def _fused_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    grad_a, grad_b = _backward(ctx, grad)
+    grad_bias = grad.sum(0) if ctx.needs_input_grad[2] else None
+    grad_residual = grad if ctx.needs_input_grad[3] else None
+    return grad_a, grad_b, grad_bias, grad_residual
+
+
+gemm_fused_op.register_autograd(_fused_backward, setup_context=_save)
+
+
+def _gemm_fused(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    out: torch.Tensor | None,
+) -> torch.Tensor:
+    """`gemm` with a bias or a residual: straight to the dispatcher when eager on plain tensors
+    with nothing to differentiate, else through `torch.ops.tirtune.gemm_fused(_out)`."""
+    extra = [t for t in (bias, residual) if t is not None]
+    plain = all(type(t) in _PLAIN and not (torch.is_grad_enabled() and t.requires_grad) for t in extra)
+    if _eager(a, b) and plain:
+        _check_plain(a, b)
+        _check_operands(a, b, bias, residual)
+        if out is not None:
+            _check_out(a, b, out)
+        return _run_fused(a, b, bias, residual, out)
+    if out is None:
+        return torch.ops.tirtune.gemm_fused(a, b, bias, residual)  # type: ignore[no-any-return]
+    torch.ops.tirtune.gemm_fused_out(a, b, bias, residual, out)
+    return out
