@@ -224,7 +224,10 @@ class Dispatcher:
         try:
             chosen = self.finder.best(problem, gpu)
             if chosen is None:
-                return self._fallback(problem, gpu, "nobody tuned it", logging.WARNING)
+                # A fused problem nobody tuned runs unfused as it would without tirtune (and
+                # `linear` asks for its bias-fused problem first): said at INFO, not as a warning.
+                level = logging.WARNING if epilogue.is_none else logging.INFO
+                return self._fallback(problem, gpu, "nobody tuned it", level)
             unproven = unproven_lead(chosen) if self.require_lead else None
             if unproven is not None:
                 return self._fallback(
