@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tirtune.core import Problem, SpaceError
-from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
+from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype
 
 # Qwen2.5-7B's public config.json (the fields that matter)
 QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
@@ -36,3 +36,18 @@ def test_explicit_head_dim_and_no_kv_heads() -> None:
 def test_a_config_without_the_sizes_is_refused() -> None:
     with pytest.raises(SpaceError, match="hidden_size"):
         DecoderShape.from_config({"hidden_size": 4096})
+
+
+def test_a_fused_layer_carries_each_projections_epilogue() -> None:
+    """layer_epilogues: qkv's bias where the model has one (Qwen2 always; attention_bias
+    otherwise), the residual after o and down, nothing fused into gate_up; layer_gemms puts each
+    on its problem, and without them every problem is plain."""
+    qwen = {**QWEN25_7B, "model_type": "qwen2"}
+    fused = layer_gemms(DecoderShape.from_config(qwen), [16], "bfloat16", layer_epilogues(qwen))
+    assert [(g.name, str(g.problem.epilogue)) for g in fused] == [
+        ("qkv", "bias"), ("o", "residual"), ("gate_up", "none"), ("down", "residual")]
+    assert fused[1].problem == Problem(16, 3584, 3584, "bfloat16", "residual") != Problem(16, 3584, 3584, "bfloat16")
+    llama = {**QWEN25_7B, "model_type": "llama", "attention_bias": False}
+    assert layer_epilogues(llama)["qkv"] == "none" and layer_epilogues({**llama, "attention_bias": True})["qkv"] == "bias"
+    plain = layer_gemms(DecoderShape.from_config(qwen), [16], "bfloat16")
+    assert all(g.problem.epilogue.is_none for g in plain)

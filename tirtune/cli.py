@@ -87,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--tokens", default="1,16,512,8192", help="M values, comma-separated (default 1,16,512,8192)")
     model.add_argument("--dtype", default=None, help="default: the config's torch_dtype, else bfloat16")
+    model.add_argument(
+        "--fused",
+        action="store_true",
+        help="tune each projection with the epilogue it can fuse: qkv's bias where the model has one, "
+        "the residual add after o and down (docs/design.md, Epilogues)",
+    )
     for batch in (model,):
         batch.add_argument("--trials", type=int, default=64, help="trials per problem (default 64)")
         batch.add_argument("--time", type=float, default=None, metavar="SECONDS", help="time budget per problem")
@@ -235,7 +241,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _tune_model(args: argparse.Namespace) -> int:
-    from tirtune.space.models import DecoderShape, layer_gemms, model_dtype
+    from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype
     from tirtune.tuner.batch_command import Named
 
     if args.trials < 1:
@@ -245,7 +251,8 @@ def _tune_model(args: argparse.Namespace) -> int:
         tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     except ValueError:
         raise _usage(f"--tokens takes integers, e.g. 1,16,512,8192; got {args.tokens!r}") from None
-    gemms = layer_gemms(DecoderShape.from_config(config), tokens, args.dtype or model_dtype(config))
+    epilogues = layer_epilogues(config) if args.fused else None
+    gemms = layer_gemms(DecoderShape.from_config(config), tokens, args.dtype or model_dtype(config), epilogues)
     named: dict[Any, Named] = {}
     for g in gemms:  # a problem two projections share (o and down when sizes agree) is tuned once
         named.setdefault(g.problem, Named(f"{g.name}@{g.problem.m}", g.problem))

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import Problem, SpaceError
+from tirtune.core.epilogue import EpilogueSpec
 
-__all__ = ["DecoderShape", "LayerGemm", "layer_gemms", "model_dtype"]
+__all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,23 @@ def model_dtype(config: Mapping[str, Any], default: str = "bfloat16") -> str:
     return named if named in ("float16", "bfloat16") else default
 
 
-def layer_gemms(shape: DecoderShape, tokens: Sequence[int], dtype: str = "bfloat16") -> list[LayerGemm]:
-    """Every linear GEMM of one decoder layer at each token count, tokens-major."""
-    return [LayerGemm(name, Problem(m, n, k, dtype)) for m in tokens for name, (n, k) in shape.weights().items()]
+def layer_epilogues(config: Mapping[str, Any]) -> dict[str, str]:
+    """The epilogue each projection can fuse in a pre-norm decoder layer (docs/design.md,
+    "Epilogues"): qkv its bias where the model has one (`attention_bias` true, or a Qwen2 model,
+    whose q, k and v projections always carry one), o and down the residual stream added after
+    them; gate_up none (its gated activation is not an op)."""
+    qkv_bias = bool(config.get("attention_bias")) or str(config.get("model_type") or "") == "qwen2"
+    return {"qkv": "bias" if qkv_bias else "none", "o": "residual", "gate_up": "none", "down": "residual"}
+
+
+def layer_gemms(
+    shape: DecoderShape, tokens: Sequence[int], dtype: str = "bfloat16", epilogues: Mapping[str, str] | None = None
+) -> list[LayerGemm]:
+    """Every linear GEMM of one decoder layer at each token count, tokens-major; with
+    `epilogues` (`layer_epilogues`), each projection's problem carries its fused epilogue."""
+    fused = epilogues or {}
+    return [
+        LayerGemm(name, Problem(m, n, k, dtype, EpilogueSpec.parse(fused.get(name, "none"))))
+        for m in tokens
+        for name, (n, k) in shape.weights().items()
+    ]
