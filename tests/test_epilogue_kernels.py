@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cuda_index import bracketed as _bracketed
+from cuda_index import index as _index
 
 from tirtune.builder import device_build, toolchain
 from tirtune.core import Config, Problem
@@ -156,35 +158,9 @@ def test_the_kernel_takes_its_operands_and_the_spec_names_them(name: str) -> Non
 
 # --- where the operands are read ----------------------------------------------------------------------
 
-SPELLINGS = {
-    "((int)threadIdx.x)": "tid",
-    "((int)blockIdx.x)": "bx",
-    "((int)blockIdx.y)": "by",
-    "((int)tvm_builtin_cluster_ctaid_x())": "rank",
-    "warp_id_in_cta": "(tid >> 5)",
-}
 # A 2-byte store "D_ptr[i] = v", a paired one "tirtune_store_f16x2((&(D_ptr[i])), lo, hi)".
 _D_WRITE = re.compile(r"^(?:D_ptr\[|tirtune_store_\w+x2\(\(&\(D_ptr\[)")
 _IN_PLACE = re.compile(r"^acc(\d+)_ptr\[(\d+)\] = ")
-
-
-def _bracketed(text: str, start: int) -> str:
-    """The text inside the bracket that opens at `start`."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start + 1 : i]
-    raise AssertionError(f"unbalanced at {start}")
-
-
-def _index(expression: str) -> Callable[..., int]:
-    """An integer index of the generated CUDA as a function of tid, bx, by and rank."""
-    for spelling, name in SPELLINGS.items():
-        expression = expression.replace(spelling, name)
-    assert set(re.findall(r"[A-Za-z_]\w*", expression)) <= {"tid", "bx", "by", "rank"}, expression
-    code = compile(expression.replace("/", "//"), "<index>", "eval")
-    return lambda **values: int(eval(code, {"__builtins__": {}}, values))  # noqa: S307 (our own generated code)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from cuda_index import bracketed as _bracketed
+from cuda_index import index as _index
 
 from tirtune.builder import device_build
 from tirtune.kernels.skeleton import TILE_ALIGN
@@ -108,34 +110,7 @@ SWAPPED = (
     (Config(128, 64, 64, 4, 2, True, swap_ab=True, split_k=4), Problem(64, 1000, 4096, "float16")),
 )
 WGMMA_M = 64
-# The generated CUDA's spellings of the values an index depends on.
-SPELLINGS = {
-    "((int)threadIdx.x)": "tid",
-    "((int)blockIdx.x)": "bx",
-    "((int)blockIdx.y)": "by",
-    "((int)tvm_builtin_cluster_ctaid_x())": "rank",
-    "warp_id_in_cta": "(tid >> 5)",
-}
 PARKED = re.compile(r"\(\(float\*\)pool_buf_ptr\)\[(.+)\] = acc(\d+)_ptr\[(\d+)\];")
-
-
-def _bracketed(text: str, start: int) -> str:
-    """The text inside the bracket that opens at `start`."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start + 1:i]
-    raise AssertionError(f"unbalanced at {start}")
-
-
-def _index(expression: str) -> Callable[..., int]:
-    """An integer index expression of the generated CUDA as a function of tid, bx, by and rank."""
-    for spelling, name in SPELLINGS.items():
-        expression = expression.replace(spelling, name)
-    assert set(re.findall(r"[A-Za-z_]\w*", expression)) <= {"tid", "bx", "by", "rank"}, expression
-    code = compile(expression.replace("/", "//"), "<index>", "eval")
-    return lambda **values: int(eval(code, {"__builtins__": {}}, values))  # noqa: S307 (our own generated code)
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,8 @@ class Roles:
             for u in range(UNITS):
                 t, kb, ke, j0 = T.meta_var(piece(u))
                 if t * K_TILES < G1:
+                    # Two spellings, not `tile = FIRST + t`: an assignment here becomes a binding of
+                    # its own in the kernel, and stream_k_scope "all" keeps its source byte for byte.
                     tm, tn = T.meta_var(
                         raster(T, FIRST + t, sched.grid_m, sched.grid_n, sched.raster_group) if ROUNDS > 0
                         else raster(T, t, sched.grid_m, sched.grid_n, sched.raster_group)
