@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,8 +87,9 @@ def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_point
     assert first.digest() == "0f16cf09c6e5f8aa" and (problem.m, problem.n, problem.k) == (1024, 1024, 1024)
     assert len(kit) == 28 and all(_valid_as_drawn(HOPPER, c, p) for c, p in kit)
     near = [c for c, p in kit[1:] if p == problem]
-    assert near and all(sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values(), strict=True)) == 1
-                        for c in near)
+    assert near and all(
+        sum(a != b for a, b in zip(c.to_json().values(), first.to_json().values(), strict=True)) == 1 for c in near
+    )
     refused = [(c, p) for c, p in kit if not HOPPER.is_valid(c, p)]
     assert (first, problem) in refused
     assert all(v.rule in {r.__name__ for r in LATER_RULES} for c, p in refused for v in HOPPER.violations(c, p))
@@ -115,8 +117,20 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
 
 
 # The kits whose draws are cheap to list (the fuzz and sweep sets draw hundreds: left to their own tests).
-NAMED = ("trim", "ragged-tail", "decode-best", "v5-wrong", "v3-final", "waves", "round4", "journey",
-         "ragged-starts", "decode-deep", "decode-rotate", "decode-narrow")
+NAMED = (
+    "trim",
+    "ragged-tail",
+    "decode-best",
+    "v5-wrong",
+    "v3-final",
+    "waves",
+    "round4",
+    "journey",
+    "ragged-starts",
+    "decode-deep",
+    "decode-rotate",
+    "decode-narrow",
+)
 
 
 def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
@@ -135,8 +149,11 @@ def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
         assert pairs[0] == (_DECODE_BEST, Problem(16, 4096, 4096, "float16"))
         assert any(c.k_rotate for c, _ in pairs) and any(not c.k_rotate for c, _ in pairs)
     pairs = _pairs("decode-rotate")
-    twins = [(c, p) for c, p in pairs if c.k_rotate and c.stages == 8 and c.blk_k == 128 and c.split_k == 1
-             and not c.prefetch_tensormap]
+    twins = [
+        (c, p)
+        for c, p in pairs
+        if c.k_rotate and c.stages == 8 and c.blk_k == 128 and c.split_k == 1 and not c.prefetch_tensormap
+    ]
     assert len(twins) == 5 and all((replace(c, k_rotate=False), p) in pairs for c, p in twins)
 
 
@@ -201,9 +218,18 @@ def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
 
     base, problem = Config(), Problem(4096, 4096, 4096, "float16")
     other = {bool: lambda v: not v, int: lambda v: v * 2 if v else 1}
-    strings = {"epilogue": "tma", "schedule": "pingpong", "reg_split": "240/24", "loader": "threads",
-               "split_k_reduce": "serial", "l2_hint": "none/first", "l2_promotion": "256B", "cluster_dim": "n",
-               "split_k_scope": "tail", "stream_k_scope": "tail"}
+    strings = {
+        "epilogue": "tma",
+        "schedule": "pingpong",
+        "reg_split": "240/24",
+        "loader": "threads",
+        "split_k_reduce": "serial",
+        "l2_hint": "none/first",
+        "l2_promotion": "256B",
+        "cluster_dim": "n",
+        "split_k_scope": "tail",
+        "stream_k_scope": "tail",
+    }
     for f in fields(Config):
         value = getattr(base, f.name)
         changed = replace(base, **{f.name: strings[f.name] if isinstance(value, str) else other[type(value)](value)})
@@ -228,8 +254,12 @@ def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
 
     pairs = _pairs("ragged-starts")
     hopper = branch("sm_90a")
-    problems = [Problem(3000, 5000, 2000, "float16"), Problem(3000, 5000, 2000, "bfloat16"),
-                Problem(4000, 4000, 4000, "float16"), Problem(4000, 4000, 4000, "bfloat16")]
+    problems = [
+        Problem(3000, 5000, 2000, "float16"),
+        Problem(3000, 5000, 2000, "bfloat16"),
+        Problem(4000, 4000, 4000, "float16"),
+        Problem(4000, 4000, 4000, "bfloat16"),
+    ]
     assert pairs[:20] == [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
     head = pairs[0][0]
     assert head.schedule == "pingpong" and head.peel_k and pairs[20] == (replace(head, peel_k=False), problems[0])
@@ -245,8 +275,7 @@ def test_the_swapped_ping_pong_and_stream_k_sweeps_draw_what_the_space_takes_now
     prebuild = _prebuild()
     swapped = _pairs("swap-pingpong-fuzz")
     assert len(swapped) == len(set(swapped)) == 200
-    assert all(c.swap_ab and c.schedule == "pingpong" and c.cluster == 1 and HOPPER.is_valid(c, p)
-               for c, p in swapped)
+    assert all(c.swap_ab and c.schedule == "pingpong" and c.cluster == 1 and HOPPER.is_valid(c, p) for c, p in swapped)
     assert {c.blk_m for c, _ in swapped} == {64, 128} and max(c.blk_n for c, _ in swapped if c.blk_m == 64) <= 120
     stream = _pairs("stream-fuzz")
     assert len(stream) == len(set(stream)) == 300
@@ -295,3 +324,22 @@ def test_the_epilogue_sweep_covers_every_spec_and_every_path_that_writes_d() -> 
     assert len({prebuild._slug(c, p) for c, p in fuzz}) == 300
     plain = replace(fuzz[0][1], epilogue="none")
     assert prebuild._slug(fuzz[0][0], plain) != prebuild._slug(*fuzz[0])
+
+
+def test_the_losers_kit_holds_each_draws_kept_config_below_the_line_and_valid_now() -> None:
+    from bench.prebuild import LOSER_MIN_M, LOSER_RATIO, SETS
+    from tirtune.core import Config, Problem
+    from tirtune.space import HOPPER
+
+    kit = SETS["draw-losers"]()
+    assert kit and len({p for _, p in kit}) == len(kit)
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "generalize"
+    kept: dict[Problem, list[Config]] = {}
+    for path in results.glob("*.json"):
+        if not path.stem.rsplit("-", 1)[-1].isdigit():
+            continue
+        for row in json.loads(path.read_text())["problems"]:
+            if row.get("ratio") is not None and row["ratio"] < LOSER_RATIO:
+                kept.setdefault(Problem.parse(row["problem"], row["dtype"]), []).append(Config.from_json(row["config"]))
+    for config, problem in kit:
+        assert problem.m >= LOSER_MIN_M and config in kept[problem] and HOPPER.is_valid(config, problem)
