@@ -19,7 +19,7 @@ from tirtune.db import repo, transaction
 from tirtune.model.features import FEATURES, features, matrix
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
-from tirtune.model.learner import MIN_SAMPLES, train
+from tirtune.model.learner import MIN_SAMPLES, problem_weights, train
 from tirtune.model.prior import load_prior, prior_path
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space import TEMPLATE_VERSION
@@ -99,6 +99,18 @@ def test_training_is_reproducible_and_refuses_too_little(model) -> None:  # type
     assert train(PRIOR.samples[: MIN_SAMPLES - 1]) is None
     one_problem = [s for s in PRIOR.samples if s.problem == PRIOR.samples[0].problem]
     assert train(one_problem * 10) is None  # many samples, one problem: nothing to generalize from
+
+
+def test_every_problem_weighs_the_same_in_the_fit() -> None:
+    samples = PRIOR.samples
+    weights = problem_weights(samples)
+    assert weights.shape == (len(samples),) and abs(float(weights.mean()) - 1.0) < 1e-9
+    totals: dict[Problem, float] = {}
+    for s, w in zip(samples, weights, strict=True):
+        totals[s.problem] = totals.get(s.problem, 0.0) + float(w)
+    assert max(totals.values()) - min(totals.values()) < 1e-6  # 434 samples of one problem or 1 of another
+    counts = {p: sum(1 for s in samples if s.problem == p) for p in totals}
+    assert max(counts.values()) > 100 * min(counts.values())
 
 
 def test_the_model_ranks_a_problems_measured_configs_better_than_chance(model) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,170 @@
+"""Learning setups of the cost model, leave-one-shape-out over the shipped prior: zero-trial
+ranking only (top-1, best of top-8), no simulated jobs (bench/model_study.py runs those for the
+learner as shipped).
+
+    python -m bench.model_variants regression 'wreg:{"seed":1}' 'rank:{"objective":"rank_xendcg"}'
+
+Each argument is a variant name and its keyword arguments as JSON (LightGBM settings override the
+shipped PARAMS; `rounds` the shipped ROUNDS). The shapes are model_study's (at least 24 recorded
+configs; both dtypes of a shape left out together), and the judging is the same: the recorded
+ratio of the variant's first and best-of-eight configs as a fraction of the best recorded.
+
+- `regression`: the learner before equal problem weights (log ratio, unweighted);
+- `wreg`: log ratio, each problem weighing the same (`equal`), optionally times frac**`top`
+  (frac: the sample's ratio over its problem's best), which leans on the good configs;
+- `norm`: log(ratio / the problem's best) (`ref` "best") or minus its mean log ratio ("mean");
+- `rank`: LightGBM `lambdarank` or `rank_xendcg`, one group per problem, a config's geometric
+  mean as its row, labelled 0..`levels` by its fraction of the problem's best over the top
+  `scale` (below 1 - scale: 0), gains `exp` (2^l - 1), `sq` or `lin`.
+
+Appends each variant's summary and per-problem figures to --out (JSON lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.model_study import GPU, recorded
+from tirtune.model.features import FEATURES, matrix
+from tirtune.model.learner import PARAMS, ROUNDS, lightgbm
+from tirtune.model.prior import load_prior
+
+Scorer = Callable[[np.ndarray], np.ndarray]
+
+PRIOR = load_prior(GPU)
+SAMPLES = PRIOR.samples
+X = matrix([(s.config, s.problem) for s in SAMPLES])
+Y = np.array([math.log(s.ratio) for s in SAMPLES])
+TABLE = recorded(SAMPLES)
+BEST_LOG = {p: math.log(max(cs.values())) for p, cs in TABLE.items()}
+MEAN_LOG = {p: statistics.fmean(math.log(v) for v in cs.values()) for p, cs in TABLE.items()}
+
+
+def _params(kw: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    kw = dict(kw)
+    rounds = int(kw.pop("rounds", ROUNDS))
+    return {**PARAMS, **kw}, rounds
+
+
+def _fit(x: np.ndarray, y: np.ndarray, kw: dict[str, Any], **data: Any) -> Scorer:
+    params, rounds = _params(kw)
+    lgb = lightgbm()
+    booster = lgb.train(params, lgb.Dataset(x, y, feature_name=list(FEATURES), **data), num_boost_round=rounds)
+    return lambda rows: np.asarray(booster.predict(rows, num_threads=1))
+
+
+def regression(idx: np.ndarray, **kw: Any) -> Scorer:
+    return _fit(X[idx], Y[idx], kw)
+
+
+def wreg(idx: np.ndarray, equal: bool = True, top: float = 0.0, **kw: Any) -> Scorer:
+    problems = [SAMPLES[i].problem for i in idx]
+    counts: dict[Any, int] = defaultdict(int)
+    for p in problems:
+        counts[p] += 1
+    w = np.ones(len(idx))
+    if equal:
+        w = np.array([1.0 / counts[p] for p in problems])
+        w *= len(idx) / w.sum()
+    if top:
+        w = w * np.exp(Y[idx] - np.array([BEST_LOG[p] for p in problems])) ** top
+    return _fit(X[idx], Y[idx], kw, weight=w)
+
+
+def norm(idx: np.ndarray, ref: str = "best", **kw: Any) -> Scorer:
+    base = BEST_LOG if ref == "best" else MEAN_LOG
+    return _fit(X[idx], Y[idx] - np.array([base[SAMPLES[i].problem] for i in idx]), kw)
+
+
+def rank(
+    idx: np.ndarray, objective: str = "lambdarank", scale: float = 0.4, levels: int = 20, gain: str = "exp", **kw: Any
+) -> Scorer:
+    by: dict[Any, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i in idx:
+        by[SAMPLES[i].problem][SAMPLES[i].config].append(int(i))
+    rows, labels, groups = [], [], []
+    for p in sorted(by, key=lambda q: (q.shape, q.dtype)):
+        for members in by[p].values():
+            frac = math.exp(float(np.mean(Y[members])) - BEST_LOG[p])
+            rows.append(members[0])
+            labels.append(round(min(max((frac - (1 - scale)) / scale, 0.0), 1.0) * levels))
+        groups.append(len(by[p]))
+    extra: dict[str, Any] = {"objective": objective}
+    if objective == "lambdarank":
+        extra["lambdarank_truncation_level"] = 32
+        extra["label_gain"] = {
+            "exp": [2.0**i - 1 for i in range(levels + 1)],
+            "sq": [float(i * i) for i in range(levels + 1)],
+            "lin": [float(i) for i in range(levels + 1)],
+        }[gain]
+    return _fit(X[rows], np.array(labels), {**extra, **kw}, group=groups)
+
+
+VARIANTS: dict[str, Callable[..., Scorer]] = {"regression": regression, "wreg": wreg, "norm": norm, "rank": rank}
+
+
+def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
+    name, _, args = spec.partition(":")
+    kw = json.loads(args) if args else {}
+    shapes = sorted({p.shape for p, cs in TABLE.items() if len(cs) >= min_configs})
+    began, training, rows = time.monotonic(), 0.0, []
+    for shape in shapes:
+        idx = np.array([i for i, s in enumerate(SAMPLES) if s.problem.shape != shape])
+        t = time.monotonic()
+        score = VARIANTS[name](idx, **kw)
+        training += time.monotonic() - t
+        for p in sorted((q for q in TABLE if q.shape == shape and len(TABLE[q]) >= min_configs), key=lambda q: q.dtype):
+            configs = list(TABLE[p])
+            ratios = np.array([TABLE[p][c] for c in configs])
+            order = np.argsort(-score(matrix([(c, p) for c in configs])), kind="stable")
+            best = ratios.max()
+            rows.append(
+                {
+                    "problem": p.shape,
+                    "dtype": p.dtype,
+                    "top1": round(float(ratios[order[0]] / best), 4),
+                    "top8": round(float(ratios[order[:8]].max() / best), 4),
+                }
+            )
+    geo = {k: math.exp(statistics.fmean(math.log(r[k]) for r in rows)) for k in ("top1", "top8")}
+    return {
+        "variant": spec,
+        "prior_digest": PRIOR.digest,
+        "problems": len(rows),
+        "top1": round(geo["top1"], 4),
+        "top8": round(geo["top8"], 4),
+        "min_top1": min(r["top1"] for r in rows),
+        "below_0.95": sum(r["top1"] < 0.95 for r in rows),
+        "train_s_per_fit": round(training / len(shapes), 2),
+        "wall_s": round(time.monotonic() - began),
+        "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("variants", nargs="+")
+    ap.add_argument("--out", type=Path, default=None, help="appends one JSON line a variant")
+    args = ap.parse_args(argv)
+    for spec in args.variants:
+        r = run(spec)
+        print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
+        if args.out is not None:
+            with args.out.open("a") as f:
+                f.write(json.dumps(r) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
