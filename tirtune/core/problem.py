@@ -1,12 +1,16 @@
 """A GEMM problem: D (M,N) = A (M,K) @ B (N,K).T, both operands row-major, fp32 accumulation, and
-the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by default)."""
+the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by default).
+
+With the "swiglu" epilogue B has 2N rows (the gate and up weights interleaved in groups of 8) and
+D = silu(A @ gate.T) * (A @ up.T) is (M, N): the GEMM is 2N wide (`gemm_n`), and its flops
+(2 x M x 2N x K), bytes and operands count B's 2N rows; N must be a multiple of 8."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec, Operand
+from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec, Operand
 from tirtune.core.errors import SpaceError
 
 __all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
@@ -92,6 +96,13 @@ class Problem:
             object.__setattr__(self, "epilogue", EpilogueSpec.parse(epilogue))
         elif not isinstance(epilogue, EpilogueSpec):
             raise SpaceError(f"epilogue must be an EpilogueSpec or its text, got {_short_repr(epilogue)}")
+        if self.epilogue.gated and self.n % GATE_GROUP:
+            raise SpaceError(
+                f"N={self.n}: epilogue swiglu needs N a multiple of {GATE_GROUP} (B interleaves its gate and up "
+                f"weights in groups of {GATE_GROUP} rows)"
+            )
+        if self.epilogue.gated and 2 * self.n > MAX_DIM:
+            raise SpaceError(f"N={self.n}: epilogue swiglu multiplies 2N rows of B, at most {MAX_DIM}")
 
     @classmethod
     def parse(cls, shape: str, dtype: str = "float16", epilogue: str = "none") -> Problem:
@@ -109,8 +120,14 @@ class Problem:
         return f"{self.m}x{self.n}x{self.k}"
 
     @property
+    def gemm_n(self) -> int:
+        """The width of the GEMM the kernel computes: B's rows (2N with swiglu, else N)."""
+        return self.epilogue.gemm_n(self.n)
+
+    @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        """2 x M x gemm_n x K: with swiglu both the gate's and the up's products."""
+        return 2 * self.m * self.gemm_n * self.k
 
     @property
     def element_bytes(self) -> int:
@@ -118,9 +135,9 @@ class Problem:
 
     @property
     def min_bytes(self) -> int:
-        """Bytes a GEMM must move through device memory at least: A and B read once, D written
-        once, and each of the epilogue's operands read once."""
-        gemm = (self.m * self.k + self.n * self.k + self.m * self.n) * self.element_bytes
+        """Bytes a GEMM must move through device memory at least: A and B (gemm_n rows) read once,
+        D written once, and each of the epilogue's operands read once."""
+        gemm = (self.m * self.k + self.gemm_n * self.k + self.m * self.n) * self.element_bytes
         return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.dtype))
 
     @property
@@ -128,7 +145,7 @@ class Problem:
         """The kernel's operands in parameter order: A, B, D, then the epilogue's."""
         return (
             Operand("A", (self.m, self.k), self.dtype),
-            Operand("B", (self.n, self.k), self.dtype),
+            Operand("B", (self.gemm_n, self.k), self.dtype),
             Operand("D", (self.m, self.n), self.dtype),
             *self.epilogue.operands(self.m, self.n, self.dtype),
         )
