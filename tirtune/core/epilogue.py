@@ -103,6 +103,11 @@ class EpilogueSpec:
         return op in self.ops
 
     @property
+    def operand_ops(self) -> tuple[str, ...]:
+        """The ops that bring a kernel operand (all but swiglu), in parameter order."""
+        return tuple(op for op in self.ops if op in OPS)
+
+    @property
     def gated(self) -> bool:
         """The spec is "swiglu": B holds the gate and up weights, 2N rows for an N-wide D."""
         return SWIGLU in self.ops
