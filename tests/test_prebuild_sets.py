@@ -295,3 +295,19 @@ def test_the_epilogue_sweep_covers_every_spec_and_every_path_that_writes_d() -> 
     assert len({prebuild._slug(c, p) for c, p in fuzz}) == 300
     plain = replace(fuzz[0][1], epilogue="none")
     assert prebuild._slug(fuzz[0][0], plain) != prebuild._slug(*fuzz[0])
+
+
+def test_the_swiglu_sweep_draws_valid_register_paths_over_decode_ragged_and_prefill() -> None:
+    """swiglu-fuzz: 100 valid configs, none twice, over SWIGLU_PROBLEMS (decode, ragged M, prefill,
+    N off 16), each stored from registers with whole sums, swapped and not; epilogue-fuzz unchanged
+    (its problems carry no swiglu)."""
+    prebuild = _prebuild()
+    fuzz = _pairs("swiglu-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 100 and all(HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {p for _, p in fuzz} == set(prebuild.SWIGLU_PROBLEMS)
+    assert all(str(p.epilogue) == "swiglu" for _, p in fuzz)
+    assert all(c.epilogue == "register" and c.split_k == 1 and not c.stream_k for c, _ in fuzz)
+    assert any(c.swap_ab for c, _ in fuzz) and any(not c.swap_ab for c, _ in fuzz)
+    assert any(c.persistent for c, _ in fuzz) and any(c.schedule == "pingpong" for c, _ in fuzz)
+    assert len({prebuild._slug(c, p) for c, p in fuzz}) == 100
+    assert not any(p.epilogue.gated for _, p in _pairs("epilogue-fuzz"))
