@@ -160,9 +160,13 @@ def test_swiglu_is_a_gemm_twice_as_wide_with_no_operand() -> None:
 
 @pytest.mark.parametrize("n", [1, 4, 100, 14330])
 def test_swiglu_needs_n_a_multiple_of_8(n: int) -> None:
-    with pytest.raises(SpaceError, match=f"N={n}: epilogue swiglu needs N a multiple of 8"):
-        Problem(16, n, 64, "float16", "swiglu")
-    Problem(16, n, 64, "float16", "bias")  # the other ops take any N
+    from tirtune.space import HOPPER
+
+    problem = Problem(16, n, 64, "float16", "swiglu")  # can be named (a query), not tuned
+    with pytest.raises(SpaceError, match=f"swiglu_n_aligned: N={n}: epilogue swiglu needs N a multiple of 8"):
+        HOPPER.check_problem(problem)
+    HOPPER.check_problem(Problem(16, n, 64, "float16", "bias"))  # the other ops take any N
+    HOPPER.check_problem(Problem(16, 8 * n, 64, "float16", "swiglu"))
 
 
 def test_swiglu_keys_differ_from_the_plain_gemms() -> None:

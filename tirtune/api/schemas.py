@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, f
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.core import EpilogueSpec, Outcome, Roofline, Source, epilogue
-from tirtune.core.epilogue import OPS
+from tirtune.core.epilogue import GATE_GROUP, OPS
 from tirtune.core.problem import MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
@@ -121,6 +121,13 @@ def _refused_epilogues() -> list[JsonValue]:
     ]
 
 
+# swiglu's N (rules.swiglu_n_aligned): B interleaves its gate and up weights by 8 rows.
+_SWIGLU_N: JsonValue = {
+    "if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
+    "then": {"properties": {"n": {"multipleOf": GATE_GROUP}}},
+}
+
+
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
 # that the schema lists them.
 if TYPE_CHECKING:
@@ -132,7 +139,7 @@ else:
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": _refused_epilogues()})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N]})
 
     m: Dim
     n: Dim

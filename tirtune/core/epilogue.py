@@ -23,8 +23,9 @@ groups of 8 rows (rows [16j, 16j+8) are gate rows [8j, 8j+8), rows [16j+8, 16j+1
     g = A @ gate.T, u = A @ up.T          (fp32, each (M, N))
     D[m, n] = silu(g[m, n]) * u[m, n] converted to D's dtype,  silu(x) = x / (1 + exp(-x))
 
-so the kernel computes a GEMM 2N wide (`gemm_n`) and N must be a multiple of 8
-(core/problem.py). Combined with another op it is a SpaceError ("swiglu stands alone").
+so the kernel computes a GEMM 2N wide (`gemm_n`) and N must be a multiple of 8 (a problem
+rule, core/problem.py `swiglu_n_aligned`). Combined with another op it is a SpaceError
+("swiglu stands alone").
 """
 
 from __future__ import annotations

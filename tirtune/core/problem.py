@@ -3,7 +3,9 @@ the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by d
 
 With the "swiglu" epilogue B has 2N rows (the gate and up weights interleaved in groups of 8) and
 D = silu(A @ gate.T) * (A @ up.T) is (M, N): the GEMM is 2N wide (`gemm_n`), and its flops
-(2 x M x 2N x K), bytes and operands count B's 2N rows; N must be a multiple of 8."""
+(2 x M x 2N x K), bytes and operands count B's 2N rows. N must be a multiple of 8 to be tuned or
+run (`swiglu_n_aligned`, each branch's problem rule: a problem that breaks it can still be named,
+e.g. in a query, and is refused where it would be queued or built)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,17 @@ from dataclasses import dataclass
 from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec, Operand
 from tirtune.core.errors import SpaceError
 
-__all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
+__all__ = [
+    "DTYPES",
+    "DTYPE_NAMES",
+    "MAX_DIM",
+    "SHAPE_PATTERN",
+    "Problem",
+    "normalize_dtype",
+    "quoted",
+    "swiglu_n_aligned",
+]
+
 
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
@@ -96,13 +108,6 @@ class Problem:
             object.__setattr__(self, "epilogue", EpilogueSpec.parse(epilogue))
         elif not isinstance(epilogue, EpilogueSpec):
             raise SpaceError(f"epilogue must be an EpilogueSpec or its text, got {_short_repr(epilogue)}")
-        if self.epilogue.gated and self.n % GATE_GROUP:
-            raise SpaceError(
-                f"N={self.n}: epilogue swiglu needs N a multiple of {GATE_GROUP} (B interleaves its gate and up "
-                f"weights in groups of {GATE_GROUP} rows)"
-            )
-        if self.epilogue.gated and 2 * self.n > MAX_DIM:
-            raise SpaceError(f"N={self.n}: epilogue swiglu multiplies 2N rows of B, at most {MAX_DIM}")
 
     @classmethod
     def parse(cls, shape: str, dtype: str = "float16", epilogue: str = "none") -> Problem:
@@ -182,3 +187,15 @@ def _dimension(name: str, digits: str) -> int:
     if len(digits.lstrip("0")) > 16:
         raise SpaceError(f"{name}={quoted(digits, 20)} is out of range: expected 1..{MAX_DIM}")
     return int(digits)
+
+
+def swiglu_n_aligned(problem: Problem) -> str | None:
+    """swiglu's B interleaves its gate and up weights in groups of 8 rows (core/epilogue.py), so
+    N must be a multiple of 8 (each branch's problem rule; a problem that breaks it is refused
+    before anything is queued or built)."""
+    if problem.epilogue.gated and problem.n % GATE_GROUP:
+        return (
+            f"N={problem.n}: epilogue swiglu needs N a multiple of {GATE_GROUP} (B interleaves its gate and up "
+            f"weights in groups of {GATE_GROUP} rows)"
+        )
+    return None

@@ -10,7 +10,7 @@ same thing there (TMA strides, the swizzle atom, raster groups, the loader) from
 from __future__ import annotations
 
 from tirtune.core.config import Config
-from tirtune.core.problem import Problem
+from tirtune.core.problem import Problem, swiglu_n_aligned
 from tirtune.space.hopper.knobs import (
     CLUSTER_DIMS,
     CLUSTER_SIZES,
@@ -110,6 +110,7 @@ __all__ = [
     "swap_ab_pingpong_unclustered",
     "swap_ab_pingpong_wide",
     "swap_ab_supported",
+    "swiglu_n_aligned",
     "swiglu_pairs_in_thread",
     "swiglu_register_epilogue",
     "swiglu_whole_sums",
@@ -986,7 +987,7 @@ def swiglu_pairs_in_thread(config: Config, problem: Problem) -> str | None:
     return None
 
 
-PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned,)
+PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned, swiglu_n_aligned)
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
 CONFIG_RULES: tuple[ConfigRule, ...] = (
