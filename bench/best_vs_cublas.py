@@ -25,12 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Problem
 from tirtune.runner.measure import MeasureReply, RemeasureReply, RemeasureRequest, serve
 from tirtune.runner.supervisor import ChildSupervisor
 
 
 def _tflops(p: dict[str, Any], ms: float | None) -> float | None:
-    return None if not ms else 2.0 * p["m"] * p["n"] * p["k"] / (ms * 1e-3) / 1e12
+    return None if not ms else Problem(**p).tflops(ms)  # 2 x M x gemm_n x K: both products with swiglu
 
 
 def one_process(
@@ -55,6 +56,7 @@ def one_process(
                 p["dtype"],
                 seed=int(time.time()) % 100_000,
                 rounds=rounds,
+                epilogue=Problem(**p).epilogue,  # a fused problem's operands and baseline (none: as ever)
             )
             reply = child.measure(request, timeout_s=timeout_s * (1 + len(group)))
             replies = reply.replies if isinstance(reply, RemeasureReply) else tuple(reply for _ in group)

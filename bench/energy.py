@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Problem
 from tirtune.runner.measure import Nvml
 
 
@@ -105,7 +106,7 @@ def measure(
         for _ in range(rounds):
             for name, launch in launches.items():
                 runs[name].append(steady(torch, nvml, launch, seconds))
-        flop = 2.0 * p["m"] * p["n"] * p["k"]
+        flop = float(Problem(**p).flops)  # 2 x M x gemm_n x K: both products with swiglu
         base = {k: statistics.median(r[k] for r in runs["cublas"]) for k in runs["cublas"][0]}
         labels = {e["name"]: e["label"] for e in group} | {"cublas": "cuBLAS (torch.mm)"}
         for name in launches:

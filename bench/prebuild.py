@@ -1265,6 +1265,46 @@ def _fuzz_epilogue(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, problems, lambda rng, turn: {}, accept=HOPPER.is_valid)
 
 
+# The swiglu epilogue's correctness sweep: decode (M of 1 to 16), ragged M, prefill, N a multiple of 8
+# but not of 16 (the last tile's gate/up pair alone), both dtypes.
+SWIGLU_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, dtype, "swiglu")
+    for m, n, k, dtype in (
+        (16, 14336, 4096, "bfloat16"),
+        (1, 4096, 4096, "float16"),
+        (7, 11008, 4096, "bfloat16"),
+        (100, 1000, 2048, "float16"),
+        (333, 2056, 1536, "bfloat16"),
+        (1000, 3584, 3584, "float16"),
+        (3000, 104, 512, "bfloat16"),
+        (4096, 14336, 4096, "float16"),
+        (257, 18944, 3584, "bfloat16"),
+        (13, 1000, 1152, "float16"),
+    )
+)
+
+
+def _fuzz_swiglu(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points over SWIGLU_PROBLEMS in turn, the knobs drawn from the whole grid
+    with what swiglu needs laid over them (the register epilogue, no split, no stream-K: rules.swiglu_*):
+    every register path that pairs gate and up (paired, swapped, ping-pong, persistent, clusters, trim)."""
+    return _fuzz_forced(
+        count,
+        seed,
+        SWIGLU_PROBLEMS,
+        lambda rng, turn: dict(
+            epilogue="register",
+            epilogue_warpgroup=False,
+            split_k=1,
+            split_k_reduce="dsmem",
+            split_k_scope="all",
+            stream_k=False,
+            stream_k_scope="all",
+        ),
+        accept=HOPPER.is_valid,
+    )
+
+
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
 # chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
 # each base tile persistent as it is and with stream_k.
@@ -1462,6 +1502,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "epilogue-fuzz": lambda: _fuzz_epilogue(300, seed=43),
     # The kept configs of the draws' losers, for a profile beside cuBLAS's kernels.
     "draw-losers": _draw_losers,
+    # The swiglu epilogue's correctness sweep: 100 points over SWIGLU_PROBLEMS, seed 45.
+    "swiglu-fuzz": lambda: _fuzz_swiglu(100, seed=45),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

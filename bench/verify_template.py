@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Problem
+from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.verify import TOLERANCE, verify
 
 WARMUP = 10
@@ -55,15 +57,23 @@ def _inputs(problem: dict[str, Any], seed: int, device: str = "cuda") -> tuple[A
     gen = torch.Generator(device=device).manual_seed(seed)
     dt = _torch_dtype(problem["dtype"])
     a = torch.randn(problem["m"], problem["k"], device=device, dtype=dt, generator=gen)
-    b = torch.randn(problem["n"], problem["k"], device=device, dtype=dt, generator=gen)
+    # B's rows: N, or 2N with swiglu (the packed gate and up weights).
+    b = torch.randn(Problem(**problem).gemm_n, problem["k"], device=device, dtype=dt, generator=gen)
     d = torch.full((problem["m"], problem["n"]), float("nan"), device=device, dtype=dt)
     return a, b, d
 
 
 def check(fn: Any, problem: dict[str, Any], seed: int = 0, device: str = "cuda") -> dict[str, Any]:
-    """`fn(a, b, d)` on fresh inputs, judged by the service's check (`tirtune.runner.verify`)."""
-    a, b, _ = _inputs(problem, seed, device)
-    verdict = verify(lambda d: fn(a, b, d), a, b, problem["dtype"])
+    """`fn(a, b, d, *operands)` on fresh inputs, judged by the service's check (`tirtune.runner.verify`),
+    drawn as the measuring child draws them (`runner.inputs.draw_inputs`: a plain problem's A and B
+    as ever; a fused one's operands after them, swiglu's packed B)."""
+    import torch
+
+    p = Problem(**problem)
+    inputs = draw_inputs(torch, p.m, p.n, p.k, p.dtype, p.epilogue, device=device, seed=seed)
+    verdict = verify(
+        lambda d: fn(*inputs.arguments(d)), inputs.a, inputs.b, p.dtype, epilogue=p.epilogue, operands=inputs.operands
+    )
     row: dict[str, Any] = {"rel_err": verdict.rel_error, "ok": verdict.ok}
     if not verdict.ok:
         row["wrong"] = verdict.message
@@ -180,7 +190,7 @@ def measure(folder: Path, entry: dict[str, Any], reps: int, rounds: int = 1) -> 
 def _tflops(problem: dict[str, Any], ms: float | None) -> float | None:
     if not ms:
         return None
-    return 2.0 * problem["m"] * problem["n"] * problem["k"] / (ms * 1e-3) / 1e12
+    return Problem(**problem).tflops(ms)  # 2 x M x gemm_n x K: both products with swiglu
 
 
 def _child(folder: Path, args: list[str], timeout: float) -> tuple[list[dict[str, Any]], str]:

@@ -157,7 +157,9 @@ def test_the_schema_documents_the_epilogue(client: TestClient) -> None:
     assert body["properties"]["epilogue"]["default"] == "none"
     assert {"none", "bias", "bias+residual", "scale_row+scale_col+bias+residual"} <= set(
         body["properties"]["epilogue"]["enum"])
-    assert len(body["properties"]["epilogue"]["enum"]) == 16
+    assert len(body["properties"]["epilogue"]["enum"]) == 17 and "swiglu" in body["properties"]["epilogue"]["enum"]
+    assert {"if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
+            "then": {"properties": {"n": {"multipleOf": 8}}}} in body["allOf"]
     assert {"if": {"properties": {"arch": {"const": "sm_100a"}}, "required": ["arch"]},
             "then": {"properties": {"epilogue": {"const": "none"}}}} in body["allOf"]
     for path in ("/best", "/trials", "/studies/{shape}/{dtype}/summary"):
@@ -165,3 +167,28 @@ def test_the_schema_documents_the_epilogue(client: TestClient) -> None:
         assert "%2B" in params["epilogue"]["description"] and "bias+residual" in params["epilogue"]["schema"]["enum"]
     assert "epilogue" in spec["components"]["schemas"]["ProblemOut"]["required"]
     assert "epilogue" in spec["components"]["schemas"]["MeasurementOut"]["properties"]
+
+
+def test_tune_and_best_take_swiglu(client: TestClient, db_factory: Factory) -> None:
+    """epilogue "swiglu" is a problem of its own (B the packed 2N x K weight, D N wide): POST /tune
+    keys its job by it, GET /best answers it with its own figures (TFLOP/s of the 2N-wide GEMM), and
+    an N off 8 or swiglu with another op is refused with the reason."""
+    body = {"m": 16, "n": 14336, "k": 4096, "dtype": "bf16"}
+    job = client.post("/tune", json={**body, "epilogue": "SwiGLU"})
+    assert job.status_code == 202, job.text
+    assert job.json()["problem"] == {"m": 16, "n": 14336, "k": 4096, "dtype": "bfloat16", "epilogue": "swiglu"}
+    gated = Problem.parse("16x14336x4096", "bf16", "swiglu")
+    measure(db_factory, gated, 0.5)
+    best = client.get("/best", params={"shape": "16x14336x4096", "dtype": "bf16", "epilogue": "swiglu"})
+    assert best.status_code == 200, best.text
+    assert best.json()["epilogue"] == best.json()["problem"]["epilogue"] == "swiglu"
+    assert best.json()["ratio"] == pytest.approx(2.0)
+    assert gated.tflops(0.5) == pytest.approx(2 * 16 * 28672 * 4096 / 5e8)  # the 2N-wide GEMM's flops
+    plain = client.get("/best", params={"shape": "16x14336x4096", "dtype": "bf16", "predict": "false"})
+    assert plain.status_code == 404  # never the swiglu problem's figures
+    message = refused(client.post("/tune", json={**body, "n": 100, "epilogue": "swiglu"}), 422, "invalid_problem")
+    assert "swiglu_n_aligned: N=100: epilogue swiglu needs N a multiple of 8" in message
+    unaligned = client.get("/best", params={"shape": "16x100x4096", "epilogue": "swiglu"})  # named, never tuned
+    assert "POST /tune would refuse it" in refused(unaligned, 404, "not_found")
+    message = refused(client.post("/tune", json={**body, "epilogue": "swiglu+bias"}), 422, "validation_error")
+    assert "swiglu stands alone" in message

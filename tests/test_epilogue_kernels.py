@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -326,3 +327,154 @@ def test_the_so_path_builds_an_epilogue_kernel_whose_wrapper_takes_every_operand
     resources = toolchain.ptxas_resources(output)
     assert resources is not None and not resources.spills
     assert _count(toolchain.sass(tmp_path / "kernel.so"), "LDG") > 0
+
+
+# --- swiglu: gate and up paired in the thread's registers ------------------------------------------------
+
+# The register epilogue's paths with swiglu (the only ones the rules leave it): paired 4-byte stores of
+# one or two m64 blocks a consumer, ragged M and N (the kernel's 2N in 64-wide tiles leaves a 16-wide
+# last tile), and the swapped 2-byte stores (B's rows on the fragment's rows), with a ragged M.
+SWIGLU_CASES: dict[str, tuple[Config, Problem]] = {
+    "swiglu-paired-c2": (_c(128, 64, 64, 4, 2, True), Problem.parse("200x104x512", "float16", "swiglu")),
+    "swiglu-paired-two-blocks": (_c(256, 128, 64, 3, 2, True), Problem.parse("300x200x256", "bfloat16", "swiglu")),
+    "swiglu-swap": (_c(64, 16, 128, 8, 1, True, swap_ab=True), Problem.parse("13x1000x512", "bfloat16", "swiglu")),
+    "swiglu-pingpong": (
+        _c(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong"),
+        Problem.parse("4096x14336x4096", "float16", "swiglu"),
+    ),
+}  # fmt: skip
+SWIGLU_EVALUATED = sorted(n for n, (c, _) in SWIGLU_CASES.items() if not c.persistent)
+SWIGLU_BUILT = ("swiglu-paired-c2", "swiglu-swap")
+
+_ACC = re.compile(r"acc(\d+)_ptr\[(\d+)\]")
+_LITERAL = re.compile(r"0x[0-9a-fA-F.]+p[+-]?\d+f/\*([^*]+)\*/")
+
+
+def _top_level_split(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def _value(expression: str) -> Callable[[Callable[[int, int], float]], float]:
+    """A value written to D as a function of the thread's fragment (block, register) -> fp32."""
+    code = _LITERAL.sub(r"(\1)", expression).replace("expf(", "exp(")
+    code = re.sub(r"\((?:half|nv_bfloat16)\)", "", code)
+    code = _ACC.sub(r"acc(\1, \2)", code)
+    compiled = compile(code.strip(), "<value>", "eval")
+    return lambda acc: float(eval(compiled, {"__builtins__": {}, "exp": math.exp, "acc": acc}))  # noqa: S307
+
+
+def _swiglu_writes(source: str) -> list[tuple[Callable[..., int], list[tuple[str, Callable[..., float]]]]]:
+    """Each write of D: its flat index and, per element, the value expression's text and function."""
+    body = source[source.index('extern "C" __global__') :]
+    writes = []
+    for statement in (s.strip().split("\n")[-1].strip() for s in body[body.index("{") :].split(";\n")):
+        d = _D_WRITE.match(statement)
+        if d is None:
+            continue
+        index = _index(_bracketed(statement, d.end() - 1))
+        if statement.startswith("tirtune_store_"):
+            _, lo, hi = _top_level_split(_bracketed(statement, statement.index("(")))
+            values = [lo, hi]
+        else:
+            values = [statement.split("] = ", 1)[1]]
+        writes.append((index, [(v, _value(v)) for v in values]))
+    return writes
+
+
+def _silu(x: float) -> float:
+    return x / (1 + math.exp(-x))
+
+
+def _fragment_value(row: int, col: int) -> float:
+    """A made-up kernel product at the tile's (row, col): distinct, of both signs, about unit size."""
+    return math.sin(0.37 * row + 0.11 * col + 0.5) * 2.5
+
+
+def test_the_swiglu_cases_are_valid_and_take_each_register_path() -> None:
+    for config, problem in SWIGLU_CASES.values():
+        assert HOPPER.is_valid(config, problem), (config.label(), str(problem))
+    configs = [c for c, _ in SWIGLU_CASES.values()]
+    assert any(c.swap_ab for c in configs) and any(plan(c, p).m_blocks == 2 for c, p in SWIGLU_CASES.values())
+
+
+@pytest.mark.parametrize("name", SWIGLU_EVALUATED)
+def test_each_swiglu_write_is_silu_of_its_gate_times_its_up(name: str) -> None:
+    """Every write of D in the lowered CUDA, for every consumer thread of the first tile, evaluated
+    on a made-up fragment: D[m, n] must be silu(H[gate]) * H[up] of the kernel product H at n's
+    gate column 16*(n//8) + n%8 and up column 8 on (rows with swap_ab), the first tile's every
+    element written once."""
+    config, problem = SWIGLU_CASES[name]
+    p = plan(config, problem)
+    source, spec = device_build.lower_device(config, problem)
+    assert spec.operands == ("A", "B", "D") and "expf(" in source
+    writes = _swiglu_writes(source)
+    assert writes, "no write of D found"
+    seen: dict[tuple[int, int], int] = {}
+    for tid in range(128 * config.consumers):
+        at = {"tid": tid, "bx": 0, "by": 0, "rank": 0}
+
+        def acc(block: int, register: int, tid: int = tid) -> float:
+            return _fragment_value(*_fragment_place(config, tid, block, register))
+
+        for index, values in writes:
+            flat = index(**at)
+            for e, (text, value) in enumerate(values):
+                m, n = divmod(flat + e, problem.n)
+                gate = 16 * (n // 8) + n % 8
+                kernel = [(gate, m), (gate + 8, m)] if config.swap_ab else [(m, gate), (m, gate + 8)]
+                want = _silu(_fragment_value(*kernel[0])) * _fragment_value(*kernel[1])
+                assert len(_ACC.findall(text)) == 3, text  # the gate twice (x / (1 + exp(-x))), the up once
+                assert value(acc) == pytest.approx(want, rel=1e-9, abs=1e-12), (tid, m, n, text[:200])
+                seen[(m, n)] = seen.get((m, n), 0) + 1
+    rows, cols = (p.blk_n, p.blk_m // 2) if config.swap_ab else (p.blk_m, p.blk_n // 2)  # the tile in D's axes
+    tile = {(m, n) for m in range(min(rows, problem.m)) for n in range(min(cols, problem.n))}
+    assert set(seen) >= tile, "an element of the first tile is never written"
+    assert all(seen[e] == 1 for e in tile), "an element written twice"
+
+
+def test_the_swiglu_evaluation_tells_a_wrong_pairing_apart() -> None:
+    """The check above, on the same writes with the up register taken 4 on from the next gate
+    register instead (r+5 for r): the values differ."""
+    config, problem = SWIGLU_CASES["swiglu-paired-c2"]
+    source, _ = device_build.lower_device(config, problem)
+    index, values = _swiglu_writes(source)[0]
+    text, value = values[0]
+    wrong = _value(text.replace("acc0_ptr[4]", "acc0_ptr[5]"))
+
+    def acc(block: int, register: int) -> float:
+        return _fragment_value(*_fragment_place(config, 5, block, register))
+
+    assert "acc0_ptr[4]" in text and value(acc) != pytest.approx(wrong(acc))
+
+
+@pytest.fixture(scope="module")
+def swiglu_built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    items = []
+    for i, name in enumerate(SWIGLU_BUILT):
+        source, spec = device_build.lower_device(*SWIGLU_CASES[name])
+        items.append(device_build.BatchItem(source, spec.kernel, f"tk_swiglu_{i}"))
+    results = device_build.compile_batch(items, tmp_path_factory.mktemp("swiglu-build"), timeout_s=900)
+    built = {}
+    for name, result in zip(SWIGLU_BUILT, results, strict=True):
+        assert result.error is None and result.cubin is not None, result.error
+        sections = re.split(r"\n\s*Function : ", toolchain.sass(result.cubin))
+        (section,) = [s for s in sections if s.split("\n", 1)[0].strip() == result.item.symbol]
+        built[name] = Built(section, result.resources)
+    return built
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", SWIGLU_BUILT)
+def test_a_swiglu_kernel_builds_computes_exp_and_spills_nothing(swiglu_built: dict[str, Built], name: str) -> None:
+    built = swiglu_built[name]
+    assert "HGMMA" in built.sass
+    assert _count(built.sass, "MUFU") > 0  # exp (and the reciprocal of the division) on the SFU
+    assert _count(built.sass, "STL") == 0 and _count(built.sass, "LDL") == 0
+    assert built.resources is not None and not built.resources.spills, built.resources
+    assert built.resources.registers * plan(*SWIGLU_CASES[name]).threads <= 65536

@@ -38,6 +38,7 @@ RECORDED = (
         ("residual + Bias", ("bias", "residual"), "bias+residual"),
         ("scale_row", ("scale_row",), "scale_row"),
         ("scale_col", ("scale_col",), "scale_col"),
+        (" SwiGLU ", ("swiglu",), "swiglu"),
         ("residual+bias+scale_col+scale_row", OPS, "scale_row+scale_col+bias+residual"),
     ],
 )
@@ -59,7 +60,8 @@ def test_parse_keeps_the_ops_in_the_fixed_order(text: str, ops: tuple[str, ...],
         ("bias++residual", "bad epilogue"),
         ("none+bias", "'none' stands alone"),
         ("gelu", "unknown epilogue op 'gelu'"),
-        ("bias+swiglu", "unknown epilogue op 'swiglu'"),
+        ("bias+swiglu", "swiglu stands alone \\(got it with 'bias'\\)"),
+        ("swiglu+residual+scale_row", "swiglu stands alone"),
         ("scale", "unknown epilogue op 'scale'"),
         ("bias+Bias", "'bias' given more than once"),
         ("bias" * 100, "bad epilogue \\(400 characters\\)"),
@@ -133,3 +135,41 @@ def test_an_epilogue_problem_round_trips_and_keys_apart() -> None:
         assert back == problem and hash(back) == hash(problem) and back != plain
         keys.add(Candidate(CONFIG, problem, "hopper-gemm/5").build_key())
     assert len(keys) == 6  # a kernel with another epilogue is another build
+
+
+# --- swiglu: B holds the gate and up weights, 2N rows; D is N wide ------------------------------------
+
+
+def test_swiglu_is_a_gemm_twice_as_wide_with_no_operand() -> None:
+    spec = EpilogueSpec.parse("swiglu")
+    assert spec.gated and not EPILOGUE_NONE.gated and not EpilogueSpec(OPS).gated
+    assert spec.operands(16, 14336, "float16") == ()
+    assert spec.gemm_n(14336) == 28672 and EPILOGUE_NONE.gemm_n(14336) == 14336
+    problem = Problem.parse("16x14336x4096", "bf16", "swiglu")
+    assert problem.gemm_n == 28672 and problem.n == 14336
+    assert [o.shape for o in problem.operands] == [(16, 4096), (28672, 4096), (16, 14336)]
+    # FLOPs and bytes count the GEMM's 2N rows of B (both products), D's N columns.
+    assert problem.flops == 2 * 16 * 28672 * 4096
+    assert problem.min_bytes == (16 * 4096 + 28672 * 4096 + 16 * 14336) * 2
+    assert problem.tflops(1.0) == pytest.approx(2 * 16 * 28672 * 4096 / 1e-3 / 1e12)
+    assert str(problem) == "16x14336x4096 bfloat16 epilogue=swiglu"
+    assert problem.to_json()["epilogue"] == "swiglu" and Problem(**problem.to_json()) == problem  # type: ignore[arg-type]
+    # A plain problem's figures are as they were.
+    assert Problem(16, 14336, 4096).gemm_n == 14336 and Problem(16, 14336, 4096).flops == 2 * 16 * 14336 * 4096
+
+
+@pytest.mark.parametrize("n", [1, 4, 100, 14330])
+def test_swiglu_needs_n_a_multiple_of_8(n: int) -> None:
+    from tirtune.space import HOPPER
+
+    problem = Problem(16, n, 64, "float16", "swiglu")  # can be named (a query), not tuned
+    with pytest.raises(SpaceError, match=f"swiglu_n_aligned: N={n}: epilogue swiglu needs N a multiple of 8"):
+        HOPPER.check_problem(problem)
+    HOPPER.check_problem(Problem(16, n, 64, "float16", "bias"))  # the other ops take any N
+    HOPPER.check_problem(Problem(16, 8 * n, 64, "float16", "swiglu"))
+
+
+def test_swiglu_keys_differ_from_the_plain_gemms() -> None:
+    plain, gated = Problem(16, 4096, 4096), Problem(16, 4096, 4096, "float16", "swiglu")
+    keys = {Candidate(CONFIG, p, "hopper-gemm/5").build_key() for p in (plain, gated)}
+    assert len(keys) == 2

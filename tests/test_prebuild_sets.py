@@ -343,3 +343,19 @@ def test_the_losers_kit_holds_each_draws_kept_config_below_the_line_and_valid_no
                 kept.setdefault(Problem.parse(row["problem"], row["dtype"]), []).append(Config.from_json(row["config"]))
     for config, problem in kit:
         assert problem.m >= LOSER_MIN_M and config in kept[problem] and HOPPER.is_valid(config, problem)
+
+
+def test_the_swiglu_sweep_draws_valid_register_paths_over_decode_ragged_and_prefill() -> None:
+    """swiglu-fuzz: 100 valid configs, none twice, over SWIGLU_PROBLEMS (decode, ragged M, prefill,
+    N off 16), each stored from registers with whole sums, swapped and not; epilogue-fuzz unchanged
+    (its problems carry no swiglu)."""
+    prebuild = _prebuild()
+    fuzz = _pairs("swiglu-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 100 and all(HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {p for _, p in fuzz} == set(prebuild.SWIGLU_PROBLEMS)
+    assert all(str(p.epilogue) == "swiglu" for _, p in fuzz)
+    assert all(c.epilogue == "register" and c.split_k == 1 and not c.stream_k for c, _ in fuzz)
+    assert any(c.swap_ab for c, _ in fuzz) and any(not c.swap_ab for c, _ in fuzz)
+    assert any(c.persistent for c, _ in fuzz) and any(c.schedule == "pingpong" for c, _ in fuzz)
+    assert len({prebuild._slug(c, p) for c, p in fuzz}) == 100
+    assert not any(p.epilogue.gated for _, p in _pairs("epilogue-fuzz"))

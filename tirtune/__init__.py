@@ -7,11 +7,12 @@ from typing import Any
 from tirtune.core.errors import TirtuneError
 from tirtune.core.version import __version__
 
-__all__ = ["TirtuneError", "__version__", "gemm", "nn"]
+__all__ = ["TirtuneError", "__version__", "gemm", "nn", "pack_gate_up", "unpack_gate_up"]
 
 
 def __getattr__(name: str) -> Any:
-    """`tirtune.gemm` and `tirtune.nn`, imported on first use (PEP 562): they need torch, and
+    """`tirtune.gemm`, `tirtune.nn` and the swiglu weight packing (`pack_gate_up`, `unpack_gate_up`),
+    imported on first use (PEP 562): they need torch, and
     `import tirtune` does not. The root module is the package's face, the top of the import graph
     (tests/import_graph.py): it re-exports the root exception and the version from `tirtune.core`,
     and nothing of tirtune imports it."""
@@ -19,6 +20,14 @@ def __getattr__(name: str) -> Any:
         from tirtune.dispatch.op import gemm
 
         return gemm
+    if name == "pack_gate_up":
+        from tirtune.dispatch.op import pack_gate_up
+
+        return pack_gate_up
+    if name == "unpack_gate_up":
+        from tirtune.dispatch.op import unpack_gate_up
+
+        return unpack_gate_up
     if name == "nn":
         import tirtune.nn as nn
 

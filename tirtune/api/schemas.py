@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from itertools import combinations
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, field_validator
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
-from tirtune.core import EpilogueSpec, Outcome, Roofline, Source
-from tirtune.core.epilogue import OPS
+from tirtune.core import EpilogueSpec, Outcome, Roofline, Source, epilogue
+from tirtune.core.epilogue import GATE_GROUP, OPS
 from tirtune.core.problem import MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
@@ -86,12 +85,11 @@ KDim = Annotated[
 
 # The epilogues' canonical texts (core/epilogue.py): what the schema lists. The server also takes
 # the ops in any order and case ("Residual+bias"), and answers with the canonical text.
-EPILOGUE_TEXTS: tuple[str, ...] = tuple(
-    str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size)
-)
+EPILOGUE_TEXTS: tuple[str, ...] = epilogue.EPILOGUE_TEXTS
 _EPILOGUE_TEXT = (
-    f"the fused epilogue: 'none' (default) or ops joined by '+', each once, of {', '.join(OPS)} "
-    "(e.g. 'bias+residual'; any order and case)"
+    f"the fused epilogue: 'none' (default), 'swiglu' (alone: D = silu(A @ gate.T) * (A @ up.T), B the "
+    f"gate and up weights interleaved in groups of 8 rows, 2N x K; N a multiple of 8), or ops joined by "
+    f"'+', each once, of {', '.join(OPS)} (e.g. 'bias+residual'; any order and case)"
 )
 EPILOGUE_DOC = f"{_EPILOGUE_TEXT}; in a query string write '+' as %2B"
 _EPILOGUE_MAX = 200  # EpilogueSpec.parse refuses longer text without echoing it
@@ -123,6 +121,13 @@ def _refused_epilogues() -> list[JsonValue]:
     ]
 
 
+# swiglu's N (rules.swiglu_n_aligned): B interleaves its gate and up weights by 8 rows.
+_SWIGLU_N: JsonValue = {
+    "if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
+    "then": {"properties": {"n": {"multipleOf": GATE_GROUP}}},
+}
+
+
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
 # that the schema lists them.
 if TYPE_CHECKING:
@@ -134,7 +139,7 @@ else:
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": _refused_epilogues()})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N]})
 
     m: Dim
     n: Dim

@@ -14,18 +14,37 @@ Each op brings one extra kernel operand, named like the op, passed after A, B an
 order (`operands`). The text form is "none" or the ops joined by "+" ("bias+residual"); `parse`
 takes any order and case and `str` gives the canonical one. docs/design.md, "Epilogues", says
 where the Hopper template applies it and what is refused.
+
+"swiglu" (`SWIGLU`, a gated MLP's up-projection) stands alone, with no operand: a problem
+(M, N, K) with it writes D (M, N) from a B of 2N rows, its gate and up weights interleaved in
+groups of 8 rows (rows [16j, 16j+8) are gate rows [8j, 8j+8), rows [16j+8, 16j+16) up rows
+[8j, 8j+8): `pack_gate_up` in tirtune/nn), and
+
+    g = A @ gate.T, u = A @ up.T          (fp32, each (M, N))
+    D[m, n] = silu(g[m, n]) * u[m, n] converted to D's dtype,  silu(x) = x / (1 + exp(-x))
+
+so the kernel computes a GEMM 2N wide (`gemm_n`) and N must be a multiple of 8 (a problem
+rule, core/problem.py `swiglu_n_aligned`). Combined with another op it is a SpaceError
+("swiglu stands alone").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 from tirtune.core.errors import SpaceError
 
-__all__ = ["EPILOGUE_NONE", "OPS", "EpilogueSpec", "Operand"]
+__all__ = ["EPILOGUE_NONE", "EPILOGUE_TEXTS", "GATE_GROUP", "KNOWN_OPS", "OPS", "SWIGLU", "EpilogueSpec", "Operand"]
 
-# The ops in the order they are applied (and their operands passed).
+# The ops that take an operand, in the order they are applied (and their operands passed).
 OPS: tuple[str, ...] = ("scale_row", "scale_col", "bias", "residual")
+# The gated activation: D = silu(A @ gate.T) * (A @ up.T), B holding both weights interleaved.
+SWIGLU = "swiglu"
+# Every op a spec may hold ("swiglu" only alone).
+KNOWN_OPS: tuple[str, ...] = (*OPS, SWIGLU)
+# B's rows alternate between gate and up weights in groups of this many rows.
+GATE_GROUP = 8
 _NONE_TEXT = "none"
 _MAX_TEXT = 200  # longer than every valid spelling; a longer input is refused without echoing it
 
@@ -49,13 +68,16 @@ class EpilogueSpec:
         ops = self.ops
         if not isinstance(ops, tuple) or not all(isinstance(op, str) for op in ops):
             raise SpaceError(f"epilogue ops must be a tuple of op names, got {_short(ops)}")
-        unknown = [op for op in ops if op not in OPS]
+        unknown = [op for op in ops if op not in KNOWN_OPS]
         if unknown:
             raise SpaceError(f"unknown epilogue op {_short(unknown[0])}: expected {_expected()}")
         repeated = sorted({op for op in ops if ops.count(op) > 1})
         if repeated:
             raise SpaceError(f"epilogue op {repeated[0]!r} given more than once: expected {_expected()}")
-        object.__setattr__(self, "ops", tuple(op for op in OPS if op in ops))
+        if SWIGLU in ops and len(ops) > 1:
+            others = ", ".join(op for op in ops if op != SWIGLU)
+            raise SpaceError(f"swiglu stands alone (got it with {_short(others)}): expected {_expected()}")
+        object.__setattr__(self, "ops", tuple(op for op in KNOWN_OPS if op in ops))
 
     @classmethod
     def parse(cls, text: str) -> EpilogueSpec:
@@ -81,15 +103,30 @@ class EpilogueSpec:
     def has(self, op: str) -> bool:
         return op in self.ops
 
+    @property
+    def operand_ops(self) -> tuple[str, ...]:
+        """The ops that bring a kernel operand (all but swiglu), in parameter order."""
+        return tuple(op for op in self.ops if op in OPS)
+
+    @property
+    def gated(self) -> bool:
+        """The spec is "swiglu": B holds the gate and up weights, 2N rows for an N-wide D."""
+        return SWIGLU in self.ops
+
+    def gemm_n(self, n: int) -> int:
+        """The width of the GEMM behind an N-wide D: 2N with swiglu (B's rows), else N."""
+        return 2 * n if self.gated else n
+
     def operands(self, m: int, n: int, dtype: str) -> tuple[Operand, ...]:
-        """The extra kernel operands of an (M, N) output of `dtype`, in parameter order."""
+        """The extra kernel operands of an (M, N) output of `dtype`, in parameter order (none
+        for swiglu, whose second weight is B's other half)."""
         shapes = {
             "scale_row": ((m,), "float32"),
             "scale_col": ((n,), "float32"),
             "bias": ((n,), dtype),
             "residual": ((m, n), dtype),
         }
-        return tuple(Operand(op, *shapes[op]) for op in self.ops)
+        return tuple(Operand(op, *shapes[op]) for op in self.ops if op in shapes)
 
     def __str__(self) -> str:
         return "+".join(self.ops) if self.ops else _NONE_TEXT
@@ -97,9 +134,18 @@ class EpilogueSpec:
 
 EPILOGUE_NONE = EpilogueSpec()
 
+# Every valid epilogue's canonical text: "none", each combination of OPS, and "swiglu".
+EPILOGUE_TEXTS: tuple[str, ...] = (
+    *(str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size)),
+    SWIGLU,
+)
+
 
 def _expected() -> str:
-    return f"'{_NONE_TEXT}' or ops joined by '+', each once, of {', '.join(OPS)} (e.g. 'bias+residual')"
+    return (
+        f"'{_NONE_TEXT}', '{SWIGLU}' (alone), or ops joined by '+', each once, of {', '.join(OPS)} "
+        "(e.g. 'bias+residual')"
+    )
 
 
 def _short(value: object, limit: int = 64) -> str:

@@ -1,15 +1,31 @@
 """A GEMM problem: D (M,N) = A (M,K) @ B (N,K).T, both operands row-major, fp32 accumulation, and
-the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by default)."""
+the epilogue fused between the fp32 product and D (`core/epilogue.py`; none by default).
+
+With the "swiglu" epilogue B has 2N rows (the gate and up weights interleaved in groups of 8) and
+D = silu(A @ gate.T) * (A @ up.T) is (M, N): the GEMM is 2N wide (`gemm_n`), and its flops
+(2 x M x 2N x K), bytes and operands count B's 2N rows. N must be a multiple of 8 to be tuned or
+run (`swiglu_n_aligned`, each branch's problem rule: a problem that breaks it can still be named,
+e.g. in a query, and is refused where it would be queued or built)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec, Operand
+from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec, Operand
 from tirtune.core.errors import SpaceError
 
-__all__ = ["DTYPES", "DTYPE_NAMES", "MAX_DIM", "SHAPE_PATTERN", "Problem", "normalize_dtype", "quoted"]
+__all__ = [
+    "DTYPES",
+    "DTYPE_NAMES",
+    "MAX_DIM",
+    "SHAPE_PATTERN",
+    "Problem",
+    "normalize_dtype",
+    "quoted",
+    "swiglu_n_aligned",
+]
+
 
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
@@ -109,8 +125,14 @@ class Problem:
         return f"{self.m}x{self.n}x{self.k}"
 
     @property
+    def gemm_n(self) -> int:
+        """The width of the GEMM the kernel computes: B's rows (2N with swiglu, else N)."""
+        return self.epilogue.gemm_n(self.n)
+
+    @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        """2 x M x gemm_n x K: with swiglu both the gate's and the up's products."""
+        return 2 * self.m * self.gemm_n * self.k
 
     @property
     def element_bytes(self) -> int:
@@ -118,9 +140,9 @@ class Problem:
 
     @property
     def min_bytes(self) -> int:
-        """Bytes a GEMM must move through device memory at least: A and B read once, D written
-        once, and each of the epilogue's operands read once."""
-        gemm = (self.m * self.k + self.n * self.k + self.m * self.n) * self.element_bytes
+        """Bytes a GEMM must move through device memory at least: A and B (gemm_n rows) read once,
+        D written once, and each of the epilogue's operands read once."""
+        gemm = (self.m * self.k + self.gemm_n * self.k + self.m * self.n) * self.element_bytes
         return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.dtype))
 
     @property
@@ -128,7 +150,7 @@ class Problem:
         """The kernel's operands in parameter order: A, B, D, then the epilogue's."""
         return (
             Operand("A", (self.m, self.k), self.dtype),
-            Operand("B", (self.n, self.k), self.dtype),
+            Operand("B", (self.gemm_n, self.k), self.dtype),
             Operand("D", (self.m, self.n), self.dtype),
             *self.epilogue.operands(self.m, self.n, self.dtype),
         )
@@ -165,3 +187,15 @@ def _dimension(name: str, digits: str) -> int:
     if len(digits.lstrip("0")) > 16:
         raise SpaceError(f"{name}={quoted(digits, 20)} is out of range: expected 1..{MAX_DIM}")
     return int(digits)
+
+
+def swiglu_n_aligned(problem: Problem) -> str | None:
+    """swiglu's B interleaves its gate and up weights in groups of 8 rows (core/epilogue.py), so
+    N must be a multiple of 8 (each branch's problem rule; a problem that breaks it is refused
+    before anything is queued or built)."""
+    if problem.epilogue.gated and problem.n % GATE_GROUP:
+        return (
+            f"N={problem.n}: epilogue swiglu needs N a multiple of {GATE_GROUP} (B interleaves its gate and up "
+            f"weights in groups of {GATE_GROUP} rows)"
+        )
+    return None

@@ -41,7 +41,7 @@ from tirtune.core.errors import TirtuneError
 from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
 from tirtune.dispatch.loader import Kernel, Loader
-from tirtune.runner.inputs import Inputs, baseline, baseline_label, operand_mismatch
+from tirtune.runner.inputs import Inputs, baseline, baseline_label, operand_mismatch, swiglu_unfused
 
 __all__ = ["Dispatcher", "Resolved", "bias_add_ms", "bias_add_pays", "cuda_device_name", "unproven_lead"]
 
@@ -160,23 +160,28 @@ class Dispatcher:
 
     def gemm_fused(self, a: Any, b: Any, epilogue: EpilogueSpec, operands: Mapping[str, Any], out: Any = None) -> Any:
         """D = epilogue(A @ B.T) (`core.epilogue`; `operands`: its operands by op name) by the tuned
-        kernel of the fused problem, else cuBLAS and the ops in eager torch (`runner.inputs.baseline`).
-        `out` must not overlap an operand: the kernel's pointers are `__restrict__`."""
+        kernel of the fused problem, else cuBLAS and the ops in eager torch (`runner.inputs.baseline`;
+        swiglu, whose B is the packed (2N, K) weight: `runner.inputs.swiglu_unfused`, one cuBLAS GEMM
+        over it). `out` must not overlap an operand: the kernel's pointers are `__restrict__`."""
         import torch
 
         m, n, found = self._lookup_fused(a, b, epilogue)
         d = out if out is not None else a.new_empty((m, n))
         inputs = Inputs(a, b, epilogue, operands)
         if found.kernel is None or not _fits(a, b, out, m, n) or not all(v.is_contiguous() for v in operands.values()):
-            baseline(torch, inputs, d)()
+            if epilogue.gated:  # B is packed (2N rows): one GEMM over it, then silu(gate) * up
+                swiglu_unfused(torch, a, b, d)
+            else:
+                baseline(torch, inputs, d)()
         else:
             found.kernel(*inputs.arguments(d, _names(found.kernel)))
         return d
 
     def _lookup_fused(self, a: Any, b: Any, epilogue: EpilogueSpec) -> tuple[int, int, Resolved]:
-        """`_lookup` of the problem with `epilogue` fused (its own entry in the table)."""
+        """`_lookup` of the problem with `epilogue` fused (its own entry in the table); with swiglu
+        B is packed, 2N rows for D's N."""
         m, k = a.shape
-        n = b.shape[0]
+        n = b.shape[0] // 2 if epilogue.gated else b.shape[0]
         key = (m, n, k, a.dtype, a.device, epilogue)
         found = self._table.get(key)
         if found is None:

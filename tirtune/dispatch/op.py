@@ -12,6 +12,11 @@ and an autograd formula so `tirtune.nn.Linear` trains.
                                torch (`Dispatcher.gemm_fused`)
     gemm_fused_out(a, b, bias?, residual?, out) -> ()
                                the same into `out`, which must not overlap the residual
+    gemm_swiglu(a, b) -> d     D = silu(A @ gate.T) * (A @ up.T), B the packed (2N, K) weight
+                               (`pack_gate_up`), D (M, N): the tuned swiglu kernel, else one
+                               cuBLAS GEMM over the packed weight and silu, multiply in eager torch
+    gemm_swiglu_out(a, b, out) -> ()
+                               the same into `out`
 
 The plain ops are unchanged by the fused ones: `tirtune.gemm(a, b)` without a bias or residual
 takes the same path as before they existed.
@@ -23,10 +28,23 @@ from typing import Any
 
 import torch
 
-from tirtune.core.epilogue import EpilogueSpec
+from tirtune.core.epilogue import GATE_GROUP, SWIGLU, EpilogueSpec
 from tirtune.dispatch import default
+from tirtune.runner.inputs import unpack_gate_up
 
-__all__ = ["gemm", "gemm_fused_op", "gemm_fused_out_op", "gemm_op", "gemm_out_op", "linear", "linear_op"]
+__all__ = [
+    "gemm",
+    "gemm_fused_op",
+    "gemm_fused_out_op",
+    "gemm_op",
+    "gemm_out_op",
+    "gemm_swiglu_op",
+    "gemm_swiglu_out_op",
+    "linear",
+    "linear_op",
+    "pack_gate_up",
+    "unpack_gate_up",
+]
 
 
 def _check(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -110,6 +128,7 @@ def gemm(
     bias: torch.Tensor | None = None,
     residual: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    activation: str | None = None,
 ) -> torch.Tensor:
     """D = A @ B.T by the tuned TIRx kernel of this problem on this GPU (torch.mm where there is
     none). A (M, K) and B (N, K), fp16 or bf16, on one CUDA device; `out`: write D there.
@@ -117,10 +136,20 @@ def gemm(
     in the kernel's epilogue where a kernel with them fused was tuned for the problem, else after
     cuBLAS's GEMM in eager torch (`gemm_fused`); `out` must not overlap the residual.
 
+    `activation="swiglu"`: B is the packed (2N, K) gate and up weight (`pack_gate_up`) and D (M, N)
+    = silu(A @ gate.T) * (A @ up.T), by the tuned swiglu kernel, else one cuBLAS GEMM over the
+    packed weight and silu, multiply in eager torch (`gemm_swiglu`); alone (no bias, no residual).
+
     Called eagerly on plain tensors with nothing to differentiate, it goes to the dispatcher
     straight: a custom op's Python dispatch costs about 100 us of host time a call (measured on
     this project's CPU machine), longer than a decode GEMM runs on an H200. Under torch.compile,
     a fake-tensor trace or autograd it goes through `torch.ops.tirtune.gemm`."""
+    if activation is not None:
+        if activation != SWIGLU:
+            raise ValueError(f"tirtune.gemm: activation={activation!r}: the one fused activation is 'swiglu'")
+        if bias is not None or residual is not None:
+            raise ValueError("tirtune.gemm: activation='swiglu' stands alone (no bias, no residual)")
+        return _gemm_swiglu(a, b, out)
     if bias is not None or residual is not None:
         return _gemm_fused(a, b, bias, residual, out)
     if _eager(a, b):
@@ -327,4 +356,112 @@ def _gemm_fused(
     if out is None:
         return torch.ops.tirtune.gemm_fused(a, b, bias, residual)  # type: ignore[no-any-return]
     torch.ops.tirtune.gemm_fused_out(a, b, bias, residual, out)
+    return out
+
+
+# --- swiglu: B packs the gate and up weights (core/epilogue.py) ----------------------------------------
+
+_SWIGLU = EpilogueSpec((SWIGLU,))
+
+
+def pack_gate_up(gate_weight: torch.Tensor, up_weight: torch.Tensor) -> torch.Tensor:
+    """The packed swiglu weight (2N, K) of a gated MLP's gate and up weights (each (N, K), N a
+    multiple of 8): rows [16j, 16j+8) are gate rows [8j, 8j+8), rows [16j+8, 16j+16) up rows
+    [8j, 8j+8). A new tensor (a copy), of the weights' dtype and device; `unpack_gate_up` inverts it."""
+    if gate_weight.dim() != 2 or tuple(gate_weight.shape) != tuple(up_weight.shape):
+        raise ValueError(
+            f"pack_gate_up: gate and up weights must both be (N, K), got {tuple(gate_weight.shape)} and "
+            f"{tuple(up_weight.shape)}"
+        )
+    if gate_weight.dtype != up_weight.dtype or gate_weight.device != up_weight.device:
+        raise ValueError(
+            f"pack_gate_up: gate is {gate_weight.dtype} on {gate_weight.device}, up {up_weight.dtype} on "
+            f"{up_weight.device}"
+        )
+    n, k = gate_weight.shape
+    if n % GATE_GROUP:
+        raise ValueError(f"pack_gate_up: N={n} must be a multiple of {GATE_GROUP} (the weights interleave by 8 rows)")
+    groups = (n // GATE_GROUP, GATE_GROUP, k)
+    return torch.stack([gate_weight.reshape(groups), up_weight.reshape(groups)], dim=1).reshape(2 * n, k)
+
+
+def _check_swiglu(a: torch.Tensor, b: torch.Tensor) -> None:
+    _check(a, b)
+    torch._check(
+        b.shape[0] % (2 * GATE_GROUP) == 0,
+        lambda: (
+            f"tirtune.gemm(activation='swiglu'): B is the packed (2N, K) weight (pack_gate_up), N a multiple of "
+            f"{GATE_GROUP}: its rows must be a multiple of {2 * GATE_GROUP}, got {b.shape[0]}"
+        ),
+    )
+
+
+def _check_swiglu_out(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    n = b.shape[0] // 2
+    torch._check(
+        tuple(out.shape) == (a.shape[0], n) and out.dtype == a.dtype,
+        lambda: f"tirtune.gemm: out must be {a.dtype} of shape ({a.shape[0]}, {n}), got {out.dtype} {tuple(out.shape)}",
+    )
+
+
+def _run_swiglu(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    return default.current().gemm_fused(a, b, _SWIGLU, {}, out)  # type: ignore[no-any-return]
+
+
+@torch.library.custom_op("tirtune::gemm_swiglu", mutates_args=())
+def gemm_swiglu_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    _check_swiglu(a, b)
+    return _run_swiglu(a, b, None)
+
+
+@gemm_swiglu_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    _check_swiglu(a, b)
+    return a.new_empty((a.shape[0], b.shape[0] // 2))
+
+
+@torch.library.custom_op("tirtune::gemm_swiglu_out", mutates_args=("out",))
+def gemm_swiglu_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    _check_swiglu(a, b)
+    _check_swiglu_out(a, b, out)
+    _run_swiglu(a, b, out)
+
+
+@gemm_swiglu_out_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    _check_swiglu(a, b)
+    _check_swiglu_out(a, b, out)
+
+
+def _swiglu_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    a, b = ctx.saved_tensors
+    # D = silu(g) * u over H = A B^T (B packed): dg = dD * u * silu'(g), du = dD * silu(g), with
+    # silu'(g) = s * (1 + g * (1 - s)), s = sigmoid(g); dH in B's interleaved column order, then
+    # dA = dH B, dB = dH^T A (cuBLAS, in A's dtype as the plain op's backward).
+    m, rows = a.shape[0], b.shape[0]
+    h = torch.mm(a, b.T).float().reshape(m, rows // (2 * GATE_GROUP), 2, GATE_GROUP)
+    g, u = h[:, :, 0], h[:, :, 1]
+    dd = grad.float().reshape(g.shape)
+    s = torch.sigmoid(g)
+    dh = torch.stack([dd * u * s * (1 + g * (1 - s)), dd * g * s], dim=2).reshape(m, rows).to(a.dtype)
+    grad_a = torch.mm(dh, b) if ctx.needs_input_grad[0] else None
+    grad_b = torch.mm(dh.T, a) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+gemm_swiglu_op.register_autograd(_swiglu_backward, setup_context=_save)
+
+
+def _gemm_swiglu(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """`gemm(a, b, activation="swiglu")`: straight to the dispatcher when eager on plain tensors
+    with nothing to differentiate, else through `torch.ops.tirtune.gemm_swiglu(_out)`."""
+    if _eager(a, b):
+        _check_plain(a, b)
+        _check_swiglu(a, b)
+        if out is not None:
+            _check_swiglu_out(a, b, out)
+        return _run_swiglu(a, b, out)
+    if out is None:
+        return torch.ops.tirtune.gemm_swiglu(a, b)  # type: ignore[no-any-return]
+    torch.ops.tirtune.gemm_swiglu_out(a, b, out)
     return out

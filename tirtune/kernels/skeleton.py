@@ -168,7 +168,7 @@ def plan_fields(config: Config, problem: Problem) -> dict[str, Any]:
     """`GemmPlan`'s fields for (config, problem): a branch's plan adds its own."""
     return {
         "m": problem.m,
-        "n": problem.n,
+        "n": problem.gemm_n,  # B's rows: 2N with swiglu
         "k": problem.k,
         "dtype": problem.dtype,
         "blk_m": config.blk_m,

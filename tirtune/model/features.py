@@ -117,7 +117,7 @@ def _ctas_per_sm(config: Config) -> int:
 def features(config: Config, problem: Problem) -> tuple[float, ...]:
     """The FEATURES of `config` on `problem`, in that order."""
     m, n = rules.kernel_shape(config, problem)
-    k = problem.k
+    k, gemm_n = problem.k, problem.gemm_n  # the GEMM's width: B's rows (2N with swiglu)
     c = config
     bm, bn, bk = max(c.blk_m, 1), max(c.blk_n, 1), max(c.blk_k, 1)
     tiles_m, tiles_n = -(-m // bm), -(-n // bn)
@@ -178,13 +178,13 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     cta_k = k_tiles if tail else share + dp_rounds * k_tiles if stream else k_tiles / split
     return (
         math.log2(problem.m),
-        math.log2(problem.n),
+        math.log2(gemm_n),
         math.log2(k),
         float(problem.dtype == "bfloat16"),
         float(problem.m % 128 == 0),
-        float(problem.n % 128 == 0),
+        float(gemm_n % 128 == 0),
         float(k % 64 == 0),
-        math.log2(2 * problem.m * problem.n * k / ((problem.m * k + problem.n * k + problem.m * problem.n) * size)),
+        math.log2(2 * problem.m * gemm_n * k / ((problem.m * k + gemm_n * k + problem.m * gemm_n) * size)),
         float(c.blk_m),
         float(c.blk_n),
         float(c.blk_k),

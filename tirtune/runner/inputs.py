@@ -12,6 +12,13 @@ kernel that does not name them (a `.so`'s tvm-ffi wrapper, whose parameters are 
 `baseline` is the same-run reference a ratio is taken against: cuBLAS alone (`torch.mm`) for a
 plain problem, and for a fused one what a user runs without tirtune, cuBLAS and then the
 epilogue's ops as separate eager kernels (docs/design.md, "Epilogues").
+
+swiglu: B is the packed weight (2N, K), the gate and up rows interleaved in groups of 8, drawn
+standard normal over sqrt(K) (so that g and u are about standard normal and silu(g) * u stays far
+inside fp16's range, where N(0, K) products would overflow it at K = 4096); there is no operand.
+Its baseline is what a model runs without tirtune on the weights as it holds them, [gate; up]
+concatenated (`unpack_gate_up`, made once before timing): cuBLAS `torch.mm(A, W.T)` into an
+(M, 2N) buffer, then the eager `F.silu(h[:, :N]) * h[:, N:]` into D.
 """
 
 from __future__ import annotations
@@ -21,9 +28,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
 
-__all__ = ["Inputs", "baseline", "baseline_label", "draw_inputs", "operand_mismatch"]
+__all__ = [
+    "Inputs",
+    "baseline",
+    "baseline_label",
+    "draw_inputs",
+    "operand_mismatch",
+    "swiglu_unfused",
+    "unpack_gate_up",
+]
 
 PLAIN_NAMES = ("A", "B", "D")
 
@@ -54,7 +69,10 @@ def draw_inputs(
     types = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
     gen = torch.Generator(device=device).manual_seed(seed)
     a = torch.randn(m, k, dtype=types[dtype], device=device, generator=gen)
-    b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
+    if epilogue.gated:  # the packed gate and up weights, scaled so that silu(g) * u stays in range
+        b = (torch.randn(2 * n, k, device=device, generator=gen) / math.sqrt(k)).to(types[dtype])
+    else:
+        b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
     operands = {}
     for operand in epilogue.operands(m, n, dtype):
         value = torch.randn(operand.shape, dtype=torch.float32, device=device, generator=gen)
@@ -69,7 +87,7 @@ def operand_mismatch(names: Sequence[str] | None, epilogue: EpilogueSpec) -> str
     operands of `epilogue`; else why it cannot be run on them."""
     if names is None:
         return None
-    wanted = (*PLAIN_NAMES, *epilogue.ops)
+    wanted = (*PLAIN_NAMES, *epilogue.operand_ops)
     if tuple(names[: len(PLAIN_NAMES)]) == PLAIN_NAMES and sorted(names) == sorted(wanted):
         return None
     return f"the kernel takes ({', '.join(names)}) but a problem of epilogue {epilogue} gives ({', '.join(wanted)})"
@@ -77,6 +95,8 @@ def operand_mismatch(names: Sequence[str] | None, epilogue: EpilogueSpec) -> str
 
 def baseline_label(epilogue: EpilogueSpec) -> str:
     """What `baseline` runs, in words ("torch.addmm(bias) + residual"); "torch.mm" when plain."""
+    if epilogue.gated:
+        return "torch.mm([gate; up]) + F.silu(gate) * up"
     scaled = [op for op in ("scale_row", "scale_col") if epilogue.has(op)]
     first = "torch.addmm(bias)" if epilogue.has("bias") and not scaled else "torch.mm"
     steps = [first, *(f"* {op}" for op in scaled)]
@@ -97,6 +117,8 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     the caching allocator's calls. Each step rounds to D's dtype, so its D is at most a rounding
     an op further from the float32 reference than the fused kernel's (one rounding in all)."""
     a, b, ops = inputs.a, inputs.b, inputs.operands
+    if inputs.epilogue.gated:
+        return _swiglu_baseline(torch, a, b, d)
     scaled = [op for op in ("scale_row", "scale_col") if op in ops]
     tail: list[Callable[[], Any]] = []
     if "scale_row" in ops:
@@ -120,3 +142,38 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
             step()
 
     return unfused
+
+
+def unpack_gate_up(b: Any) -> tuple[Any, Any]:
+    """(gate, up), each (N, K), of a packed (2N, K) swiglu weight (core/epilogue.py: rows
+    [16j, 16j+8) gate rows [8j, 8j+8), rows [16j+8, 16j+16) up rows [8j, 8j+8)); views of `b`."""
+    rows, k = b.shape
+    groups = b.reshape(rows // (2 * GATE_GROUP), 2, GATE_GROUP, k)
+    return groups[:, 0].reshape(rows // 2, k), groups[:, 1].reshape(rows // 2, k)
+
+
+def _swiglu_baseline(torch: Any, a: Any, b: Any, d: Any) -> Callable[[], Any]:
+    """swiglu's baseline (module docstring): the weights a model holds, [gate; up] (made here, once,
+    outside what is timed), cuBLAS into an (M, 2N) buffer, then eager silu and multiply into D."""
+    n = b.shape[0] // 2
+    gate, up = unpack_gate_up(b)
+    w = torch.cat([gate, up]).contiguous()
+    h = torch.empty(a.shape[0], 2 * n, dtype=a.dtype, device=a.device)
+    silu = torch.nn.functional.silu
+
+    def unfused() -> None:
+        torch.mm(a, w.T, out=h)
+        torch.mul(silu(h[:, :n]), h[:, n:], out=d)
+
+    return unfused
+
+
+def swiglu_unfused(torch: Any, a: Any, b: Any, d: Any) -> Any:
+    """silu(A @ gate.T) * (A @ up.T) into `d` (M, N) straight from the packed B, in eager torch: one
+    cuBLAS GEMM of width 2N (its columns in B's interleaved order), silu and multiply on strided
+    views. What the dispatcher runs where no swiglu kernel serves (the packed weight is all a
+    `tirtune.nn` layer holds); the same figures as `baseline`'s up to cuBLAS's summation order."""
+    m, rows = a.shape[0], b.shape[0]
+    h = torch.mm(a, b.T).reshape(m, rows // (2 * GATE_GROUP), 2, GATE_GROUP)
+    d.copy_((torch.nn.functional.silu(h[:, :, 0]) * h[:, :, 1]).reshape(m, rows // 2))
+    return d

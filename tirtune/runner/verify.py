@@ -26,6 +26,15 @@ a bias or residual of D's dtype) are exact in float32, as the reference takes th
 still one rounding of D's dtype from the reference, so the same table holds. A kernel that added
 a residual or bias in D's dtype after rounding the product would add at most one more rounding
 of D's dtype, still inside the margin; a dropped or misplaced op is not (`runner.inputs`).
+
+swiglu: the reference de-interleaves B (`runner.inputs.unpack_gate_up`) and computes
+silu(A @ gate.T) * (A @ up.T) in float32 (torch's silu); D is (M, N) with N = B's rows / 2. The
+same table holds: the kernel forms silu(g) * u in fp32 from its fp32 sums and rounds once to D's
+dtype. What else differs from the reference is fp32's: the sums' order (about 1e-6 relative) and
+CUDA's expf (a few ulp), which silu(g) * u passes on amplified at most by silu's log-slope,
+1 + |g| (g is about standard normal with the drawn inputs: under 10), so about 1e-5 at most,
+against the 2e-4 (fp16) and 2e-3 (bf16) of the one rounding and the 1e-3 / 8e-3 bounds. A wrong
+pairing (gate with another column's up, or the two halves swapped) moves D by about its norm.
 """
 
 from __future__ import annotations
@@ -35,8 +44,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
 from tirtune.core.errors import SpaceError
+from tirtune.runner.inputs import unpack_gate_up
 
 __all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "reference", "relative_error", "verify"]
 
@@ -66,9 +76,10 @@ def relative_error(d: Any, ref: Any) -> float:
 
 def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands: Any) -> Any:
     """float32 (A @ B.T) through `epilogue`'s ops, each operand (named as the op: bias, residual,
-    scale_row, scale_col) taken as float32. SpaceError for an operand missing, unexpected or of
-    another shape than the op's (core.epilogue.EpilogueSpec.operands)."""
-    m, n = a.shape[0], b.shape[0]
+    scale_row, scale_col) taken as float32; with swiglu, silu(A @ gate.T) * (A @ up.T) of the
+    packed B (module docstring). SpaceError for an operand missing, unexpected or of another
+    shape than the op's (core.epilogue.EpilogueSpec.operands)."""
+    m, n = a.shape[0], b.shape[0] // 2 if epilogue.gated else b.shape[0]
     wanted = {o.name: o.shape for o in epilogue.operands(m, n, str(a.dtype).removeprefix("torch."))}
     if set(operands) != set(wanted):
         raise SpaceError(
@@ -78,6 +89,14 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
     for name, shape in wanted.items():
         if tuple(operands[name].shape) != shape:
             raise SpaceError(f"{name} of shape {tuple(operands[name].shape)}: epilogue {epilogue} wants {shape}")
+    if epilogue.gated:
+        if b.shape[0] % (2 * GATE_GROUP):
+            raise SpaceError(f"a packed swiglu weight has a multiple of {2 * GATE_GROUP} rows, got {b.shape[0]}")
+        import torch
+
+        gate, up = unpack_gate_up(b.float())
+        g, u = a.float() @ gate.T, a.float() @ up.T
+        return g * torch.sigmoid(g) * u  # silu(g) * u
     out = a.float() @ b.float().T
     for op in epilogue.ops:
         value = operands[op].float()
@@ -106,7 +125,7 @@ def verify(
     import torch
 
     ref = reference(a, b, epilogue, **(operands or {}))
-    m, n = a.shape[0], b.shape[0]
+    m, n = ref.shape
     outs = []
     for _ in range(runs):
         guarded = torch.full((m + 2 * guard_rows, n), float("nan"), dtype=a.dtype, device=a.device)

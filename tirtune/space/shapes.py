@@ -40,7 +40,7 @@ class ShapeClass(str, Enum):
 
 def shape_class(problem: Problem) -> ShapeClass:
     """The first class (in the module docstring's order) whose test the problem passes."""
-    m, n, k = problem.m, problem.n, problem.k
+    m, n, k = problem.m, problem.gemm_n, problem.k  # the GEMM's width: 2N with swiglu
     if m <= 16:
         return ShapeClass.DECODE
     if m <= 512:
@@ -81,7 +81,7 @@ def fitted(config: Config, problem: Problem, widths: Sequence[int]) -> Config:
     """`config` with a tile fitted to a small problem: with swap_ab, wgmma's N (blk_n) is the
     problem's M, so it becomes the narrowest of `widths` that holds M; without, a blk_n wider
     than the problem's N shrinks to the narrowest width that holds N. Other configs unchanged."""
-    extent = problem.m if config.swap_ab else problem.n
+    extent = problem.m if config.swap_ab else problem.gemm_n
     if not config.swap_ab and config.blk_n <= extent:
         return config
     fits = sorted(w for w in widths if w >= extent)
@@ -98,7 +98,7 @@ def wave_fill(config: Config, problem: Problem, sms: int = SMS) -> float:
     or a one-wave grid has). It counts both losses of a ragged problem: the tiles' padding past M
     and N, and a last round that leaves SMs idle. On the kernel's axes (swap_ab: the problem's N
     along blk_m)."""
-    m, n = (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
+    m, n = (problem.gemm_n, problem.m) if config.swap_ab else (problem.m, problem.gemm_n)
     tiles = math.ceil(m / config.blk_m) * math.ceil(n / config.blk_n)
     rounds = math.ceil(tiles / sms)
     return m * n / (sms * rounds * config.blk_m * config.blk_n)

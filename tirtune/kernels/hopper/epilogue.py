@@ -21,6 +21,18 @@ order) is applied to each fp32 value as it is written to D, inside the same guar
 a staged epilogue's stmatrix, to the fragment in place (`fuse_block`, called by `roles.py`).
 Partial sums (split-K's parked fragments and workspace, stream-K's hand-over) stay unfused. With
 no epilogue `fuse` gives the value back unchanged, so the kernel is the one it was before.
+
+swiglu (core/epilogue.py) pairs values instead: the kernel's GEMM is 2N wide, B's rows alternating
+between 8 gate and 8 up rows, and `store_block` writes silu(gate) * up from two registers of one
+thread. Without swap_ab B's rows are the kernel's columns: in a tile starting on a multiple of 16
+columns (rules.swiglu_pairs_in_thread), register r with r>>2 even holds gate column
+n0 + 8*(r>>2) + 2*(lane%4) + (r&1) and register r+4 its up partner, which go to D's column
+n0/2 + 8*((r>>2)/2) + 2*(lane%4) + (r&1), paired (N is a multiple of 8, so even) as two columns
+in one 4-byte store. With swap_ab B's rows are the kernel's rows 16*warp + lane/4 + 8*((r>>1)&1)
+(from row0, a multiple of 16): the gate values are the registers with ((r>>1)&1) == 0 and their up
+partners r+2, written to D[col, row0/2 + 8*warp + lane/4] one 2-byte store each. silu(x) is
+x / (1 + exp(-x)) in fp32 (CUDA's __expf). The staged epilogues, split-K and stream-K never
+see swiglu (rules.swiglu_register_epilogue, swiglu_whole_sums); `fuse`, which they call, refuses it.
 """
 
 # The @T.inline macros are parsed by TVMScript, which reads parameter annotations as TIR types;
@@ -31,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tirtune.core.errors import SpaceError
 from tirtune.kernels.hopper.frame import Frame, FusedOperands
 from tirtune.kernels.hopper.plan import KernelPlan
 from tirtune.kernels.skeleton import HALF2, PTX_TYPE
@@ -84,10 +97,17 @@ class Epilogue:
         store2_name, store2_source = store2_helper(DT)
         D, warp, lane, X = f.D, f.warp, f.lane, f.fused
         OPS = p.fused.ops
+        # swiglu: D is half the GEMM's width, PN columns (PM with swap_ab, the kernel's M halved).
+        GATED, (_, PN) = p.fused.gated, p.problem_shape
+
+        def silu(value: Any) -> Any:
+            return value / (T.float32(1) + T.exp(T.float32(0) - value))
 
         def fuse(value: Any, row: Any, col: Any) -> Any:
             # The kernel's (row, col) is the problem's (m, n), or (n, m) with swap_ab; the
             # operands are in the problem's axes. core/epilogue.py's order.
+            if GATED:
+                raise SpaceError("swiglu pairs registers in store_block only (rules.swiglu_whole_sums)")
             pm, pn = (col, row) if SWAP else (row, col)
             for op in OPS:
                 if op == "scale_row":
@@ -105,7 +125,30 @@ class Epilogue:
         def store_block(acc, row0, n0):
             # wgmma m64nN f32 fragment: register r of a thread holds row
             # 16*warp + lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1).
-            if SWAP:
+            if GATED and SWAP:
+                # swiglu, swapped: B's rows are the kernel's rows; gate r = 4*q + e (row bit 0),
+                # up r + 2 (8 rows on), both to D[col, row0/2 + 8*warp + lane/4].
+                for q in T.unroll(NACC // 4):
+                    for e in T.unroll(2):
+                        n = T.meta_var(row0 // 2 + 8 * warp + lane // 4)
+                        col = T.meta_var(n0 + 8 * q + 2 * (lane % 4) + e)
+                        if n < PN:
+                            if col < N:
+                                D[col, n] = T.cast(silu(acc[4 * q + e]) * acc[4 * q + e + 2], DT)
+            elif GATED:
+                # swiglu: gate registers 8*g + 2*h (+1), up registers 4 on (8 columns on); the
+                # column pair goes to D's columns n0/2 + 8*g + 2*(lane%4) (+1), one 4-byte store.
+                for g in T.unroll(NACC // 8):
+                    for h in T.unroll(2):
+                        row = T.meta_var(row0 + 16 * warp + lane // 4 + 8 * h)
+                        col = T.meta_var(n0 // 2 + 8 * g + 2 * (lane % 4))
+                        if row < M:
+                            if col < PN:
+                                T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),
+                                                            silu(acc[8 * g + 2 * h]) * acc[8 * g + 2 * h + 4],
+                                                            silu(acc[8 * g + 2 * h + 1]) * acc[8 * g + 2 * h + 5],
+                                                            source_code=store2_source))
+            elif SWAP:
                 # The kernel's (row, col) is the problem's (n, m): D[col, row], one 2-byte store
                 # each (a warp's store covers 8 consecutive n of 4 rows of D).
                 for r in T.unroll(NACC):

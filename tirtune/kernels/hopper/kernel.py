@@ -104,8 +104,10 @@ def _trace(p: KernelPlan) -> Any:
     from tvm.backend.cuda.lang.pipeline import MBarrier, TMABar
     from tvm.script import tirx as T
 
-    # M and N are the kernel's (with swap_ab: the problem's N and M); PM x PN is D's shape.
+    # M and N are the kernel's (with swap_ab: the problem's N and M); PM x PN is D's shape, AR and
+    # BR the rows of A and B (PM and PN, but BR = 2N with swiglu).
     K, DT, (PM, PN), (GM, GN) = p.k, p.dtype, p.problem_shape, p.grid
+    AR, BR = p.gemm_shape
     S, BM, BN, C, NWG, WS = p.stages, p.blk_m, p.blk_n, p.consumers, p.warpgroups, p.warp_specialized
     SWAP, SPLIT, SERIAL, PERSIST, CL = p.swap_ab, p.split_k, p.serial_split, p.persistent, p.cluster
     PINGPONG, EWG, ONE_A, ONE_B = p.pingpong, p.epilogue_warpgroup, p.one_row_a, p.one_row_b
@@ -121,7 +123,7 @@ def _trace(p: KernelPlan) -> Any:
 
     # fmt: off
     @T.prim_func(check_well_formed=False)  # type: ignore[untyped-decorator]
-    def main(A: T.Buffer((PM, K), DT), B: T.Buffer((PN, K), DT), D: T.Buffer((PM, PN), DT)):  # type: ignore[no-untyped-def]
+    def main(A: T.Buffer((AR, K), DT), B: T.Buffer((BR, K), DT), D: T.Buffer((PM, PN), DT)):  # type: ignore[no-untyped-def]
         T.device_entry()
         # The kernel's operands: with swap_ab it multiplies B by A (D^T = B A^T).
         if SWAP:

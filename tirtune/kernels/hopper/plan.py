@@ -7,6 +7,8 @@ their constants from it; nothing in it needs TVM.
 
 * Axes. With swap_ab the kernel computes D^T = B A^T: the plan's m, n, blk_m, blk_n and cluster
   dimension are the kernel's (m is the problem's N, n its M), and `problem_shape` gives D's shape.
+  With swiglu the GEMM is 2N wide (`Problem.gemm_n`, B's rows): the kernel's n (m with swap_ab)
+  is 2N, `gemm_shape` gives A's and B's rows and `problem_shape` D's (M, N).
 * Consumers. "cooperative": consumer warpgroup c owns rows [c*rows, (c+1)*rows) of the tile (rows
   = blk_m/consumers, 64 or 128: one or two m64 wgmma blocks, `m_blocks`, each with its own
   `acc_regs` fp32 registers a thread); "pingpong" (persistent, 2 consumers): each consumer owns
@@ -233,9 +235,15 @@ class KernelPlan(GemmPlan):
         return pieces
 
     @property
-    def problem_shape(self) -> tuple[int, int]:
-        """The problem's (M, N): D's shape."""
+    def gemm_shape(self) -> tuple[int, int]:
+        """The GEMM's (M, N) in the problem's axes: A's rows and B's rows (2N with swiglu)."""
         return (self.n, self.m) if self.swap_ab else (self.m, self.n)
+
+    @property
+    def problem_shape(self) -> tuple[int, int]:
+        """The problem's (M, N): D's shape (with swiglu half the GEMM's width)."""
+        m, n = self.gemm_shape
+        return (m, n // 2) if self.fused.gated else (m, n)
 
     @property
     def cta_k_tiles(self) -> int:
@@ -400,7 +408,7 @@ def plan(config: Config, problem: Problem) -> KernelPlan:
     hint_a, hint_b = config.l2_hint.split("/")
     fields = plan_fields(config, problem)
     if config.swap_ab:  # the kernel computes D^T = B A^T: its M is the problem's N
-        fields["m"], fields["n"] = problem.n, problem.m
+        fields["m"], fields["n"] = problem.gemm_n, problem.m
     return KernelPlan(
         **fields,
         schedule=config.schedule,

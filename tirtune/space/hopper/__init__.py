@@ -18,7 +18,7 @@ from dataclasses import replace
 from tirtune.core import Config, Problem
 from tirtune.space.branch import Branch
 from tirtune.space.hopper.knobs import KNOBS
-from tirtune.space.hopper.rules import k_tail_steps
+from tirtune.space.hopper.rules import SWIGLU_TILE_ALIGN, k_tail_steps
 from tirtune.space.hopper.spaces import (
     HOPPER,
     HOPPER_V1,
@@ -56,9 +56,23 @@ def _wave_fitted(config: Config) -> bool:
 
 def _fit_start(config: Config, problem: Problem) -> Config:
     """A peeled last k-tile (peel_k) only where K leaves k16 steps to skip: elsewhere its
-    unpeeled twin."""
+    unpeeled twin. For swiglu (which takes the register epilogue, whole sums and tiles of whole
+    16-column gate/up pairs: rules.swiglu_*), the start's register-stored twin: no staged store
+    or epilogue warpgroup, no split or stream-K, blk_n rounded up to a multiple of 16."""
     if config.peel_k and k_tail_steps(config, problem) == 0:
-        return replace(config, peel_k=False)
+        config = replace(config, peel_k=False)
+    if problem.epilogue.gated:
+        config = replace(
+            config,
+            epilogue="register",
+            epilogue_warpgroup=False,
+            split_k=1,
+            split_k_reduce="dsmem",
+            split_k_scope="all",
+            stream_k=False,
+            stream_k_scope="all",
+            blk_n=config.blk_n if config.swap_ab else -(-config.blk_n // SWIGLU_TILE_ALIGN) * SWIGLU_TILE_ALIGN,
+        )
     return config
 
 

@@ -10,7 +10,7 @@ same thing there (TMA strides, the swizzle atom, raster groups, the loader) from
 from __future__ import annotations
 
 from tirtune.core.config import Config
-from tirtune.core.problem import Problem
+from tirtune.core.problem import Problem, swiglu_n_aligned
 from tirtune.space.hopper.knobs import (
     CLUSTER_DIMS,
     CLUSTER_SIZES,
@@ -110,6 +110,10 @@ __all__ = [
     "swap_ab_pingpong_unclustered",
     "swap_ab_pingpong_wide",
     "swap_ab_supported",
+    "swiglu_n_aligned",
+    "swiglu_pairs_in_thread",
+    "swiglu_register_epilogue",
+    "swiglu_whole_sums",
     "trim_supported",
     "trim_work",
     "v3_values",
@@ -378,9 +382,10 @@ def cluster_supported(config: Config, problem: Problem) -> str | None:
 
 
 def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
-    """The (M, N) the kernel computes: the problem's, or (N, M) with swap_ab (D^T = B A^T). The
-    tile knobs (blk_m, blk_n, cluster_dim) name these axes."""
-    return (problem.n, problem.m) if config.swap_ab else (problem.m, problem.n)
+    """The (M, N) the kernel computes: the problem's, or (N, M) with swap_ab (D^T = B A^T), its N
+    B's rows (2N with swiglu: `Problem.gemm_n`). The tile knobs (blk_m, blk_n, cluster_dim) name
+    these axes."""
+    return (problem.gemm_n, problem.m) if config.swap_ab else (problem.m, problem.gemm_n)
 
 
 def kernel_tiles(config: Config, problem: Problem) -> int:
@@ -922,7 +927,67 @@ def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
     return None
 
 
-PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned,)
+# --- swiglu (core/epilogue.py) ----------------------------------------------------------------------
+# The kernel's GEMM is 2N wide, B's rows alternating between 8 gate and 8 up rows, and the store
+# pairs each gate value with its up value inside one thread: a wgmma m64nN f32 fragment gives a
+# thread columns 8*(r>>2) + 2*(lane%4) + (r&1) of register r, so in a tile starting on a multiple of
+# 16 columns the gate chunk (r>>2 even) and the up chunk (r>>2 odd) of the same output columns are
+# registers r and r+4 of one thread (with swap_ab, B's rows are the fragment's rows, 16*warp +
+# lane/4 + 8*((r>>1)&1): registers r and r+2). Every path that does not store the whole sum from
+# those registers is refused below; kernels/hopper/epilogue.py, `store_block`, writes the pairs.
+SWIGLU_TILE_ALIGN = 16  # a gate group and its up group: 2 x core.epilogue.GATE_GROUP rows of B
+
+
+@reads("epilogue")
+def swiglu_register_epilogue(config: Config, problem: Problem) -> str | None:
+    """swiglu pairs a gate value with its up value in the thread's registers as D is stored; the
+    staged epilogues ("tma", "tma_chunked", and the epilogue warpgroup that needs one) copy the
+    whole 2N-wide fragment through shared memory to a TMA store of D's layout, which has no place
+    for the pairing (it would need another staging layout and D's own half-width boxes), so
+    swiglu takes the register epilogue only."""
+    if problem.epilogue.gated and config.epilogue != "register":
+        return (
+            f"epilogue swiglu needs epilogue=register (got {config.epilogue}): the gate and up values are paired "
+            "in the thread's registers as D is stored, the staged TMA stores write the unpaired tile"
+        )
+    return None
+
+
+@reads("split_k", "stream_k")
+def swiglu_whole_sums(config: Config, problem: Problem) -> str | None:
+    """silu(g) * u is not linear: it must see the whole sums over K. split_k's DSMEM reduction
+    stores from a layout where a thread sums other threads' register pairs (its gate and up
+    values are not one thread's registers r and r+4), and the serial reduction's last rank and
+    stream-K's finishing CTA, which do store whole sums through the register epilogue, are not
+    built or checked with the pairing yet; so swiglu runs with split_k=1 and no stream_k."""
+    if problem.epilogue.gated and (config.split_k > 1 or config.stream_k):
+        return (
+            f"epilogue swiglu needs split_k=1 and no stream_k (got split_k={config.split_k}, "
+            f"stream_k={config.stream_k}): silu(gate) * up is applied to whole sums, in the registers of one CTA"
+        )
+    return None
+
+
+@reads("blk_m", "blk_n", "swap_ab")
+def swiglu_pairs_in_thread(config: Config, problem: Problem) -> str | None:
+    """The gate group and its up group (16 consecutive rows of B) must sit in one tile, in one
+    thread: without swap_ab B's rows are the kernel's columns, so blk_n must be a multiple of 16
+    (each tile starts on a gate group, and register r's partner r+4 is in the same fragment); with
+    swap_ab they are the kernel's rows, and blk_m (64 to 256, each consumer's m64 blocks starting on
+    a multiple of 16 rows) always is, so only the unswapped tile width is checked."""
+    if not problem.epilogue.gated:
+        return None
+    if not config.swap_ab and config.blk_n % SWIGLU_TILE_ALIGN:
+        return (
+            f"epilogue swiglu needs blk_n a multiple of {SWIGLU_TILE_ALIGN} (got {config.blk_n}): a tile must hold "
+            "whole pairs of 8 gate and 8 up columns, in one thread's registers"
+        )
+    if config.swap_ab and config.blk_m % SWIGLU_TILE_ALIGN:
+        return f"epilogue swiglu with swap_ab needs blk_m a multiple of {SWIGLU_TILE_ALIGN} (got {config.blk_m})"
+    return None
+
+
+PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned, swiglu_n_aligned)
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
 CONFIG_RULES: tuple[ConfigRule, ...] = (
@@ -961,6 +1026,10 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     one_row_operand_supported,
     blk_k_boxes_supported,
     tma_load_options_supported,
+    # swiglu (core/epilogue.py): pass on every other problem
+    swiglu_register_epilogue,
+    swiglu_whole_sums,
+    swiglu_pairs_in_thread,
 )
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
