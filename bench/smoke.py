@@ -33,6 +33,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tirtune.core import Problem
+from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.measure import Nvml
 from tirtune.runner.verify import TOLERANCE, verify
 
@@ -47,11 +49,11 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
     import torch
     import tvm_ffi
 
-    p = entry["problem"]
-    dtype = getattr(torch, p["dtype"])
-    gen = torch.Generator(device="cuda").manual_seed(int(time.time()) % 100_000)
-    a = torch.randn(p["m"], p["k"], device="cuda", dtype=dtype, generator=gen)
-    b = torch.randn(p["n"], p["k"], device="cuda", dtype=dtype, generator=gen)
+    p = Problem(**entry["problem"])
+    # Drawn as the measuring child draws them: a plain problem's A and B, a fused one's operands
+    # after them (runner.inputs.draw_inputs), passed in the kernel's parameter order.
+    inputs = draw_inputs(torch, p.m, p.n, p.k, p.dtype, p.epilogue, device="cuda", seed=int(time.time()) % 100_000)
+    a, b = inputs.a, inputs.b
     fn = tvm_ffi.load_module(str(folder / entry["so"]))["main"]
 
     def run(d: Any) -> None:  # one launch under the watchdog
@@ -59,7 +61,7 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
         done = torch.cuda.Event()
         started = time.perf_counter()
         with tvm_ffi.use_torch_stream():
-            fn(a, b, d)
+            fn(*inputs.arguments(d))
         done.record()
         while not done.query():
             if time.perf_counter() - started > watchdog_s:
@@ -67,7 +69,7 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
             time.sleep(0.005)
 
     try:
-        verdict = verify(run, a, b, p["dtype"])
+        verdict = verify(run, a, b, p.dtype, epilogue=p.epilogue, operands=inputs.operands)
     except _Hang:
         return {"name": entry["name"], "outcome": "HANG", "seconds": watchdog_s, "check": CHECK}
     row = {"name": entry["name"], "outcome": "OK" if verdict.ok else "WRONG", "rel_error": verdict.rel_error}
