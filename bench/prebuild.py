@@ -31,7 +31,7 @@ from typing import Any
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
-from tirtune.space.hopper.knobs import RAGGED_BLK_N
+from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
 from tirtune.space.hopper.rules import (
     kernel_tiles,
     swap_ab_pingpong_unclustered,
@@ -222,12 +222,12 @@ DRAWN_SPLITS = (1, 2, 4, 8)
 
 def _drawn_knobs(space: SearchSpace, later: bool = False) -> dict[str, Any]:
     """The knob ranges a random draw picks from: the space's, without the later /5 additions
-    unless `later`, and never the ragged widths (136..248), the splits past DRAWN_SPLITS or the
-    knobs of DRAWN_NEVER (added after every set here ran)."""
+    unless `later`, and never the ragged widths (136..248), the fitted ones (56..120), the splits
+    past DRAWN_SPLITS or the knobs of DRAWN_NEVER (added after every set here ran)."""
     if space is not HOPPER:
         return dict(space.knobs)
     knobs = {name: values for name, values in space.knobs.items() if name not in DRAWN_NEVER}
-    knobs["blk_n"] = tuple(v for v in knobs["blk_n"] if v not in RAGGED_BLK_N)
+    knobs["blk_n"] = tuple(v for v in knobs["blk_n"] if v not in RAGGED_BLK_N and v not in FITTED_BLK_N)
     knobs["split_k"] = tuple(v for v in knobs["split_k"] if v in DRAWN_SPLITS)
     if later:
         return knobs
@@ -946,6 +946,60 @@ def _draw_losers() -> list[tuple[Config, Problem]]:
     return [(c, p) for p, c in chosen.items()]
 
 
+# The swapped tiles fitted to M beside the kept configs of the draws' losers: the orientation and
+# widths cuBLAS runs there (bench/results/profiles/2026-12-03-draw-losers.md), in this template.
+FITTED_MIN_M = 100
+FITTED_ROWS = (128, 256)  # the swapped tile's extent along N: two consumers of 64 or 128 rows
+FITTED_PER_ROWS = 2  # the widths with the least padding along M, for each
+
+
+def fitted_widths(extent: int, widths: Sequence[int], count: int) -> list[int]:
+    """The `count` widths of `widths` that cover `extent` with the least padding (fewer tiles first
+    on a tie): for each tile count t, the narrowest width >= extent / t."""
+    fits: dict[int, tuple[int, int]] = {}
+    for tiles in range(1, extent // min(widths) + 2):
+        fitting = [w for w in widths if w * tiles >= extent]
+        if fitting:
+            w = min(fitting)
+            pad = w * tiles - extent
+            fits.setdefault(w, (pad, tiles))
+    return sorted(fits, key=lambda w: fits[w])[:count]
+
+
+def _swap_fitted() -> list[tuple[Config, Problem]]:
+    """For each draw loser with M >= FITTED_MIN_M: its kept config, then swapped tiles (two
+    cooperative consumers, FITTED_ROWS along N, persistent, the weights evicted first) whose width
+    fits M, each at the deepest ring the space takes: timed against cuBLAS in one run."""
+    chosen: list[tuple[Config, Problem]] = []
+    widths = [w for w in HOPPER.knobs["blk_n"] if w >= 56]
+    for kept, problem in _draw_losers():
+        if problem.m < FITTED_MIN_M:
+            continue
+        chosen.append((kept, problem))
+        for rows in FITTED_ROWS:
+            for width in fitted_widths(problem.m, widths, FITTED_PER_ROWS):
+                base = Config(
+                    blk_m=rows,
+                    blk_n=width,
+                    blk_k=64,
+                    stages=1,
+                    consumers=2,
+                    persistent=True,
+                    raster_group=8,
+                    swap_ab=True,
+                    l2_hint="first/none",
+                    l2_promotion="256B",
+                )
+                deepest = [
+                    replace(base, stages=s)
+                    for s in sorted(HOPPER.knobs["stages"], reverse=True)
+                    if HOPPER.is_valid(replace(base, stages=s), problem)
+                ]
+                if deepest and (deepest[0], problem) not in chosen:
+                    chosen.append((deepest[0], problem))
+    return chosen
+
+
 def _ragged_starts() -> list[tuple[Config, Problem]]:
     """The first five starts a ragged suite job asks (Branch.start_configs, as the service hands
     them out) on the suite's ragged problems, the head start (ping-pong 128x152, peeled) also
@@ -1502,6 +1556,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "epilogue-fuzz": lambda: _fuzz_epilogue(300, seed=43),
     # The kept configs of the draws' losers, for a profile beside cuBLAS's kernels.
     "draw-losers": _draw_losers,
+    # The same losers' kept configs beside swapped tiles fitted to M, for a timing against cuBLAS.
+    "swap-fitted": _swap_fitted,
     # The swiglu epilogue's correctness sweep: 100 points over SWIGLU_PROBLEMS, seed 45.
     "swiglu-fuzz": lambda: _fuzz_swiglu(100, seed=45),
     "ragged-best": lambda: SET_RAGGED_BEST,

@@ -359,3 +359,24 @@ def test_the_swiglu_sweep_draws_valid_register_paths_over_decode_ragged_and_pref
     assert any(c.persistent for c, _ in fuzz) and any(c.schedule == "pingpong" for c, _ in fuzz)
     assert len({prebuild._slug(c, p) for c, p in fuzz}) == 100
     assert not any(p.epilogue.gated for _, p in _pairs("epilogue-fuzz"))
+
+
+def test_the_fitted_widths_cover_an_extent_with_the_least_padding_first() -> None:
+    from bench.prebuild import fitted_widths
+
+    widths = [56, 64, 72, 96, 104, 112, 128, 144, 192, 256]
+    assert fitted_widths(217, widths, 2) == [112, 56]  # 224 (two tiles) and 224 (four), fewer tiles first
+    assert fitted_widths(286, widths, 2) == [144, 96]  # two of 144, three of 96: 288 both
+    assert fitted_widths(64, widths, 3)[0] == 64
+
+
+def test_the_swap_fitted_kit_lays_swapped_fitted_tiles_beside_each_kept_config() -> None:
+    from bench.prebuild import FITTED_MIN_M, SETS
+
+    kit = SETS["swap-fitted"]()
+    kept = {p: c for c, p in SETS["draw-losers"]() if p.m >= FITTED_MIN_M}
+    assert {p for _, p in kit} == set(kept) and all((c, p) in kit for p, c in kept.items())
+    fitted = [(c, p) for c, p in kit if kept[p] != c]
+    assert fitted and all(HOPPER.is_valid(c, p) and c.swap_ab and c.consumers == 2 for c, p in fitted)
+    # Each width covers M with less padding than a 64-row step would.
+    assert all((-(-p.m // c.blk_n)) * c.blk_n - p.m < 64 for c, p in fitted)

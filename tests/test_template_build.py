@@ -96,6 +96,13 @@ CASES = {
     ),
     # hopper-gemm/5: swap_ab (decode shapes on wgmma's N), narrow tiles, split-K clusters reducing
     # through distributed shared memory, one-row operands (M = 1, with and without the swap).
+    # The fitted widths (56..120): a swapped tile whose width fits M (217 rows: two of 112), and a
+    # plain one whose 104 columns end off the 64-wide box (register stores).
+    "swap-fitted-n112": (
+        _c(128, 112, 64, 6, 2, True, persistent=True, raster_group=8, swap_ab=True, l2_hint="first/none"),
+        Problem(217, 8192, 8192, "float16"),
+    ),
+    "fitted-n104-bf16": (_c(64, 104, 64, 6, 1, True), Problem(300, 4096, 2048, "bfloat16")),
     "swap-m16-n16": (_c(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16")),
     "swap-sk2-m16": (_c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "bfloat16")),
     "swap-m1-n8": (_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),

@@ -23,6 +23,7 @@ __all__ = [
     "L2_HINTS",
     "L2_PROMOTIONS",
     "LOADERS",
+    "FITTED_BLK_N",
     "RAGGED_BLK_N",
     "REG_SPLITS",
     "SCHEDULES",
@@ -33,6 +34,11 @@ __all__ = [
 # 136..248: tile widths off the 64-wide TMA-store box, above 128 (the chunked store's last box is
 # narrower): ragged problems' tiles can fill the SMs' rounds (shapes.wave_fitted).
 RAGGED_BLK_N = tuple(w for w in range(128 + 8, 256, 8) if w % 64)
+# 56..120: the widths between the narrow and the ragged ones. With swap_ab a tile's width runs
+# along the problem's M (a token count, rarely a round number): 217 rows are two tiles of 112, 286
+# three of 96, where 64-row steps pad them to 256 and 320. cuBLAS's kernels at such problems run
+# widths like these along M (bench/results/profiles/2026-12-03-draw-losers.md).
+FITTED_BLK_N = (56, 72, 80, 88, 104, 112, 120)
 EPILOGUES = ("register", "tma", "tma_chunked")
 SCHEDULES = ("cooperative", "pingpong")
 # setmaxnreg budgets "consumer/others" (rules.py says which layouts each one fits).
@@ -67,10 +73,11 @@ KNOBS = KnobTable(
         "blk_n",
         int,
         128,
-        (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N),
+        (8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, *RAGGED_BLK_N, *FITTED_BLK_N),
         "Columns of the CTA tile, wgmma's N (with swap_ab: its extent along the problem's M). The template "
         "builds any multiple of 8 in 8..256; 136..248 (off the 64-wide box) let ragged problems' tiles fill "
-        "the SMs' rounds, and the chunked TMA store ends them in a narrower box.",
+        "the SMs' rounds, and the chunked TMA store ends them in a narrower box; 56..120 fit a swapped "
+        "tile to a token count M in steps of 8.",
     ),
     Knob(
         "blk_k",
