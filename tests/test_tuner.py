@@ -428,18 +428,28 @@ def test_the_gpus_measure_the_next_batch_while_the_last_is_recorded_and_told(db_
         job = repo.create_job(s, P, HOPPER_V1.arch, 16)
         repo.claim_job(s, job.id)
     runner = TimedReplay([DATA])
-    summary = JobLoop(sessions, db_url, HOPPER_V1, ReplayBuilder(), runner, batch_size=4, remeasure_top=0,
-                      proposer_factory=lambda _job: proposer).run(job.id)
+    summary = JobLoop(
+        sessions,
+        db_url,
+        HOPPER_V1,
+        ReplayBuilder(),
+        runner,
+        batch_size=4,
+        remeasure_top=0,
+        proposer_factory=lambda _job: proposer,
+    ).run(job.id)
     sessions.kw["bind"].dispose()
     assert summary.trials == 16 and len(runner.spans) == 4 and len(proposer.tells) == 16
     gaps = [later[0] - earlier[1] for earlier, later in zip(runner.spans, runner.spans[1:], strict=False)]
     assert min(gaps) < 0.05, gaps
 
 
-@pytest.mark.parametrize(("trials", "batch", "sizes"),
-                         [(32, 16, [8, 8, 8, 8]), (64, 16, [16] * 4), (10, 16, [4, 4, 2])])
-def test_a_job_asks_at_most_a_quarter_of_its_budget_at_once(db_url: str, trials: int, batch: int,
-                                                              sizes: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("trials", "batch", "sizes"), [(32, 16, [8, 8, 8, 8]), (64, 16, [16] * 4), (10, 16, [4, 4, 2])]
+)
+def test_a_job_asks_at_most_a_quarter_of_its_budget_at_once(
+    db_url: str, trials: int, batch: int, sizes: list[int]
+) -> None:
     """With two batches asked ahead, a batch of half the budget would ask a whole job before its
     first result: batches are at most a quarter of the budget (at least 4), the last what is left."""
 
@@ -456,8 +466,9 @@ def test_a_job_asks_at_most_a_quarter_of_its_budget_at_once(db_url: str, trials:
         job = repo.create_job(s, P, HOPPER_V1.arch, trials)
         repo.claim_job(s, job.id)
     builder = SizedBuilder()
-    summary = JobLoop(sessions, db_url, HOPPER_V1, builder, ReplayRunner([DATA]), batch_size=batch,
-                      remeasure_top=0).run(job.id)
+    summary = JobLoop(
+        sessions, db_url, HOPPER_V1, builder, ReplayRunner([DATA]), batch_size=batch, remeasure_top=0
+    ).run(job.id)
     sessions.kw["bind"].dispose()
     assert summary.trials == trials and builder.sizes == sizes
 
@@ -501,3 +512,27 @@ def test_a_fused_job_passes_its_problem_through_and_files_its_trials_under_it(db
     assert summary.trials == 8 and runner.seen and set(runner.seen) == {fused}
     assert {r.epilogue for r in rows} == {"bias+residual"} and all(r.problem == fused for r in rows)
     assert fused_best is not None and fused_best.best.trial.job_id == job.id and plain_best is None
+
+
+def test_a_study_resumed_after_a_knob_gained_values_goes_on_in_a_continuation_study(tmp_path: Path) -> None:
+    """Optuna refuses a categorical parameter whose choices changed within a study; a job resumed
+    after the knob table grew carries its trials into `name~digest` and goes on from them."""
+    from tirtune.space import HOPPER
+    from tirtune.tuner.optuna_proposer import OptunaProposer, _storage
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    narrow = replace(HOPPER, knobs={**HOPPER.knobs, "blk_n": tuple(v for v in HOPPER.knobs["blk_n"] if v != 112)})
+    before = OptunaProposer(url, "s", narrow, seed=3, problem=P)
+    asked = before.ask(6)
+    before.tell([Feedback(p.trial, 0.9 + 0.01 * i, "OK") for i, p in enumerate(asked[:4])])
+    before.study.enqueue_trial({k: getattr(asked[0].config, k) for k in narrow.knobs} | {"stages": 3})
+    after = OptunaProposer(url, "s", HOPPER, seed=3, problem=P)
+    assert after.study.study_name.startswith("s~")
+    told = {p.config for p in asked[:4]}
+    assert told <= after._proposed, "what the first study measured is not proposed again"
+    assert max(after._best.values())[0] == pytest.approx(0.93)
+    again = after.ask(4)
+    assert all(HOPPER.is_valid(p.config, P) and p.config not in told for p in again)
+    # The original study is untouched; a second resume opens the same continuation.
+    assert len(optuna.load_study(study_name="s", storage=_storage(url)).trials) == len(before.study.trials)
+    assert OptunaProposer(url, "s", HOPPER, seed=3, problem=P).study.study_name == after.study.study_name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -110,13 +112,7 @@ class OptunaProposer:
                 n_startup_trials=8,
             )
             with _CREATE_LOCK:
-                self.study = optuna.create_study(
-                    storage=_storage(storage_url),
-                    study_name=study_name,
-                    direction="maximize",
-                    sampler=sampler,
-                    load_if_exists=True,
-                )
+                self.study = _open_study(_storage(storage_url), study_name, sampler, space)
         self._open: dict[int, tuple[optuna.trial.Trial, Config]] = {}  # asked, not told yet
         self._retry_stale_trials()
         self._starts = self._valid_starts(start_with)
@@ -364,6 +360,60 @@ _CREATE_LOCK = threading.Lock()
 # commit safe from a crashed process (a power loss may drop the last ones; the study's trials are
 # TPE's memory, the measurements stay in tirtune's own tables): ask(16) at 4096^3 3.5 -> 2.5 s.
 SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+
+
+def _open_study(
+    storage: optuna.storages.RDBStorage, name: str, sampler: optuna.samplers.BaseSampler, space: SearchSpace
+) -> optuna.Study:
+    """The job's study, created or resumed. Optuna refuses a categorical parameter whose choices
+    changed within a study ("does not support dynamic value space"), so a study whose trials drew
+    a knob from other values than the space holds now (a job resumed after the knob table grew) is
+    carried into a continuation study, `name~<digest of the space's values>`, in the same storage:
+    its trials copied with the space's choices (those whose values the space no longer holds left
+    out), its waiting ones enqueued again. The original study is left as it was."""
+    study = optuna.create_study(
+        storage=storage, study_name=name, direction="maximize", sampler=sampler, load_if_exists=True
+    )
+    choices = {knob: list(values) for knob, values in space.knobs.items()}
+    stale = {
+        param
+        for trial in study.get_trials(deepcopy=False)
+        for param, dist in trial.distributions.items()
+        if param in choices
+        and (not isinstance(dist, optuna.distributions.CategoricalDistribution) or list(dist.choices) != choices[param])
+    }
+    if not stale:
+        return study
+    digest = hashlib.sha256(json.dumps(choices, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    carried_name = f"{name}~{digest}"
+    if carried_name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}:
+        return optuna.load_study(storage=storage, study_name=carried_name, sampler=sampler)
+    log.info(
+        "study %s drew %s from other values than the space holds: carried into %s",
+        name,
+        ", ".join(sorted(stale)),
+        carried_name,
+    )
+    carried = optuna.create_study(storage=storage, study_name=carried_name, direction="maximize", sampler=sampler)
+    distributions = {knob: optuna.distributions.CategoricalDistribution(values) for knob, values in choices.items()}
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state is TrialState.WAITING:
+            fixed = trial.system_attrs.get("fixed_params", trial.params)
+            carried.enqueue_trial({k: v for k, v in fixed.items() if k not in choices or v in choices[k]})
+            continue
+        params = {k: v for k, v in trial.params.items() if k in distributions}
+        if any(v not in choices[k] for k, v in params.items()):
+            continue
+        carried.add_trial(
+            optuna.trial.create_trial(
+                state=trial.state,
+                value=trial.value if trial.state is TrialState.COMPLETE else None,
+                params=params,
+                distributions={k: distributions[k] for k in params},
+                user_attrs=trial.user_attrs,
+            )
+        )
+    return carried
 
 
 def _storage(url: str) -> optuna.storages.RDBStorage:
