@@ -40,14 +40,22 @@ def test_a_config_without_the_sizes_is_refused() -> None:
 
 def test_a_fused_layer_carries_each_projections_epilogue() -> None:
     """layer_epilogues: qkv's bias where the model has one (Qwen2 always; attention_bias
-    otherwise), the residual after o and down, nothing fused into gate_up; layer_gemms puts each
-    on its problem, and without them every problem is plain."""
+    otherwise), the residual after o and down, swiglu into gate_up where the MLP's activation is
+    SiLU (its problem named by the output's width); layer_gemms puts each on its problem, and
+    without them every problem is plain."""
     qwen = {**QWEN25_7B, "model_type": "qwen2"}
     fused = layer_gemms(DecoderShape.from_config(qwen), [16], "bfloat16", layer_epilogues(qwen))
     assert [(g.name, str(g.problem.epilogue)) for g in fused] == [
-        ("qkv", "bias"), ("o", "residual"), ("gate_up", "none"), ("down", "residual")]
+        ("qkv", "bias"), ("o", "residual"), ("gate_up", "swiglu"), ("down", "residual")]
+    gate_up = fused[2].problem
+    assert (gate_up.n, gate_up.gemm_n) == (18944, 2 * 18944)
+    gemma = {**QWEN25_7B, "model_type": "gemma2", "hidden_act": "gelu_pytorch_tanh"}
+    assert layer_epilogues(gemma)["gate_up"] == "none"
+    assert layer_epilogues({**QWEN25_7B, "model_type": "gemma"})["gate_up"] == "none"
+    assert layer_epilogues({**QWEN25_7B, "hidden_act": "silu", "intermediate_size": 18945})["gate_up"] == "none"
     assert fused[1].problem == Problem(16, 3584, 3584, "bfloat16", "residual") != Problem(16, 3584, 3584, "bfloat16")
     llama = {**QWEN25_7B, "model_type": "llama", "attention_bias": False}
-    assert layer_epilogues(llama)["qkv"] == "none" and layer_epilogues({**llama, "attention_bias": True})["qkv"] == "bias"
+    assert layer_epilogues(llama)["qkv"] == "none"
+    assert layer_epilogues({**llama, "attention_bias": True})["qkv"] == "bias"
     plain = layer_gemms(DecoderShape.from_config(qwen), [16], "bfloat16")
     assert all(g.problem.epilogue.is_none for g in plain)

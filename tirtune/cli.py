@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         "--fused",
         action="store_true",
         help="tune each projection with the epilogue it can fuse: qkv's bias where the model has one, "
-        "the residual add after o and down (docs/design.md, Epilogues)",
+        "the residual add after o and down, SwiGLU into gate_up where the MLP's activation is SiLU "
+        "(docs/design.md, Epilogues)",
     )
     for batch in (model,):
         batch.add_argument("--trials", type=int, default=64, help="trials per problem (default 64)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import Problem, SpaceError
-from tirtune.core.epilogue import EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
 
 __all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype"]
 
@@ -70,9 +70,18 @@ def layer_epilogues(config: Mapping[str, Any]) -> dict[str, str]:
     """The epilogue each projection can fuse in a pre-norm decoder layer (docs/design.md,
     "Epilogues"): qkv its bias where the model has one (`attention_bias` true, or a Qwen2 model,
     whose q, k and v projections always carry one), o and down the residual stream added after
-    them; gate_up none (its gated activation is not an op)."""
-    qkv_bias = bool(config.get("attention_bias")) or str(config.get("model_type") or "") == "qwen2"
-    return {"qkv": "bias" if qkv_bias else "none", "o": "residual", "gate_up": "none", "down": "residual"}
+    them; gate_up "swiglu" where the MLP's activation is SiLU (`hidden_act`, as HF configs name it;
+    absent, HF's default "silu", except Gemma's GeGLU) and its width a multiple of 8, else none."""
+    model_type = str(config.get("model_type") or "")
+    qkv_bias = bool(config.get("attention_bias")) or model_type == "qwen2"
+    act = config.get("hidden_act") or config.get("hidden_activation")
+    act = str(act or ("gelu_pytorch_tanh" if model_type.startswith("gemma") else "silu"))
+    width = DecoderShape.from_config(config).intermediate
+    gate_up = "swiglu" if act in SILU_NAMES and width % 8 == 0 else "none"
+    return {"qkv": "bias" if qkv_bias else "none", "o": "residual", "gate_up": gate_up, "down": "residual"}
+
+
+SILU_NAMES = ("silu", "swish")
 
 
 def layer_gemms(
@@ -80,9 +89,11 @@ def layer_gemms(
 ) -> list[LayerGemm]:
     """Every linear GEMM of one decoder layer at each token count, tokens-major; with
     `epilogues` (`layer_epilogues`), each projection's problem carries its fused epilogue."""
-    fused = epilogues or {}
+    fused = {name: EpilogueSpec.parse(text) for name, text in (epilogues or {}).items()}
+    # A gated epilogue's problem is named by its output's width: gate_up's N halves (B keeps both).
     return [
-        LayerGemm(name, Problem(m, n, k, dtype, EpilogueSpec.parse(fused.get(name, "none"))))
+        LayerGemm(name, Problem(m, n // 2 if spec.gated else n, k, dtype, spec))
         for m in tokens
         for name, (n, k) in shape.weights().items()
+        for spec in [fused.get(name, EPILOGUE_NONE)]
     ]
