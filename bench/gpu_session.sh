@@ -38,9 +38,11 @@
 #   bash bench/gpu_session.sh decode-profile [KIT]   # ncu over one launch of each decode case: $OUT/decode-profile.csv
 #   bash bench/gpu_session.sh gemm-profile KIT|- PROBLEM...   # ncu: cuBLAS's kernel per problem beside a kit's
 #                                               # (prebuild ragged-best): $OUT/gemm-profile.{csv,md}
-#   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (default: Qwen2.5-7B,
+#   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (FUSED=1: --fused; default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
+#   bash bench/gpu_session.sh model-layer-fused TOKENS CONFIG...   # bench/model_layer_fused.py (tune-model with
+#                                               # FUSED=1 first): $OUT/model-layer-fused.{json,md}
 #   bash bench/gpu_session.sh build-paths KIT    # both build paths per kernel, outputs bitwise: $OUT/build-paths.json
 #   bash bench/gpu_session.sh gputest           # the tests marked gpu (the real measuring child): $OUT/gputest.log
 #   bash bench/gpu_session.sh prebuilt [SET] [ONLY]   # a prebuilt set: hang-safe smoke run, then the kernels
@@ -252,7 +254,7 @@ case "$1" in
     # the host for the model-layer step, and are copied to $OUT.
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     python3 -m tirtune tune-model "${4:-bench/models/qwen2.5-7b.json}" --tokens "${3:-8192,16}" --trials "$2" \
-      --json "$OUT/tune-model.json" 2>"$OUT/tune-model.log"
+      ${FUSED:+--fused} --json "$OUT/tune-model.json" 2>"$OUT/tune-model.log"
     rc=$?
     tail -n 30 "$OUT/tune-model.log"
     cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
@@ -264,6 +266,15 @@ case "$1" in
       --out "$OUT/model-layer" > "$OUT/model-layer.log" 2>&1
     rc=$?
     tail -n 30 "$OUT/model-layer.log"
+    exit $rc ;;
+  model-layer-fused)
+    # The layer with its epilogues fused against torch eager and torch.compile max-autotune
+    # (bench/model_layer_fused.py); tune first: FUSED=1 bash bench/gpu_session.sh tune-model 32 16,512,8192 CONFIG.
+    TOKENS=$2; shift 2; CONFIGS=(); for c in "$@"; do CONFIGS+=(--config "$c"); done
+    TIRTUNE_LOG_LEVEL=INFO TIRTUNE_DISPATCH_STRICT=1 python3 -m bench.model_layer_fused --tokens "$TOKENS" \
+      "${CONFIGS[@]}" --out "$OUT/model-layer-fused" > "$OUT/model-layer-fused.log" 2>&1
+    rc=$?
+    tail -n 30 "$OUT/model-layer-fused.log"
     exit $rc ;;
   decode-ceiling)
     # The decode GEMM's weights streamed under the suite's flush, dirty and clean (bench/decode_ceiling.py).
