@@ -132,13 +132,17 @@ def test_the_readme_example_runs() -> None:
     block = readme.split("### Using a tuned kernel", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     a, b = torch.randn(16, 3584, dtype=torch.bfloat16), torch.randn(4608, 3584, dtype=torch.bfloat16)
     down = torch.nn.Linear(18944, 3584, bias=False)
-    model = SimpleNamespace(layers=[SimpleNamespace(mlp=SimpleNamespace(down_proj=down))])
+    gate, up = (torch.nn.Linear(3584, 256, bias=False, dtype=torch.bfloat16) for _ in range(2))
+    model = SimpleNamespace(layers=[SimpleNamespace(mlp=SimpleNamespace(gate_proj=gate, up_proj=up, down_proj=down))])
     bias, residual = torch.randn(4608, dtype=torch.bfloat16), torch.randn(16, 4608, dtype=torch.bfloat16)
     scope = {"a": a, "b": b, "model": model, "bias": bias, "residual": residual}
     exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (our own README)
     close(scope["y"], torch.addmm(bias, a, b.T) + residual)
     assert isinstance(scope["layer"], tirtune.nn.Linear) and scope["layer"].weight is down.weight
     assert tuple(scope["d"].shape) == (16, 4608)
+    with torch.no_grad():
+        close(scope["h"], torch.nn.functional.silu(gate(a)) * up(a))
+    assert isinstance(scope["gate_up"], tirtune.nn.GateUp)
 
 
 # The fused call: tirtune.gemm(a, b, bias=..., residual=...) and torch.ops.tirtune.gemm_fused(_out).
