@@ -57,17 +57,21 @@ class Fault:
 
 
 _WS = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
-_STORE = "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col]),"
+# The plain paired store (its next line names the fused value; swiglu's paired store has the same
+# first line and multiplies two registers instead).
+_NEXT = "\n                                                        fuse(acc[2 * q], row, col),"
+_STORE = "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row, col])," + _NEXT
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (
     Fault("deadlock", "producer waits for the `empty` barrier's phase 0 to complete on a fresh barrier",
           (("loads.py", "empty.wait(ring.slot(j), ring.free_phase(j))", "empty.wait(ring.slot(j), ring.phase(j))"),),
           _WS, "TIMEOUT", "killed"),
     Fault("out_of_bounds", "epilogue stores every row blk_m rows too low (past the end of D for the last tiles)",
-          (("epilogue.py", _STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + p.blk_m, col]),"),),
+          (("epilogue.py", _STORE, "T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + p.blk_m, col])," + _NEXT),),
           _WS, "WRONG_RESULT", "out-of-bounds write"),
     Fault("illegal_address", f"epilogue stores {FAR_ROWS} rows past D, into unmapped memory",
-          (("epilogue.py", _STORE, f"T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + {FAR_ROWS}, col]),"),),
+          (("epilogue.py", _STORE, f"T.evaluate(T.cuda.func_call(store2_name, D.ptr_to([row + {FAR_ROWS}, col]),"
+                            + _NEXT),),
           _WS, "LAUNCH_ERROR", ""),
     Fault("wrong_result", "the k loop of each tile stops one k16 step early",
           (("mma.py", "mma_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, steps, False)",
