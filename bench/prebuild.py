@@ -33,6 +33,7 @@ from tirtune.core import Candidate, Outcome
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
 from tirtune.space.hopper.rules import (
+    SWIGLU_KNOBS,
     kernel_tiles,
     swap_ab_pingpong_unclustered,
     swap_ab_pingpong_wide,
@@ -1346,15 +1347,7 @@ def _fuzz_swiglu(count: int, seed: int) -> list[tuple[Config, Problem]]:
         count,
         seed,
         SWIGLU_PROBLEMS,
-        lambda rng, turn: dict(
-            epilogue="register",
-            epilogue_warpgroup=False,
-            split_k=1,
-            split_k_reduce="dsmem",
-            split_k_scope="all",
-            stream_k=False,
-            stream_k_scope="all",
-        ),
+        lambda rng, turn: dict(SWIGLU_KNOBS),
         accept=HOPPER.is_valid,
     )
 

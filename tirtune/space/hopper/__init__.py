@@ -18,7 +18,7 @@ from dataclasses import replace
 from tirtune.core import Config, Problem
 from tirtune.space.branch import Branch
 from tirtune.space.hopper.knobs import KNOBS
-from tirtune.space.hopper.rules import SWIGLU_TILE_ALIGN, k_tail_steps
+from tirtune.space.hopper.rules import SWIGLU_KNOBS, SWIGLU_TILE_ALIGN, k_tail_steps
 from tirtune.space.hopper.spaces import (
     HOPPER,
     HOPPER_V1,
@@ -64,13 +64,7 @@ def _fit_start(config: Config, problem: Problem) -> Config:
     if problem.epilogue.gated:
         config = replace(
             config,
-            epilogue="register",
-            epilogue_warpgroup=False,
-            split_k=1,
-            split_k_reduce="dsmem",
-            split_k_scope="all",
-            stream_k=False,
-            stream_k_scope="all",
+            **SWIGLU_KNOBS,  # type: ignore[arg-type]
             blk_n=config.blk_n if config.swap_ab else -(-config.blk_n // SWIGLU_TILE_ALIGN) * SWIGLU_TILE_ALIGN,
         )
     return config

@@ -110,6 +110,7 @@ __all__ = [
     "swap_ab_pingpong_unclustered",
     "swap_ab_pingpong_wide",
     "swap_ab_supported",
+    "SWIGLU_KNOBS",
     "swiglu_n_aligned",
     "swiglu_pairs_in_thread",
     "swiglu_register_epilogue",
@@ -936,6 +937,17 @@ def pipeline_depth_in_range(config: Config, problem: Problem) -> str | None:
 # lane/4 + 8*((r>>1)&1): registers r and r+2). Every path that does not store the whole sum from
 # those registers is refused below; kernels/hopper/epilogue.py, `store_block`, writes the pairs.
 SWIGLU_TILE_ALIGN = 16  # a gate group and its up group: 2 x core.epilogue.GATE_GROUP rows of B
+# The knob values the rules below leave swiglu (register stores, whole sums): laid over a start or
+# a drawn point to make its swiglu twin.
+SWIGLU_KNOBS: dict[str, object] = {
+    "epilogue": "register",
+    "epilogue_warpgroup": False,
+    "split_k": 1,
+    "split_k_reduce": "dsmem",
+    "split_k_scope": "all",
+    "stream_k": False,
+    "stream_k_scope": "all",
+}
 
 
 @reads("epilogue")
