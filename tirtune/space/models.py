@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import Problem, SpaceError
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.epilogue import EpilogueSpec
 
 __all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype"]
 
@@ -89,11 +89,7 @@ def layer_gemms(
 ) -> list[LayerGemm]:
     """Every linear GEMM of one decoder layer at each token count, tokens-major; with
     `epilogues` (`layer_epilogues`), each projection's problem carries its fused epilogue."""
-    fused = {name: EpilogueSpec.parse(text) for name, text in (epilogues or {}).items()}
+    specs = {name: EpilogueSpec.parse((epilogues or {}).get(name, "none")) for name in shape.weights()}
     # A gated epilogue's problem is named by its output's width: gate_up's N halves (B keeps both).
-    return [
-        LayerGemm(name, Problem(m, n // 2 if spec.gated else n, k, dtype, spec))
-        for m in tokens
-        for name, (n, k) in shape.weights().items()
-        for spec in [fused.get(name, EPILOGUE_NONE)]
-    ]
+    widths = {name: (n // 2 if specs[name].gated else n, k) for name, (n, k) in shape.weights().items()}
+    return [LayerGemm(name, Problem(m, n, k, dtype, specs[name])) for m in tokens for name, (n, k) in widths.items()]

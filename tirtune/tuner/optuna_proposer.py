@@ -375,9 +375,10 @@ def _open_study(
         storage=storage, study_name=name, direction="maximize", sampler=sampler, load_if_exists=True
     )
     choices = {knob: list(values) for knob, values in space.knobs.items()}
+    trials = study.get_trials(deepcopy=False)
     stale = {
         param
-        for trial in study.get_trials(deepcopy=False)
+        for trial in trials
         for param, dist in trial.distributions.items()
         if param in choices
         and (not isinstance(dist, optuna.distributions.CategoricalDistribution) or list(dist.choices) != choices[param])
@@ -386,17 +387,19 @@ def _open_study(
         return study
     digest = hashlib.sha256(json.dumps(choices, sort_keys=True, default=str).encode()).hexdigest()[:8]
     carried_name = f"{name}~{digest}"
-    if carried_name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}:
-        return optuna.load_study(storage=storage, study_name=carried_name, sampler=sampler)
+    carried = optuna.create_study(
+        storage=storage, study_name=carried_name, direction="maximize", sampler=sampler, load_if_exists=True
+    )
+    if carried.get_trials(deepcopy=False):  # carried over on an earlier resume
+        return carried
     log.info(
         "study %s drew %s from other values than the space holds: carried into %s",
         name,
         ", ".join(sorted(stale)),
         carried_name,
     )
-    carried = optuna.create_study(storage=storage, study_name=carried_name, direction="maximize", sampler=sampler)
     distributions = {knob: optuna.distributions.CategoricalDistribution(values) for knob, values in choices.items()}
-    for trial in study.get_trials(deepcopy=False):
+    for trial in trials:
         if trial.state is TrialState.WAITING:
             fixed = trial.system_attrs.get("fixed_params", trial.params)
             carried.enqueue_trial({k: v for k, v in fixed.items() if k not in choices or v in choices[k]})
