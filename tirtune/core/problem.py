@@ -5,7 +5,16 @@ With the "swiglu" epilogue B has 2N rows (the gate and up weights interleaved in
 D = silu(A @ gate.T) * (A @ up.T) is (M, N): the GEMM is 2N wide (`gemm_n`), and its flops
 (2 x M x 2N x K), bytes and operands count B's 2N rows. N must be a multiple of 8 to be tuned or
 run (`swiglu_n_aligned`, each branch's problem rule: a problem that breaks it can still be named,
-e.g. in a query, and is refused where it would be queued or built)."""
+e.g. in a query, and is refused where it would be queued or built).
+
+An FP8 problem (dtype "float8_e4m3fn", aliases "fp8" and "e4m3") has A and B in e4m3 (1 byte an
+element) and writes D in bfloat16 (`out_dtype`): e4m3 holds too few mantissa bits to store a
+product's sums, and bfloat16 keeps their range. Its epilogue operands of D's dtype (bias,
+residual) are bfloat16 too; the scaling of a quantized product is the epilogue's fp32 vectors:
+per-token x per-channel is "scale_row+scale_col" (length M and N), and a per-tensor scale is the
+same pair with every element equal. FP8 is a dtype of the GEMM template (`GEMM_DTYPES`), not yet
+one the service, the tuner's transfers or the dispatcher serve (`DTYPES`, the 16-bit types):
+`normalize_dtype` takes the served ones unless told otherwise."""
 
 from __future__ import annotations
 
@@ -18,18 +27,29 @@ from tirtune.core.errors import SpaceError
 __all__ = [
     "DTYPES",
     "DTYPE_NAMES",
+    "FP8",
+    "GEMM_DTYPES",
     "MAX_DIM",
     "SHAPE_PATTERN",
     "Problem",
+    "dtype_bytes",
     "normalize_dtype",
+    "out_dtype_of",
     "quoted",
     "swiglu_n_aligned",
 ]
 
 
+# The dtypes served end to end (the service, the tuner, the dispatcher, the measuring child).
 DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 _ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
 DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
+# e4m3 operands with a bfloat16 D: a dtype of the template (a `Problem` takes it), not served yet.
+FP8 = "float8_e4m3fn"
+GEMM_DTYPES: tuple[str, ...] = (*DTYPES, FP8)
+_GEMM_ALIASES = {**_ALIASES, "fp8": FP8, "e4m3": FP8}
+# D's dtype for operands that are not a store type of their own.
+_OUT_DTYPES = {FP8: "bfloat16"}
 # A dimension above 2**20 would need more than a GPU's memory for any sensible other two.
 MAX_DIM = 1 << 20
 
@@ -72,11 +92,12 @@ def _short_repr(value: object, limit: int = 64) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def normalize_dtype(dtype: str) -> str:
-    """Canonical dtype name ('fp16' -> 'float16'); SpaceError for anything unsupported."""
-    name = _ALIASES.get(str(dtype).strip().lower(), str(dtype).strip().lower())
-    if name not in DTYPES:
-        raise SpaceError(f"unsupported dtype {quoted(dtype)}: expected one of {', '.join(DTYPES)}")
+def normalize_dtype(dtype: str, accepted: tuple[str, ...] = DTYPES) -> str:
+    """Canonical dtype name ('fp16' -> 'float16', 'fp8' -> 'float8_e4m3fn'); SpaceError for
+    anything outside `accepted` (the served dtypes unless told otherwise)."""
+    name = _GEMM_ALIASES.get(str(dtype).strip().lower(), str(dtype).strip().lower())
+    if name not in accepted:
+        raise SpaceError(f"unsupported dtype {quoted(dtype)}: expected one of {', '.join(accepted)}")
     return name
 
 
@@ -102,7 +123,7 @@ class Problem:
             if not 1 <= value <= MAX_DIM:
                 shown = value if abs(value) < 10**20 else f"a {value.bit_length()}-bit integer"
                 raise SpaceError(f"{name.upper()}={shown} is out of range: expected 1..{MAX_DIM}")
-        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype, GEMM_DTYPES))
         epilogue: object = self.epilogue
         if isinstance(epilogue, str):
             object.__setattr__(self, "epilogue", EpilogueSpec.parse(epilogue))
@@ -136,14 +157,29 @@ class Problem:
 
     @property
     def element_bytes(self) -> int:
-        return 2  # float16 and bfloat16 alike
+        """Bytes of one element of A and B: 2 (float16, bfloat16) or 1 (e4m3)."""
+        return dtype_bytes(self.dtype)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.dtype == FP8
+
+    @property
+    def out_dtype(self) -> str:
+        """D's dtype: the operands' own, except bfloat16 for FP8 operands."""
+        return out_dtype_of(self.dtype)
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes of one element of D."""
+        return dtype_bytes(self.out_dtype)
 
     @property
     def min_bytes(self) -> int:
         """Bytes a GEMM must move through device memory at least: A and B (gemm_n rows) read once,
         D written once, and each of the epilogue's operands read once."""
-        gemm = (self.m * self.k + self.gemm_n * self.k + self.m * self.n) * self.element_bytes
-        return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.dtype))
+        gemm = (self.m * self.k + self.gemm_n * self.k) * self.element_bytes + self.m * self.n * self.out_bytes
+        return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.out_dtype))
 
     @property
     def operands(self) -> tuple[Operand, ...]:
@@ -151,8 +187,8 @@ class Problem:
         return (
             Operand("A", (self.m, self.k), self.dtype),
             Operand("B", (self.gemm_n, self.k), self.dtype),
-            Operand("D", (self.m, self.n), self.dtype),
-            *self.epilogue.operands(self.m, self.n, self.dtype),
+            Operand("D", (self.m, self.n), self.out_dtype),
+            *self.epilogue.operands(self.m, self.n, self.out_dtype),
         )
 
     def tflops(self, milliseconds: float) -> float:
@@ -171,7 +207,17 @@ class Problem:
         return f"{self.shape} {self.dtype}{fused}"
 
 
-_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, FP8: 1}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of `dtype` (a dtype of a problem's operands or of D)."""
+    return _ELEMENT_BYTES[dtype]
+
+
+def out_dtype_of(dtype: str) -> str:
+    """D's dtype for operands of `dtype`: bfloat16 for FP8, else the operands' own."""
+    return _OUT_DTYPES.get(dtype, dtype)
 
 
 def _bytes(operand: Operand) -> int:

@@ -74,10 +74,10 @@ def loader_supported(config: Config, problem: Problem) -> str | None:
 @reads("epilogue")
 def tma_store_row_stride_aligned(config: Config, problem: Problem) -> str | None:
     """The TMA store's tensor map over D (M,N) needs a row stride that is a multiple of 16 bytes."""
-    stride = problem.n * problem.element_bytes
+    stride = problem.n * problem.out_bytes
     if config.epilogue in TMA_EPILOGUES and stride % 16:
         return (
             f"N={problem.n} gives D a row stride of {stride} B; a TMA store needs a multiple of 16 B, "
-            f"so N must be a multiple of {16 // problem.element_bytes} (the register epilogue takes any N)"
+            f"so N must be a multiple of {16 // problem.out_bytes} (the register epilogue takes any N)"
         )
     return None

@@ -30,6 +30,7 @@ __all__ = [
     "consumers_own_128_rows",
     "epilogue_supported",
     "fused_epilogue_supported",
+    "operand_dtype_supported",
     "hopper_knobs_at_default",
     "pipeline_depth_in_range",
     "smem_bytes",
@@ -157,7 +158,19 @@ def fused_epilogue_supported(problem: Problem) -> str | None:
     return None
 
 
-BLACKWELL_PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned, fused_epilogue_supported)
+def operand_dtype_supported(problem: Problem) -> str | None:
+    """The Blackwell template issues tcgen05.mma kind::f16 (f16 and bf16 operands): FP8 operands
+    (kind::f8f6f4) are built by the Hopper template only."""
+    if problem.is_fp8:
+        return f"dtype={problem.dtype}: the Blackwell branch multiplies f16 and bf16 only; the Hopper branch takes FP8"
+    return None
+
+
+BLACKWELL_PROBLEM_RULES: tuple[ProblemRule, ...] = (
+    tma_row_stride_aligned,
+    fused_epilogue_supported,
+    operand_dtype_supported,
+)
 BLACKWELL_CONFIG_RULES: tuple[ConfigRule, ...] = (
     consumers_own_128_rows,
     cluster_is_a_cta_pair,
