@@ -1,4 +1,5 @@
-"""FP8 (e4m3) problems: the dtype, its sizes and what the branches make of it."""
+"""FP8 (e4m3) problems: the dtype, the Hopper plan's sizes at 1-byte elements and one FP8
+kernel built for sm_90a (QGMMA in its SASS, no spill)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,75 @@ def test_fp8_k_needs_16_elements_for_tma() -> None:
 def test_the_blackwell_branch_refuses_fp8() -> None:
     assert "operand_dtype_supported" in [v.rule for v in BLACKWELL.problem_violations(FP8_4096)]
     assert not BLACKWELL.problem_violations(Problem(4096, 4096, 4096, "bfloat16"))
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def test_a_deep_fp8_ring_fits_where_the_16_bit_one_does_not() -> None:
+    # 6 stages of (128+128)x128: 384 KiB at 2 bytes, 192 KiB at 1.
+    config = replace(BASE, stages=6)
+    fp16 = [v.rule for v in HOPPER.violations(config, Problem(4096, 4096, 4096))]
+    assert "smem_fits" in fp16
+    assert not HOPPER.violations(config, FP8_4096)
+
+
+def _broken(config: Config, problem: Problem = FP8_4096) -> list[str]:
+    return [v.rule for v in HOPPER.violations(config, problem)]
+
+
+def test_the_plan_counts_1_byte_elements() -> None:
+    p = plan(BASE, FP8_4096)
+    assert (p.element_bytes, p.atom_k, p.atoms, p.wgmma_k) == (1, 128, 1, 32)
+    assert p.stage_bytes == (128 + 128) * 128  # 32 KiB: the bytes of a 64-deep fp16 stage
+    assert p.wgmma_name == "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+    assert not p.wgmma_transposes
+    assert (p.ab_type, p.out_dtype, p.acc_regs) == ("e4m3", "bfloat16", 64)
+    deep = plan(replace(BASE, blk_k=256, stages=3), FP8_4096)
+    assert (deep.atoms, deep.stage_bytes, deep.k_tiles) == (2, (128 + 128) * 256, 16)
+    assert rules.smem_bytes(BASE, FP8_4096.element_bytes) == 4 * 32768 + rules.SMEM_OVERHEAD_BYTES
+
+
+def test_the_plan_of_a_16_bit_problem_is_unchanged() -> None:
+    p = plan(replace(BASE, stages=3), Problem(4096, 4096, 4096, "bfloat16"))
+    assert (p.element_bytes, p.atom_k, p.atoms, p.wgmma_k) == (2, 64, 2, 16)
+    assert p.stage_bytes == (128 + 128) * 128 * 2
+    assert p.wgmma_name == "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+    assert p.wgmma_transposes and p.out_dtype == "bfloat16"
+    assert rules.smem_bytes(BASE) == 4 * 65536 + rules.SMEM_OVERHEAD_BYTES
+
+
+# --- one kernel, built -------------------------------------------------------------------------
+
+
+def _count(sass: str, opcode: str) -> int:
+    return len(re.findall(rf"\b{opcode}\b", sass))
+
+
+@pytest.mark.nvcc
+def test_an_fp8_kernel_builds_for_sm_90a_with_qgmma_and_no_spill(tmp_path: Path) -> None:
+    from tirtune.builder import toolchain
+
+    problem = Problem(4096, 4096, 4096, FP8, "scale_row+scale_col")
+    p = plan(BASE, problem)
+    source = toolchain.lower_to_cuda(BASE, problem)
+    # D is bf16, A and B e4m3 in shared memory, the k32 e4m3 wgmma without transpose immediates.
+    assert "nv_bfloat16* __restrict__ D_ptr" in source
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in source
+    assert "tirtune_store_bf16x2" in source
+    (tmp_path / "kernel.cu").write_text(source)
+    output = toolchain.nvcc_shared_library(
+        tmp_path / "kernel.cu", tmp_path / "kernel.so", timeout_s=600, cache_dir=tmp_path
+    )
+    sass = toolchain.sass(tmp_path / "kernel.so")
+    # Hopper's FP8 wgmma is QGMMA in SASS: one per k32 step and m64 block, the main loop at least.
+    qgmma = re.findall(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E4M3\b", sass)
+    assert len(qgmma) >= (BASE.blk_k // 32) * p.m_blocks, sass[:2000]
+    assert _count(sass, "HGMMA") == 0
+    assert len(re.findall(r"\bUTMALDG\.2D\b", sass)) >= 2
+    assert _count(sass, "STG") > 0 and _count(sass, "UTMASTG") == 0  # register epilogue
+    assert _count(sass, "LDG") > 0  # the scales
+    assert _count(sass, "STL") == 0 and _count(sass, "LDL") == 0
+    resources = toolchain.ptxas_resources(output)
+    assert resources is not None and not resources.spills, output[-2000:]
+    assert resources.registers * p.threads <= 65536

@@ -18,7 +18,11 @@ this skeleton plus its own part. Written once, here:
   the persistent loop over a cluster's tiles (`Skeleton.for_each_tile`);
 * the TMA producer's loop (`Skeleton.produce_tiles`): every k-tile of every tile, in ring order;
 * the thread loader's guarded 16-byte copy (`Skeleton.copy_chunk`, zeros past M, N and K, with the
-  helper's CUDA from `copy16_helper`), and the 16-bit type spellings (`PTX_TYPE`, `HALF2`).
+  helper's CUDA from `copy16_helper`), and the type spellings (`PTX_TYPE`, `HALF2`).
+
+Element sizes: A and B are 2-byte (f16, bf16) or 1-byte (e4m3) elements, and D has the problem's
+`out_dtype` (bf16 for e4m3 operands). A 128-byte swizzle row holds `GemmPlan.atom_k` elements (64
+or 128): the TMA boxes and the k-tile's atoms count in it.
 
 Per architecture, in the branch modules, because they differ in substance: the barriers
 themselves (the `empty` barrier is released by consumer threads on Hopper and by tcgen05.commit
@@ -45,12 +49,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core.config import Config
-from tirtune.core.problem import Problem
+from tirtune.core.problem import Problem, dtype_bytes, out_dtype_of
 
 __all__ = [
     "ATOM_K",
     "HALF2",
     "PTX_TYPE",
+    "SWIZZLE_ROW_BYTES",
     "TILE_ALIGN",
     "WARPGROUP",
     "GemmPlan",
@@ -65,8 +70,9 @@ __all__ = [
 
 WARPGROUP = 128
 ATOM_K = 64  # elements of a 2-byte dtype in one 128-byte swizzle atom row
+SWIZZLE_ROW_BYTES = 128  # one row of the 128B swizzle atom: ATOM_K 2-byte or 128 1-byte elements
 TILE_ALIGN = 1024  # 128B swizzle repeats every 8 rows of 128 B: tiles start 1024 B aligned
-PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
+PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3"}
 # CUDA spellings of a 16-bit element, the fp32-pair conversion and the pair type.
 HALF2 = {
     "float16": ("half", "__floats2half2_rn", "half2"),
@@ -146,8 +152,23 @@ class GemmPlan:
 
     @property
     def ab_type(self) -> str:
-        """The PTX name of the operands' type (f16, bf16)."""
+        """The PTX name of the operands' type (f16, bf16, e4m3)."""
         return PTX_TYPE[self.dtype]
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one element of A and B (2, or 1 for e4m3)."""
+        return dtype_bytes(self.dtype)
+
+    @property
+    def out_dtype(self) -> str:
+        """D's dtype: the operands' own, bf16 for e4m3 operands."""
+        return out_dtype_of(self.dtype)
+
+    @property
+    def atom_k(self) -> int:
+        """Elements of K in one 128-byte swizzle atom row: 64 of 2 bytes, 128 of 1 byte."""
+        return SWIZZLE_ROW_BYTES // self.element_bytes
 
     @property
     def tile_schedule(self) -> TileSchedule:
@@ -268,7 +289,7 @@ class Skeleton:
 
     @classmethod
     def trace(cls, T: Any, p: GemmPlan) -> Skeleton:
-        K, BK, KT, DT, schedule = p.k, p.blk_k, p.k_tiles, p.dtype, p.tile_schedule
+        K, BK, KT, DT, OUT, schedule = p.k, p.blk_k, p.k_tiles, p.dtype, p.out_dtype, p.tile_schedule
         ITERS, NCL, TILES = schedule.iterations, schedule.clusters, schedule.tiles
         GM, GN, G = schedule.grid_m, schedule.grid_n, schedule.raster_group
         CL = schedule.cluster
@@ -277,13 +298,14 @@ class Skeleton:
             # After the barriers (8-byte aligned) the tiles start at 1024 B; every tile size is a
             # multiple of 1024 B, so each stays aligned for the swizzle. An fp32 scratch buffer
             # (plain layout) may follow them: then a fourth value is returned; or a plain buffer
-            # of the output dtype (the narrow last store box), also returned fourth.
+            # of the output dtype (the narrow last store box), also returned fourth. The staging
+            # tiles hold D's dtype, the ring's the operands'.
             pool.move_base_to(TILE_ALIGN)
             As = pool.alloc(a_shape, DT, layout=swizzled_layout(DT, a_shape))
             Bs = pool.alloc(b_shape, DT, layout=swizzled_layout(DT, b_shape))
-            Ds = None if d_shape is None else pool.alloc(d_shape, DT, layout=swizzled_layout(DT, d_shape))
+            Ds = None if d_shape is None else pool.alloc(d_shape, OUT, layout=swizzled_layout(OUT, d_shape))
             if tail_shape is not None:
-                tail = pool.alloc(tail_shape, DT)
+                tail = pool.alloc(tail_shape, OUT)
                 pool.commit()
                 return As, Bs, Ds, tail
             if scratch_shape is not None:

@@ -2,7 +2,8 @@
 
 A wgmma m64nN f32 fragment gives thread (warp, lane) of a warpgroup register r at row
 16*warp + lane/4 + 8*((r>>1)&1) and column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block
-(`store_block`). Each value is converted to D's dtype and stored under guards on M and N:
+(`store_block`). Each value is converted to D's dtype (the operands' own; bf16 for e4m3 operands)
+and stored under guards on M and N:
 
 * with N even (every row 4-byte aligned, and col < N implies col+1 < N), the column pair
   (r, r+1) of a register pair goes out as one 4-byte store of two 16-bit values (`store2`);
@@ -57,7 +58,8 @@ def declare_operands(p: KernelPlan) -> FusedOperands:
     from tvm import tirx
 
     pm, pn = p.problem_shape
-    buffers = {o.name: tirx.decl_buffer(o.shape, o.dtype, name=o.name) for o in p.fused.operands(pm, pn, p.dtype)}
+    operands = p.fused.operands(pm, pn, p.out_dtype)
+    buffers = {o.name: tirx.decl_buffer(o.shape, o.dtype, name=o.name) for o in operands}
     return FusedOperands(**buffers)
 
 
@@ -91,7 +93,8 @@ class Epilogue:
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, f: Frame) -> Epilogue:
-        M, N, DT, NACC, SWAP = p.m, p.n, p.dtype, p.acc_regs, p.swap_ab
+        # DT: D's dtype (the operands' own, bf16 for e4m3 operands).
+        M, N, DT, NACC, SWAP = p.m, p.n, p.out_dtype, p.acc_regs, p.swap_ab
         # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
         PAIRED = N % 2 == 0
         store2_name, store2_source = store2_helper(DT)

@@ -1,7 +1,8 @@
 """The Hopper (sm_90a) GEMM kernel, hopper-gemm/5: D = A @ B.T with TMA, an mbarrier ring, wgmma.
 
-A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's dtype; the product
-accumulates in fp32 registers. One CTA computes one blk_m x blk_n tile of D at a time:
+A (M,K) and B (N,K) are row-major (K-major) and D (M,N) has the problem's output dtype (its own,
+bf16 for e4m3 operands); the product accumulates in fp32 registers. One CTA computes one
+blk_m x blk_n tile of D at a time:
 
 * Shared memory holds a ring of `stages` stages, each an A tile (blk_m x blk_k) and a B tile
   (blk_n x blk_k) in the 128B-swizzled K-major layout (blk_k 128 or 256: two or four 64-element
@@ -107,6 +108,8 @@ def _trace(p: KernelPlan) -> Any:
     # M and N are the kernel's (with swap_ab: the problem's N and M); PM x PN is D's shape, AR and
     # BR the rows of A and B (PM and PN, but BR = 2N with swiglu).
     K, DT, (PM, PN), (GM, GN) = p.k, p.dtype, p.problem_shape, p.grid
+    # D's dtype: the operands' own, bf16 for e4m3 operands.
+    OUT = p.out_dtype
     AR, BR = p.gemm_shape
     S, BM, BN, C, NWG, WS = p.stages, p.blk_m, p.blk_n, p.consumers, p.warpgroups, p.warp_specialized
     SWAP, SPLIT, SERIAL, PERSIST, CL = p.swap_ab, p.split_k, p.serial_split, p.persistent, p.cluster
@@ -123,7 +126,7 @@ def _trace(p: KernelPlan) -> Any:
 
     # fmt: off
     @T.prim_func(check_well_formed=False)  # type: ignore[untyped-decorator]
-    def main(A: T.Buffer((AR, K), DT), B: T.Buffer((BR, K), DT), D: T.Buffer((PM, PN), DT)):  # type: ignore[no-untyped-def]
+    def main(A: T.Buffer((AR, K), DT), B: T.Buffer((BR, K), DT), D: T.Buffer((PM, PN), OUT)):  # type: ignore[no-untyped-def]
         T.device_entry()
         # The kernel's operands: with swap_ab it multiplies B by A (D^T = B A^T).
         if SWAP:

@@ -2,10 +2,10 @@
 
 * TMA (`load_tile`): the loading thread waits until the stage is free (`empty`: released by every
   consumer warpgroup of the tile, in every CTA of the cluster), arms the stage's `full` barrier
-  with the bytes the whole stage will receive (`stage_bytes`), and issues one box per 64-element
-  swizzle atom along K and operand (a box row may span at most 128 B with the 128B swizzle, and
-  this keeps the tensor maps 2-D whatever K is). TMA zero-fills a box past M, N or K and still
-  counts its bytes, so partial tiles add zeros.
+  with the bytes the whole stage will receive (`stage_bytes`), and issues one box per 128-byte
+  swizzle atom along K (64 elements of f16/bf16, 128 of e4m3) and operand (a box row may span at
+  most 128 B with the 128B swizzle, and this keeps the tensor maps 2-D whatever K is). TMA
+  zero-fills a box past M, N or K and still counts its bytes, so partial tiles add zeros.
 * The L2 options (`KernelPlan.load_options`, keyword arguments of these copies; none at their
   defaults, so those kernels are traced as before the options existed): l2_hint gives each
   operand's loads an L2 eviction priority (`.L2::cache_hint` with TVM's createpolicy word for
@@ -47,7 +47,7 @@ from typing import Any
 
 from tirtune.kernels.hopper.frame import Frame
 from tirtune.kernels.hopper.plan import KernelPlan
-from tirtune.kernels.skeleton import ATOM_K, WARPGROUP, Skeleton, copy16_helper
+from tirtune.kernels.skeleton import WARPGROUP, Skeleton, copy16_helper
 
 __all__ = ["COPY16", "Loads"]
 
@@ -82,6 +82,8 @@ class Loads:
         from tvm.script.tirx import tile as Tx
 
         M, N, DT, BM, BN, BK, S = p.m, p.n, p.dtype, p.blk_m, p.blk_n, p.blk_k, p.stages
+        # ATOM_K: elements of one 128-byte swizzle atom row (64 of f16/bf16, 128 of e4m3), one box.
+        ATOM_K = p.atom_k
         # KT: the k-tiles one CTA multiplies (1/split_k of them in a split-K cluster).
         KT, GM, SPLIT, ATOMS, TX_BYTES = p.cta_k_tiles, p.grid[0], p.split_k, p.atoms, p.stage_bytes
         CL, ALONG_M, MC_ROWS = p.cluster, p.cluster_dim == "m", p.multicast_rows
@@ -179,7 +181,7 @@ class Loads:
             empty.wait(ring.slot(j), ring.free_phase(j))
             # The whole stage lands here: this CTA's loads plus the peers' multicast slices.
             full.arrive(ring.slot(j), TX_BYTES)
-            # One box per 64-element swizzle atom along K: a box row may span at most 128 B with
+            # One box per 128-byte swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
             if TAIL:
                 # A tail tile's rank r: k-tiles from r*K_TILES // SPLIT on (uneven shares where

@@ -2,9 +2,9 @@
 
 * A consumer warpgroup owns `m_blocks` m64 blocks of its tile's rows (64 or 128 rows), each with
   its own fp32 fragment of blk_n/2 registers a thread (`acc0`, `acc1`). A k-tile is blk_k/16 k16
-  steps; each step encodes the A and B shared-memory descriptors (K-major, 128B swizzle: ptr_to
-  applies the swizzle, which at a row that is a multiple of 8 is the identity, so a step is the
-  atom's base plus 32 B) and issues one m64nNk16 wgmma a block.
+  steps (blk_k/32 k32 steps for e4m3); each step encodes the A and B shared-memory descriptors
+  (K-major, 128B swizzle: ptr_to applies the swizzle, which at a row that is a multiple of 8 is
+  the identity, so a step is the atom's base plus 32 B) and issues one m64nNk16 (k32) wgmma a block.
 * The ring (`mainloop`, `k_tile`): wait for the stage's `full` barrier, multiply, commit; wgmma
   keeps one commit group in flight (wait_group 1), so k-tile kt-1's stage is released while kt's
   MMAs run (`release`: one thread a consumer warpgroup, in every CTA of the cluster, whose
@@ -37,7 +37,7 @@ from typing import Any
 
 from tirtune.kernels.hopper.frame import Frame
 from tirtune.kernels.hopper.loads import Loads
-from tirtune.kernels.hopper.plan import WGMMA_K, WGMMA_M, KernelPlan
+from tirtune.kernels.hopper.plan import WGMMA_M, KernelPlan
 from tirtune.kernels.skeleton import Ring
 
 __all__ = ["DESC_LBO", "DESC_SBO", "DESC_SWIZZLE_128B", "Mma"]
@@ -70,6 +70,9 @@ class Mma:
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, ring: Ring, f: Frame, loads: Loads) -> Mma:
         M, N, BN, BK, S, KT = p.m, p.n, p.blk_n, p.blk_k, p.stages, p.cta_k_tiles
+        # WGMMA_K: k of one wgmma step (16 of f16/bf16, 32 of e4m3: 32 bytes either way); the
+        # e4m3 wgmma takes no transpose immediates (TRANS: the 16-bit forms' two zeros).
+        WGMMA_K, TRANS = p.wgmma_k, ((0, 0) if p.wgmma_transposes else ())
         MB, NACC, ROW_BASE, CL = p.m_blocks, p.acc_regs, p.row_base, p.cluster
         WS, PERSIST, PINGPONG, THREADS = p.warp_specialized, p.persistent, p.pingpong, p.loader == "threads"
         # trim: the last tile column's narrower wgmma (TRIM_N columns), the last k-tile's live k16
@@ -116,9 +119,9 @@ class Mma:
                     T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
                     DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
                 if narrow:
-                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)  # type: ignore[misc]
+                    wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, *TRANS)  # type: ignore[misc]
                 else:
-                    wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, 0, 0)
+                    wgmma(*[acc[i] for i in range(NACC)], desc_a[0], desc_b[0], True, 1, 1, *TRANS)
 
         @T.inline
         def mma_depth(acc, desc_a, desc_b, s, row, kt, narrow):

@@ -23,7 +23,11 @@ their constants from it; nothing in it needs TVM.
   (`cluster_grid`), persistent grids are capped by `CLUSTER_CTAS`, and split-K launches split_k
   CTAs a tile (`ctas`). `cta_origin` places a CTA of a cluster tile.
 * Stages. `stage_bytes` is what TMA delivers per stage (whole boxes; a one-row operand's box is
-  its one row); `atoms` the 64-element swizzle atoms along K (one box each).
+  its one row); `atoms` the 128-byte swizzle atoms along K (one box each: 64 elements of f16 or
+  bf16, 128 of e4m3).
+* Element sizes. A and B hold 2-byte (f16, bf16) or 1-byte (e4m3) elements, D `out_dtype` (bf16
+  for e4m3). A wgmma step reads 32 bytes of K whatever the type: k16 for 2-byte elements, k32 for
+  e4m3 (`wgmma_k`); the accumulators are fp32 either way.
 * Epilogue. The TMA-store epilogues' 64x64 boxes (`store_boxes`, `staging_boxes`), the narrow
   last box of "tma_chunked" (`tail_cols`), and the pieces handed to the epilogue warpgroup
   (`store_chunks`).
@@ -40,7 +44,7 @@ from typing import Any
 from tirtune.core.config import Config
 from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
 from tirtune.core.problem import Problem
-from tirtune.kernels.skeleton import ATOM_K, GemmPlan, TileSchedule, plan_fields
+from tirtune.kernels.skeleton import GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
@@ -59,6 +63,7 @@ __all__ = [
     "STORE_BOX",
     "TEMPLATE_NAME",
     "WGMMA_K",
+    "WGMMA_K_BYTES",
     "WGMMA_M",
     "KernelPlan",
     "plan",
@@ -67,7 +72,8 @@ __all__ = [
 TEMPLATE_NAME = "hopper_gemm"
 
 WGMMA_M = 64
-WGMMA_K = 16
+WGMMA_K = 16  # k of one wgmma step of 2-byte operands (k32 for e4m3: `KernelPlan.wgmma_k`)
+WGMMA_K_BYTES = 32  # K bytes one wgmma step reads from each operand row, whatever the type
 # Register budgets after setmaxnreg (multiples of 8, within 24..256). With 3 warpgroups the
 # launch gives 168 registers a thread (65536 / 384, rounded down to 8); 40 for the producer and
 # 232 for two consumers add up to exactly 3 x 128 x 168. With one consumer (256 threads) every
@@ -152,8 +158,14 @@ class KernelPlan(GemmPlan):
 
     @property
     def atoms(self) -> int:
-        """64-element swizzle atoms along K in one stage: one TMA box each per operand."""
-        return self.blk_k // ATOM_K
+        """128-byte swizzle atoms along K in one stage (`atom_k` elements each): one TMA box each
+        per operand."""
+        return self.blk_k // self.atom_k
+
+    @property
+    def wgmma_k(self) -> int:
+        """K of one wgmma step: 32 bytes of each operand row, k16 for 2-byte elements, k32 for e4m3."""
+        return WGMMA_K_BYTES // self.element_bytes
 
     @property
     def serial_split(self) -> bool:
@@ -390,7 +402,7 @@ class KernelPlan(GemmPlan):
         operand's box is that one row)."""
         rows_a = 1 if self.one_row_a else self.blk_m
         rows_b = 1 if self.one_row_b else self.blk_n
-        return (rows_a + rows_b) * self.blk_k * 2
+        return (rows_a + rows_b) * self.blk_k * self.element_bytes
 
     @property
     def wgmma_name(self) -> str:
@@ -398,7 +410,13 @@ class KernelPlan(GemmPlan):
 
     def wgmma_of(self, n: int) -> str:
         ab = self.ab_type
-        return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}"
+        return f"wgmma.mma_async.sync.aligned.m64n{n}k{self.wgmma_k}.f32.{ab}.{ab}"
+
+    @property
+    def wgmma_transposes(self) -> bool:
+        """The wgmma takes the operands' transpose immediates: the 16-bit forms do (both 0 here,
+        K-major), the e4m3 form has none (its operands are K-major only)."""
+        return self.element_bytes == 2
 
 
 def plan(config: Config, problem: Problem) -> KernelPlan:

@@ -120,7 +120,8 @@ class SplitK:
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, f: Frame, epilogue: Epilogue) -> SplitK:
-        M, N, DT, C, MB, NACC, ROW_BASE = p.m, p.n, p.dtype, p.consumers, p.m_blocks, p.acc_regs, p.row_base
+        # DT: D's dtype, the operands' own or bf16 for e4m3 operands.
+        M, N, DT, C, MB, NACC, ROW_BASE = p.m, p.n, p.out_dtype, p.consumers, p.m_blocks, p.acc_regs, p.row_base
         SWAP, SPLIT, NREG, GN = p.swap_ab, p.split_k, p.reduce_regs, p.grid[1]
         # With N even every row starts 4-byte aligned and col (always even) < N implies col+1 < N.
         PAIRED = N % 2 == 0

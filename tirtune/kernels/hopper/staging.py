@@ -71,7 +71,8 @@ class Staging:
     def trace(cls, T: Any, p: KernelPlan, f: Frame) -> Staging:
         from tvm.script.tirx import tile as Tx
 
-        C, MB, NACC, ROW_BASE, DT = p.consumers, p.m_blocks, p.acc_regs, p.row_base, p.dtype
+        # DT: D's dtype (the staging tiles' too), the operands' own or bf16 for e4m3 operands.
+        C, MB, NACC, ROW_BASE, DT = p.consumers, p.m_blocks, p.acc_regs, p.row_base, p.out_dtype
         TMA_EPI, CHUNKED, STORE_OPTS = p.epilogue == "tma", p.epilogue == "tma_chunked", p.store_options()
         _, BOX_N = p.store_boxes
         # "tma_chunked" with a narrower last box (blk_n off the 64-wide box): TAIL columns after the

@@ -220,14 +220,16 @@ def split_k_bytes(config: Config) -> int:
     return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4
 
 
-def smem_bytes(config: Config) -> int:
-    stage = (config.blk_m + config.blk_n) * config.blk_k * 2
+def smem_bytes(config: Config, element_bytes: int = 2) -> int:
+    """Shared memory of a kernel: the ring's stages (A and B tiles of `element_bytes` elements: 2
+    for f16 and bf16, 1 for e4m3), the output staging, split-K's parked fragments and overhead."""
+    stage = (config.blk_m + config.blk_n) * config.blk_k * element_bytes
     return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
 
 
 @reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k", "split_k_reduce")
 def smem_fits(config: Config, problem: Problem) -> str | None:
-    need = smem_bytes(config)
+    need = smem_bytes(config, problem.element_bytes)
     if need > SMEM_LIMIT_BYTES:
         tiles = f"({config.blk_m}+{config.blk_n})x{config.blk_k}"
         staging = f" + {staging_bytes(config)} B of {config.epilogue} output staging" if staging_bytes(config) else ""
