@@ -1,5 +1,6 @@
-"""FP8 (e4m3) problems: the dtype, the Hopper plan's sizes at 1-byte elements and one FP8
-kernel built for sm_90a (QGMMA in its SASS, no spill)."""
+"""FP8 (e4m3) problems: the dtype, the Hopper plan's sizes at 1-byte elements, the rules that
+refuse what the FP8 path does not build yet, and one FP8 kernel built for sm_90a (QGMMA in its
+SASS, no spill)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_the_blackwell_branch_refuses_fp8() -> None:
     assert not BLACKWELL.problem_violations(Problem(4096, 4096, 4096, "bfloat16"))
 
 
-# --- the plan -----------------------------------------------------------------------------------
+# --- the rules ----------------------------------------------------------------------------------
 
 
 def test_a_deep_fp8_ring_fits_where_the_16_bit_one_does_not() -> None:
@@ -89,6 +90,93 @@ def test_a_deep_fp8_ring_fits_where_the_16_bit_one_does_not() -> None:
 
 def _broken(config: Config, problem: Problem = FP8_4096) -> list[str]:
     return [v.rule for v in HOPPER.violations(config, problem)]
+
+
+def test_the_fp8_base_config_is_valid() -> None:
+    assert _broken(BASE) == []
+    assert _broken(replace(BASE, blk_k=256, stages=3)) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "rule", "reason"),
+    [
+        ({"blk_k": 64}, "fp8_blk_k_fills_swizzle", "multiple of 128"),
+        ({"loader": "threads", "stages": 1, "warp_specialized": False}, "fp8_tma_loader", "loader=tma"),
+        ({"epilogue": "tma"}, "fp8_register_epilogue", "from registers only"),
+        ({"epilogue": "tma_chunked", "epilogue_warpgroup": True}, "fp8_register_epilogue", "from registers only"),
+        ({"split_k": 2}, "fp8_whole_sums", "unsplit"),
+        ({"split_k": 2, "split_k_reduce": "serial"}, "fp8_whole_sums", "unsplit"),
+        ({"peel_k": True}, "fp8_whole_k_tiles", "k32"),
+    ],
+)
+def test_what_the_fp8_path_does_not_build_is_refused_by_name(changes: dict[str, object], rule: str, reason: str) -> None:
+    config = replace(BASE, **changes)  # type: ignore[arg-type]
+    problem = Problem(4096, 4096, 4000, FP8)  # a K tail, so that peel_k has steps to skip
+    violations = {v.rule: v.reason for v in HOPPER.violations(config, problem)}
+    assert rule in violations, violations
+    assert reason in violations[rule] and "float8_e4m3fn" in violations[rule]
+    # The same config on the fp16 problem breaks no FP8 rule.
+    assert not [r for r in _broken(config, replace(problem, dtype="float16")) if r.startswith("fp8_")]
+
+
+def test_trim_is_refused_for_fp8() -> None:
+    config = replace(BASE, trim=True)
+    assert "fp8_whole_k_tiles" in _broken(config, Problem(4000, 4000, 4000, FP8))
+
+
+@pytest.mark.parametrize(
+    ("problem", "rule"),
+    [
+        (Problem(64, 4096, 4096, FP8, "swiglu"), "fp8_epilogue_supported"),
+        (Problem(1, 4096, 4096, FP8), "fp8_one_row_operand"),
+        (Problem(4096, 1, 4096, FP8), "fp8_one_row_operand"),
+    ],
+)
+def test_fp8_problems_the_path_does_not_build_are_refused(problem: Problem, rule: str) -> None:
+    assert rule in [v.rule for v in HOPPER.problem_violations(problem)]
+    with pytest.raises(SpaceError, match="cannot build"):
+        plan(BASE, problem)
+    assert not [v for v in HOPPER.problem_violations(replace(problem, dtype="float16")) if v.rule.startswith("fp8_")]
+
+
+def test_scaling_epilogues_are_valid_for_fp8() -> None:
+    # Per-token x per-channel (and per-tensor, as the same pair) scaling, with a bias after it.
+    for epilogue in ("scale_row+scale_col", "scale_row+scale_col+bias", "residual"):
+        problem = Problem(4096, 4096, 4096, FP8, epilogue)
+        assert not HOPPER.problem_violations(problem) and _broken(BASE, problem) == []
+
+
+def test_the_fp8_twin_of_a_start_keeps_its_stage_bytes_and_breaks_no_fp8_rule() -> None:
+    starts = {c for configs in HOPPER_STARTS.values() for c in configs}
+    for config in starts:
+        twin = BRANCH.fit_start(config, FP8_4096)
+        assert twin.blk_k == min(2 * config.blk_k, rules.MAX_BLK_K)
+        assert (twin.loader, twin.epilogue, twin.split_k, twin.peel_k) == ("tma", "register", 1, False)
+        assert not [r for r in _broken(twin) if r.startswith("fp8_")]
+
+
+@pytest.mark.parametrize("shape", ["64x4096x4096", "512x4096x4096", "4096x4096x4096", "3000x5000x2000"])
+def test_an_fp8_job_starts_from_valid_configs(shape: str) -> None:
+    problem = Problem.parse(shape, "fp8")
+    starts = BRANCH.start_configs(problem)
+    assert starts and all(HOPPER.is_valid(c, problem) for c in starts), [
+        (c.label(), _broken(c, problem)) for c in starts if not HOPPER.is_valid(c, problem)
+    ]
+
+
+def test_valid_fp8_configs_drawn_at_random_keep_to_what_the_path_builds() -> None:
+    rng = random.Random(8)
+    drawn = [HOPPER.sample_valid(FP8_4096, rng) for _ in range(40)]
+    assert all(c is not None for c in drawn)
+    assert {c.blk_k for c in drawn if c is not None} <= {128, 256}
+    assert {
+        (c.loader, c.epilogue, c.epilogue_warpgroup, c.split_k, c.stream_k, c.trim, c.peel_k)
+        for c in drawn
+        if c is not None
+    } == {("tma", "register", False, 1, False, False, False)}
+
+
+# --- the plan -----------------------------------------------------------------------------------
 
 
 def test_the_plan_counts_1_byte_elements() -> None:

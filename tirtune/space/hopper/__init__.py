@@ -18,7 +18,14 @@ from dataclasses import replace
 from tirtune.core import Config, Problem
 from tirtune.space.branch import Branch
 from tirtune.space.hopper.knobs import KNOBS
-from tirtune.space.hopper.rules import SWIGLU_KNOBS, SWIGLU_TILE_ALIGN, k_tail_steps
+from tirtune.space.hopper.rules import (
+    FP8_KNOBS,
+    FP8_SWIZZLE_ELEMENTS,
+    MAX_BLK_K,
+    SWIGLU_KNOBS,
+    SWIGLU_TILE_ALIGN,
+    k_tail_steps,
+)
 from tirtune.space.hopper.spaces import (
     HOPPER,
     HOPPER_V1,
@@ -58,9 +65,17 @@ def _fit_start(config: Config, problem: Problem) -> Config:
     """A peeled last k-tile (peel_k) only where K leaves k16 steps to skip: elsewhere its
     unpeeled twin. For swiglu (which takes the register epilogue, whole sums and tiles of whole
     16-column gate/up pairs: rules.swiglu_*), the start's register-stored twin: no staged store
-    or epilogue warpgroup, no split or stream-K, blk_n rounded up to a multiple of 16."""
+    or epilogue warpgroup, no split or stream-K, blk_n rounded up to a multiple of 16. For FP8
+    (rules.fp8_*), the start's TMA-loaded, register-stored, unsplit, untrimmed twin with its
+    k-tile twice as deep (the same bytes a stage, at 1-byte elements) up to MAX_BLK_K."""
     if config.peel_k and k_tail_steps(config, problem) == 0:
         config = replace(config, peel_k=False)
+    if problem.is_fp8:
+        config = replace(
+            config,
+            **FP8_KNOBS,  # type: ignore[arg-type]
+            blk_k=max(FP8_SWIZZLE_ELEMENTS, min(2 * config.blk_k, MAX_BLK_K)),
+        )
     if problem.epilogue.gated:
         config = replace(
             config,

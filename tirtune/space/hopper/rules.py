@@ -111,6 +111,15 @@ __all__ = [
     "swap_ab_pingpong_wide",
     "swap_ab_supported",
     "SWIGLU_KNOBS",
+    "FP8_KNOBS",
+    "FP8_SWIZZLE_ELEMENTS",
+    "fp8_blk_k_fills_swizzle",
+    "fp8_epilogue_supported",
+    "fp8_one_row_operand",
+    "fp8_register_epilogue",
+    "fp8_tma_loader",
+    "fp8_whole_k_tiles",
+    "fp8_whole_sums",
     "swiglu_n_aligned",
     "swiglu_pairs_in_thread",
     "swiglu_register_epilogue",
@@ -1001,7 +1010,114 @@ def swiglu_pairs_in_thread(config: Config, problem: Problem) -> str | None:
     return None
 
 
-PROBLEM_RULES: tuple[ProblemRule, ...] = (tma_row_stride_aligned, swiglu_n_aligned)
+# --- FP8 (e4m3 operands, bf16 D: core/problem.py) ---------------------------------------------------
+# The first FP8 kernels are TMA-fed, register-stored and unsplit: what the rules below refuse is
+# built around 2-byte elements or fp16/bf16 staging, and is not checked with 1-byte ones yet. Each
+# passes on every other problem.
+# A 128-byte swizzle row holds this many e4m3 elements: the least k-tile of an FP8 stage.
+FP8_SWIZZLE_ELEMENTS = 2 * SWIZZLE_ELEMENTS  # SWIZZLE_ELEMENTS counts 2-byte elements
+# The knob values the FP8 rules leave (laid over a start to make its FP8 twin).
+FP8_KNOBS: dict[str, object] = {
+    "loader": "tma",
+    "epilogue": "register",
+    "epilogue_warpgroup": False,
+    "split_k": 1,
+    "split_k_reduce": "dsmem",
+    "split_k_scope": "all",
+    "stream_k": False,
+    "stream_k_scope": "all",
+    "trim": False,
+    "peel_k": False,
+}
+
+
+def fp8_epilogue_supported(problem: Problem) -> str | None:
+    """swiglu pairs gate and up values of a 16-bit problem's D; with e4m3 operands and a bf16 D it
+    is not built or checked yet (the scaling ops, bias and residual are: applied in fp32 before the
+    bf16 store)."""
+    if problem.is_fp8 and problem.epilogue.gated:
+        return (
+            f"dtype={problem.dtype}: epilogue swiglu is not built for FP8 operands yet "
+            "(scale_row, scale_col, bias and residual are)"
+        )
+    return None
+
+
+def fp8_one_row_operand(problem: Problem) -> str | None:
+    """A one-row operand (M = 1 or N = 1) is zeroed in shared memory element by element and loaded
+    one row a stage, written and checked for 2-byte elements only."""
+    if problem.is_fp8 and (problem.m == 1 or problem.n == 1):
+        return f"dtype={problem.dtype}: M={problem.m}, N={problem.n}: one-row operands are not built for FP8 yet"
+    return None
+
+
+@reads("blk_k")
+def fp8_blk_k_fills_swizzle(config: Config, problem: Problem) -> str | None:
+    """The 128-byte swizzle row holds 128 e4m3 elements, so an FP8 k-tile is one or more whole
+    rows: blk_k a multiple of 128 (128: one TMA box an operand, 256: two; 64 would fill half a
+    swizzled row, which the 128B-swizzled layout and its descriptors do not describe). A wgmma
+    step is then k32, four of them a 128-wide atom. Four boxes (512) would be blk_k's next value,
+    which the knob does not take yet (blk_k_boxes_supported: at most 256)."""
+    if problem.is_fp8 and config.blk_k % FP8_SWIZZLE_ELEMENTS:
+        return (
+            f"dtype={problem.dtype}: blk_k={config.blk_k}: a 128-byte swizzle row holds {FP8_SWIZZLE_ELEMENTS} "
+            f"e4m3 elements, so an FP8 k-tile needs a multiple of {FP8_SWIZZLE_ELEMENTS}"
+        )
+    return None
+
+
+@reads("loader")
+def fp8_tma_loader(config: Config, problem: Problem) -> str | None:
+    """The thread loader copies 16-byte chunks of 8 elements, its guard on K counting 2-byte
+    elements; FP8 operands arrive by TMA only."""
+    if problem.is_fp8 and config.loader != "tma":
+        return f"dtype={problem.dtype}: loader={config.loader!r}: FP8 operands are loaded by TMA only (loader=tma)"
+    return None
+
+
+@reads("epilogue", "epilogue_warpgroup")
+def fp8_register_epilogue(config: Config, problem: Problem) -> str | None:
+    """The staged epilogues (stmatrix into a swizzled tile, then a TMA store; the epilogue
+    warpgroup that stores it) are not built with a D whose dtype differs from the operands' yet;
+    the register epilogue converts the fp32 fragment to bf16 as it stores."""
+    if problem.is_fp8 and (config.epilogue != "register" or config.epilogue_warpgroup):
+        return (
+            f"dtype={problem.dtype}: epilogue={config.epilogue}, epilogue_warpgroup={config.epilogue_warpgroup}: "
+            "FP8 problems store D from registers only (epilogue=register, no epilogue warpgroup)"
+        )
+    return None
+
+
+@reads("split_k", "stream_k")
+def fp8_whole_sums(config: Config, problem: Problem) -> str | None:
+    """split-K's reductions (DSMEM or the serial workspace) and stream-K's hand-over are not built
+    or checked with FP8 operands yet: an FP8 tile is summed by one CTA over the whole K."""
+    if problem.is_fp8 and (config.split_k > 1 or config.stream_k):
+        return (
+            f"dtype={problem.dtype}: split_k={config.split_k}, stream_k={config.stream_k}: FP8 problems run "
+            "unsplit (split_k=1, no stream_k) for now"
+        )
+    return None
+
+
+@reads("trim", "peel_k")
+def fp8_whole_k_tiles(config: Config, problem: Problem) -> str | None:
+    """trim and peel_k cut the last k-tile at its k16 steps (`k_tail_steps` counts 16-element
+    steps); an FP8 step is k32, so they are not built for FP8 yet."""
+    if problem.is_fp8 and (config.trim or config.peel_k):
+        return (
+            f"dtype={problem.dtype}: trim={config.trim}, peel_k={config.peel_k}: the last k-tile's cut counts "
+            "k16 steps; FP8 steps are k32 (trim and peel_k off)"
+        )
+    return None
+
+
+PROBLEM_RULES: tuple[ProblemRule, ...] = (
+    tma_row_stride_aligned,
+    swiglu_n_aligned,
+    fp8_epilogue_supported,
+    fp8_one_row_operand,
+)
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
 CONFIG_RULES: tuple[ConfigRule, ...] = (
@@ -1044,6 +1160,12 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     swiglu_register_epilogue,
     swiglu_whole_sums,
     swiglu_pairs_in_thread,
+    # FP8 (core/problem.py): pass on every other problem
+    fp8_blk_k_fills_swizzle,
+    fp8_tma_loader,
+    fp8_register_epilogue,
+    fp8_whole_sums,
+    fp8_whole_k_tiles,
 )
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
