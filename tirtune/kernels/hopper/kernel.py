@@ -5,8 +5,9 @@ bf16 for e4m3 operands); the product accumulates in fp32 registers. One CTA comp
 blk_m x blk_n tile of D at a time:
 
 * Shared memory holds a ring of `stages` stages, each an A tile (blk_m x blk_k) and a B tile
-  (blk_n x blk_k) in the 128B-swizzled K-major layout (blk_k 128 or 256: two or four 64-element
-  swizzle atoms side by side), then the optional output staging, after the barriers.
+  (blk_n x blk_k) in the 128B-swizzled K-major layout (blk_k 128 or 256: two or four 128-byte
+  swizzle atoms side by side, or one or two of e4m3), then the optional output staging, after the
+  barriers.
 * Each stage has a `full` barrier (one arrive.expect_tx by the loading thread, completed by the
   TMA bytes) and an `empty` barrier (one arrive per consumer warpgroup of the tile, in every CTA
   of the cluster, once its wgmma reads of the stage have retired).
