@@ -200,6 +200,36 @@ def test_the_plan_of_a_16_bit_problem_is_unchanged() -> None:
     assert rules.smem_bytes(BASE) == 4 * 65536 + rules.SMEM_OVERHEAD_BYTES
 
 
+# --- lowered kernels -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        (replace(BASE, blk_k=256, stages=3), Problem(1000, 3000, 1040, FP8, "bias")),
+        (Config(128, 64, 256, 4, 2, True, swap_ab=True), Problem(64, 4096, 4096, FP8, "scale_row+scale_col")),
+        (
+            Config(128, 128, 128, 6, 2, True, persistent=True, schedule="pingpong", cluster=2, raster_group=8),
+            FP8_4096,
+        ),
+    ],
+)
+def test_a_lowered_fp8_kernel_loads_128_byte_rows_and_asks_the_shared_memory_the_rule_counts(
+    config: Config, problem: Problem
+) -> None:
+    from tirtune.builder import device_build
+
+    assert HOPPER.is_valid(config, problem)
+    _, launch = device_build.lower_device(config, problem)
+    # The rule's overhead covers the barriers below the first 1024-aligned tile, with 1 KiB to spare.
+    assert rules.smem_bytes(config, 1) - launch.dyn_smem == rules.SMEM_OVERHEAD_BYTES - 1024
+    assert launch.tensor_maps and {t.dtype for t in launch.tensor_maps} == {FP8}
+    for t in launch.tensor_maps:
+        # One 128-element (128-byte) box row along K, 128B-swizzled, rows K bytes apart.
+        assert t.box[0] == 128 and t.swizzle == 3 and t.strides == (problem.k,)
+    assert launch.operands == tuple(o.name for o in problem.operands)
+
+
 # --- one kernel, built -------------------------------------------------------------------------
 
 
