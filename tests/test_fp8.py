@@ -65,6 +65,14 @@ def test_the_served_dtypes_stay_16_bit() -> None:
     assert normalize_dtype("fp8", GEMM_DTYPES) == FP8
 
 
+def test_no_job_tunes_an_fp8_problem_yet() -> None:
+    from tirtune.space import branches
+
+    with pytest.raises(SpaceError, match="built but not measured yet"):
+        branches.check_problem(FP8_4096)
+    branches.check_problem(Problem(4096, 4096, 4096, "bfloat16"))
+
+
 def test_fp8_k_needs_16_elements_for_tma() -> None:
     # A row stride of 16 B is 16 e4m3 elements (8 of a 2-byte dtype).
     assert HOPPER.problem_violations(Problem(64, 64, 24, FP8))[0].rule == "tma_row_stride_aligned"
