@@ -11,7 +11,8 @@ kernel that does not name them (a `.so`'s tvm-ffi wrapper, whose parameters are 
 
 `baseline` is the same-run reference a ratio is taken against: cuBLAS alone (`torch.mm`) for a
 plain problem, and for a fused one what a user runs without tirtune, cuBLAS and then the
-epilogue's ops as separate eager kernels (docs/design.md, "Epilogues").
+epilogue's ops as separate eager kernels (docs/design.md, "Epilogues"). For FP8 operands it is
+torch._scaled_mm with the problem's scales (`_fp8_baseline`).
 
 swiglu: B is the packed weight (2N, K), the gate and up rows interleaved in groups of 8, drawn
 standard normal over sqrt(K) (so that g and u are about standard normal and silu(g) * u stays far
@@ -28,7 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, SCALE_OPS, EpilogueSpec
+from tirtune.core.problem import FP8, out_dtype_of
 
 __all__ = [
     "Inputs",
@@ -37,10 +39,21 @@ __all__ = [
     "draw_inputs",
     "operand_mismatch",
     "swiglu_unfused",
+    "torch_dtypes",
     "unpack_gate_up",
 ]
 
 PLAIN_NAMES = ("A", "B", "D")
+
+
+def torch_dtypes(torch: Any) -> dict[str, Any]:
+    """torch's dtype of each dtype name a problem's operands or D may have."""
+    return {
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "float32": torch.float32,
+        FP8: torch.float8_e4m3fn,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +75,25 @@ class Inputs:
 def draw_inputs(
     torch: Any, m: int, n: int, k: int, dtype: str, epilogue: EpilogueSpec, *, device: Any, seed: int
 ) -> Inputs:
-    """Fresh random inputs of one check (module docstring). A and B are standard normal; bias and
-    residual are scaled to the product's own size (sqrt(K)) and the scales are standard normal, so
-    an op dropped or read at another element moves D by about its whole norm, far past any
-    tolerance (`runner.verify.TOLERANCE`), whatever K is."""
-    types = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    """Fresh random inputs of one check (module docstring). A and B are standard normal (for FP8,
+    drawn in float32 and rounded to e4m3, which leaves them exact in the float32 reference); bias
+    and residual are scaled to the product's own size (sqrt(K)) and of D's dtype (bfloat16 for
+    FP8), and the scales are standard normal, so an op dropped or read at another element moves D
+    by about its whole norm, far past any tolerance (`runner.verify.tolerance`), whatever K is."""
+    types = torch_dtypes(torch)
     gen = torch.Generator(device=device).manual_seed(seed)
-    a = torch.randn(m, k, dtype=types[dtype], device=device, generator=gen)
+    if dtype == FP8:  # standard normal in float32, rounded to e4m3 (|x| < 6 here, inside its +-448)
+        a = torch.randn(m, k, device=device, generator=gen).to(types[dtype])
+    else:
+        a = torch.randn(m, k, dtype=types[dtype], device=device, generator=gen)
     if epilogue.gated:  # the packed gate and up weights, scaled so that silu(g) * u stays in range
         b = (torch.randn(2 * n, k, device=device, generator=gen) / math.sqrt(k)).to(types[dtype])
+    elif dtype == FP8:
+        b = torch.randn(n, k, device=device, generator=gen).to(types[dtype])
     else:
         b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
     operands = {}
-    for operand in epilogue.operands(m, n, dtype):
+    for operand in epilogue.operands(m, n, out_dtype_of(dtype)):
         value = torch.randn(operand.shape, dtype=torch.float32, device=device, generator=gen)
         if operand.name in ("bias", "residual"):
             value = value * math.sqrt(k)
@@ -93,11 +112,14 @@ def operand_mismatch(names: Sequence[str] | None, epilogue: EpilogueSpec) -> str
     return f"the kernel takes ({', '.join(names)}) but a problem of epilogue {epilogue} gives ({', '.join(wanted)})"
 
 
-def baseline_label(epilogue: EpilogueSpec) -> str:
-    """What `baseline` runs, in words ("torch.addmm(bias) + residual"); "torch.mm" when plain."""
+def baseline_label(epilogue: EpilogueSpec, dtype: str = "float16", n: int | None = None) -> str:
+    """What `baseline` runs, in words ("torch.addmm(bias) + residual"); "torch.mm" when plain; for
+    FP8 operands torch._scaled_mm with its scales (and N padded where N is not a multiple of 16)."""
+    if dtype == FP8:
+        return _fp8_label(epilogue, n)
     if epilogue.gated:
         return "torch.mm([gate; up]) + F.silu(gate) * up"
-    scaled = [op for op in ("scale_row", "scale_col") if epilogue.has(op)]
+    scaled = [op for op in SCALE_OPS if epilogue.has(op)]
     first = "torch.addmm(bias)" if epilogue.has("bias") and not scaled else "torch.mm"
     steps = [first, *(f"* {op}" for op in scaled)]
     if epilogue.has("bias") and scaled:
@@ -117,10 +139,17 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     the caching allocator's calls. Each step rounds to D's dtype, so its D is at most a rounding
     an op further from the float32 reference than the fused kernel's (one rounding in all)."""
     a, b, ops = inputs.a, inputs.b, inputs.operands
+    if a.dtype == torch.float8_e4m3fn:
+        return _fp8_baseline(torch, inputs, d)
     if inputs.epilogue.gated:
         return _swiglu_baseline(torch, a, b, d)
-    scaled = [op for op in ("scale_row", "scale_col") if op in ops]
+    scaled = [op for op in SCALE_OPS if op in ops]
     tail: list[Callable[[], Any]] = []
+    # A one-element scale broadcasts over D.
+    if "scale_a" in ops:
+        tail.append(lambda: d.mul_(ops["scale_a"]))
+    if "scale_b" in ops:
+        tail.append(lambda: d.mul_(ops["scale_b"]))
     if "scale_row" in ops:
         tail.append(lambda: d.mul_(ops["scale_row"][:, None]))
     if "scale_col" in ops:
@@ -142,6 +171,66 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
             step()
 
     return unfused
+
+
+# torch._scaled_mm takes B's rows (N) and K in multiples of this many (cuBLASLt's FP8 GEMM).
+SCALED_MM_ALIGN = 16
+
+
+def _fp8_label(epilogue: EpilogueSpec, n: int | None) -> str:
+    rowwise = epilogue.has("scale_row") or epilogue.has("scale_col")
+    tensor = epilogue.has("scale_a") or epilogue.has("scale_b")
+    label = "torch._scaled_mm(" + ("rowwise scales" if rowwise else "tensor scales" if tensor else "tensor scale 1")
+    if rowwise and tensor:
+        label += " times the tensor scales"
+    label += ", bias)" if epilogue.has("bias") else ")"
+    if n is not None and n % SCALED_MM_ALIGN:
+        label += f", N padded to {SCALED_MM_ALIGN}, D copied out"
+    return label + (" + residual" if epilogue.has("residual") else "")
+
+
+def _fp8_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
+    """An FP8 problem's same-run reference: torch._scaled_mm, what torch offers for e4m3 operands
+    on Hopper (cuBLASLt's FP8 GEMM for a per-tensor scale, a rowwise kernel for per-token x
+    per-channel scales), with fast accumulation (no promotion of the sum, as the kernel does not
+    promote either: the fastest setting torch has) and a bf16 D. scale_a and scale_b are its
+    tensor scales, scale_row and scale_col its rowwise ones (a missing one all ones; the tensor
+    scales folded into them when both kinds are given), none of them a tensor scale of 1; a bias rides in its
+    epilogue, a residual is an eager add after it. torch._scaled_mm refuses an N that is not a
+    multiple of 16: B and scale_col are then padded with zero rows once, outside what is timed,
+    and each call writes an (M, N16) buffer whose first N columns are copied into D."""
+    a, b, ops = inputs.a, inputs.b, inputs.operands
+    m, n = a.shape[0], b.shape[0]
+    f32 = dict(dtype=torch.float32, device=a.device)
+    pad = -n % SCALED_MM_ALIGN
+    if pad:
+        b = torch.cat([b, torch.zeros(pad, b.shape[1], dtype=b.dtype, device=b.device)])
+    rowwise = "scale_row" in ops or "scale_col" in ops
+    one = torch.ones((), **f32)
+    tensor_a, tensor_b = (ops[op].reshape(()) if op in ops else one for op in ("scale_a", "scale_b"))
+    if rowwise:
+        # torch takes one scale per row (or column) or one per tensor, not both: the tensor
+        # scales (if any) multiply the vectors, once, outside what is timed.
+        row = ops["scale_row"] if "scale_row" in ops else torch.ones(m, **f32)
+        col = ops["scale_col"] if "scale_col" in ops else torch.ones(n, **f32)
+        scale_a = (row * tensor_a).reshape(m, 1).contiguous()
+        scale_b = torch.cat([col * tensor_b, torch.zeros(pad, **f32)]).reshape(1, n + pad).contiguous()
+    else:
+        scale_a, scale_b = tensor_a.float().contiguous(), tensor_b.float().contiguous()
+    bias = ops.get("bias")
+    if bias is not None and pad:
+        bias = torch.cat([bias, torch.zeros(pad, dtype=bias.dtype, device=bias.device)])
+    out = torch.empty(m, n + pad, dtype=d.dtype, device=d.device) if pad else d
+    residual = ops.get("residual")
+
+    def scaled() -> None:
+        torch._scaled_mm(a, b.T, scale_a, scale_b, bias=bias, out_dtype=d.dtype, use_fast_accum=True, out=out)
+        if pad:
+            d.copy_(out[:, :n])
+        if residual is not None:
+            d.add_(residual)
+
+    return scaled
 
 
 def unpack_gate_up(b: Any) -> tuple[Any, Any]:

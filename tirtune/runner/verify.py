@@ -7,7 +7,8 @@ against a float32 reference, in this order (the first failure is the verdict):
 
 1. no element of the guard bands changed (an out-of-bounds write that does not fault shows here);
 2. every output written (none still NaN);
-3. the relative Frobenius error ||D - ref|| / ||ref|| within `TOLERANCE[dtype]` (and finite);
+3. the relative Frobenius error ||D - ref|| / ||ref|| within `tolerance(dtype, K)` (and finite):
+   `TOLERANCE[dtype]` for fp16 and bf16, more for FP8 (below);
 4. every run bit-identical to the first (a result that moves between runs is a race).
 
 A run that raises (a CUDA fault) propagates: the caller decides what a fault means. The inputs may
@@ -15,7 +16,7 @@ live on any torch device; the check synchronizes with the GPU after each run whe
 and runs as well on CPU tensors (tests/test_verify.py).
 
 `reference(a, b, epilogue, **operands)` is the float32 reference of a GEMM with a fused epilogue
-(core/epilogue.py: scale_row, scale_col, bias, residual, applied in that order to the fp32
+(core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual, applied in that order to the fp32
 product), the operands passed by name; `verify` judges against `reference(a, b, epilogue,
 **operands)`.
 
@@ -26,6 +27,11 @@ a bias or residual of D's dtype) are exact in float32, as the reference takes th
 still one rounding of D's dtype from the reference, so the same table holds. A kernel that added
 a residual or bias in D's dtype after rounding the product would add at most one more rounding
 of D's dtype, still inside the margin; a dropped or misplaced op is not (`runner.inputs`).
+
+FP8 (e4m3 A and B, a bf16 D, `core.problem`): the reference takes the e4m3 operands as float32,
+where they are exact, and D is poisoned and compared as bf16. Its tolerance is bf16's plus what
+the tensor cores' FP8 accumulation loses over K (`FP8_ACCUMULATION_PER_K`, with where it comes
+from): an FP8 wgmma accumulates into fewer mantissa bits than fp32 keeps.
 
 swiglu: the reference de-interleaves B (`runner.inputs.unpack_gate_up`) and computes
 silu(A @ gate.T) * (A @ up.T) in float32 (torch's silu); D is (M, N) with N = B's rows / 2. The
@@ -46,15 +52,44 @@ from typing import Any
 
 from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
 from tirtune.core.errors import SpaceError
-from tirtune.runner.inputs import unpack_gate_up
+from tirtune.core.problem import FP8, out_dtype_of
+from tirtune.runner.inputs import torch_dtypes, unpack_gate_up
 
-__all__ = ["GUARD_ROWS", "TOLERANCE", "Verdict", "reference", "relative_error", "verify"]
+__all__ = [
+    "FP8_ACCUMULATION_PER_K",
+    "GUARD_ROWS",
+    "TOLERANCE",
+    "Verdict",
+    "reference",
+    "relative_error",
+    "tolerance",
+    "verify",
+]
 
 # Relative Frobenius error allowed against the float32 reference. fp32 accumulation leaves only
 # the output rounding: about 2e-4 for fp16 and 2e-3 for bf16 (measured, TIRX_HOPPER.md); the
 # bounds keep a 5x margin, far below what a skipped K step (>= 5e-2) produces.
 TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3}
+# FP8 (e4m3 operands, a bf16 D): the operands are exact in float32, D's bf16 rounding is bf16's
+# bound, and the tensor cores add e4m3 products into an accumulator that keeps 13 of fp32's 23
+# mantissa bits, truncating, once a k32 wgmma step (Hopper's FP8 accumulation, the reason
+# DeepSeek-V3's kernels promote the sum to fp32 registers every 128 k): up to 2**-13 of the running
+# sum a step, half that on average, always towards zero. The running sum of standard normal
+# products grows as sqrt(k), so over K / 32 steps the truncations add up to about a third of
+# 2**-13 a step relative to the whole sum, (K / 32) * 2**-13 / 3 ~ K * 2**-19.6 (0.54% at
+# K = 4096); the bound takes K * 2**-19 (1.5 times that) over bf16's. A skipped 128-deep k-tile
+# moves D by sqrt(128 / K) of its norm (8.8% at K = 16384, against a bound of 3.9% there).
+# The first GPU sweep of FP8 kernels measures the actual errors (bench/results/sweeps/).
+FP8_ACCUMULATION_PER_K = 2.0**-19
 GUARD_ROWS = 256  # rows of NaN guard before and after D while verifying (>= the largest blk_m)
+
+
+def tolerance(dtype: str, k: int) -> float:
+    """The relative Frobenius error a kernel of operand dtype `dtype` and depth `k` may have:
+    TOLERANCE for fp16 and bf16; for FP8, bf16's plus the accumulator's truncations over K."""
+    if dtype == FP8:
+        return TOLERANCE["bfloat16"] + k * FP8_ACCUMULATION_PER_K
+    return TOLERANCE[dtype]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +111,11 @@ def relative_error(d: Any, ref: Any) -> float:
 
 def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands: Any) -> Any:
     """float32 (A @ B.T) through `epilogue`'s ops, each operand (named as the op: bias, residual,
-    scale_row, scale_col) taken as float32; with swiglu, silu(A @ gate.T) * (A @ up.T) of the
+    scale_a, scale_b, scale_row, scale_col) taken as float32; with swiglu, silu(A @ gate.T) * (A @ up.T) of the
     packed B (module docstring). SpaceError for an operand missing, unexpected or of another
     shape than the op's (core.epilogue.EpilogueSpec.operands)."""
     m, n = a.shape[0], b.shape[0] // 2 if epilogue.gated else b.shape[0]
-    wanted = {o.name: o.shape for o in epilogue.operands(m, n, str(a.dtype).removeprefix("torch."))}
+    wanted = {o.name: o.shape for o in epilogue.operands(m, n, out_dtype_of(str(a.dtype).removeprefix("torch.")))}
     if set(operands) != set(wanted):
         raise SpaceError(
             f"epilogue {epilogue} takes the operands ({', '.join(wanted) or 'none'}), "
@@ -100,7 +135,9 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
     out = a.float() @ b.float().T
     for op in epilogue.ops:
         value = operands[op].float()
-        if op == "scale_row":
+        if op in ("scale_a", "scale_b"):  # one value for the whole product
+            out = out * value.reshape(())
+        elif op == "scale_row":
             out = out * value[:, None]
         elif op == "scale_col":
             out = out * value[None, :]
@@ -126,9 +163,10 @@ def verify(
 
     ref = reference(a, b, epilogue, **(operands or {}))
     m, n = ref.shape
+    out_dtype = torch_dtypes(torch)[out_dtype_of(dtype)]
     outs = []
     for _ in range(runs):
-        guarded = torch.full((m + 2 * guard_rows, n), float("nan"), dtype=a.dtype, device=a.device)
+        guarded = torch.full((m + 2 * guard_rows, n), float("nan"), dtype=out_dtype, device=a.device)
         d = guarded[guard_rows : guard_rows + m]
         run(d)
         if a.is_cuda:
@@ -142,7 +180,7 @@ def verify(
     if unwritten:
         return Verdict(False, f"{unwritten} of {d.numel()} outputs never written (still NaN)")
     err = relative_error(d, ref)
-    tol = TOLERANCE[dtype]
+    tol = tolerance(dtype, a.shape[1])
     if not math.isfinite(err) or err > tol:
         return Verdict(False, f"relative error {err:.3e} > tolerance {tol:.0e}", err)
     if any(not torch.equal(outs[0], other) for other in outs[1:]):
