@@ -14,7 +14,8 @@ A request of a fused problem (its `epilogue` not none) draws the epilogue's oper
 them after D in the order the kernel names them, verifies D against the epilogue's float32
 reference, and times the kernel against cuBLAS followed by the ops as separate eager kernels
 (`tirtune.runner.inputs`); its replies name that baseline (`info["baseline"]`). A plain
-request runs and replies exactly as before epilogues existed.
+request runs and replies exactly as before epilogues existed. An FP8 request (e4m3 A and B) draws
+e4m3 operands, writes a bf16 D and is timed against torch._scaled_mm with its scales.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
-from tirtune.runner.inputs import Inputs, baseline, baseline_label, draw_inputs, operand_mismatch
+from tirtune.core.problem import FP8, out_dtype_of
+from tirtune.runner.inputs import Inputs, baseline, baseline_label, draw_inputs, operand_mismatch, torch_dtypes
 from tirtune.runner.verify import TOLERANCE, verify
 
 __all__ = [
@@ -205,7 +207,7 @@ class _Bench:
         except Exception as exc:  # a CUDA fault: the context is poisoned, the child must go
             return MeasureReply("LAUNCH_ERROR", f"kernel failed: {_short(exc)}", fatal=True)
         clock, power = self.nvml.clock_and_power()
-        info = _baseline_info(req.epilogue) if req.cublas else {}
+        info = _baseline_info(req.epilogue, req.dtype, req.n) if req.cublas else {}
         return MeasureReply(
             "OK", "", tuple(times), tuple(cublas), error, clock, power, info=info, round_ratios=tuple(ratios)
         )
@@ -231,7 +233,7 @@ class _Bench:
                 checked[i][2],
                 clock,
                 power,
-                info={"rounds": req.rounds, "pid": os.getpid(), **_baseline_info(req.epilogue)},
+                info={"rounds": req.rounds, "pid": os.getpid(), **_baseline_info(req.epilogue, req.dtype, req.n)},
                 round_ratios=tuple(ratios[slot]),
             )
         return RemeasureReply(tuple(r for r in replies if r is not None))
@@ -252,7 +254,7 @@ class _Bench:
         (cuBLAS; fused: cuBLAS and the ops). Each kernel's ratio of a round is that round's
         baseline median over the kernel's block median."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=inputs.a.dtype, device=self.device)
+        d = torch.empty(req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype)], device=self.device)
         launches = [lambda fn=fn: _call(fn, inputs, d) for fn in fns]
         cublas = baseline(torch, inputs, d)
         reps = [
@@ -286,7 +288,7 @@ class _Bench:
         """Kernel times, baseline times and the ratio of each round (baseline median / kernel
         median); the baseline is cuBLAS, for a fused problem cuBLAS and the ops (`inputs.baseline`)."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=inputs.a.dtype, device=self.device)
+        d = torch.empty(req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype)], device=self.device)
         kernel = lambda: _call(fn, inputs, d)  # noqa: E731
         cublas = baseline(torch, inputs, d)
         estimate = _median(self._events(kernel, 3))
@@ -425,9 +427,12 @@ def check(fn: Kernel, inputs: Inputs, dtype: str) -> tuple[MeasureReply | None, 
     return MeasureReply("WRONG_RESULT", verdict.message, rel_error=verdict.rel_error), verdict.rel_error
 
 
-def _baseline_info(epilogue: EpilogueSpec) -> dict[str, Any]:
-    """What a reply says of its baseline: nothing for a plain problem (cuBLAS, as ever), else its name."""
-    return {} if epilogue.is_none else {"baseline": baseline_label(epilogue)}
+def _baseline_info(epilogue: EpilogueSpec, dtype: str = "float16", n: int | None = None) -> dict[str, Any]:
+    """What a reply says of its baseline: nothing for a plain 16-bit problem (cuBLAS, as ever),
+    else its name (a fused problem's ops, FP8's torch._scaled_mm)."""
+    if epilogue.is_none and dtype != FP8:
+        return {}
+    return {"baseline": baseline_label(epilogue, dtype, n)}
 
 
 def _median(values: list[float]) -> float:
