@@ -135,6 +135,9 @@ def test_small_kernel_without_cluster_sets_no_attributes() -> None:
 def test_encoding_and_packing_refuse_what_they_cannot_do() -> None:
     assert tensor_map_dtype(MAP_A) == "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"
     assert encode_arguments(MAP_D, [0, 0, 1000]).address == 1256
+    # e4m3 operands move as 1-byte elements; a dtype the table does not name is refused.
+    fp8 = TensorMapSpec(0, 0, "float8_e4m3fn", 2, (4096, 64), (4096,), (128, 64), (1, 1), 0, 3, 2, 0)
+    assert tensor_map_dtype(fp8) == "CU_TENSOR_MAP_DATA_TYPE_UINT8"
     with pytest.raises(LaunchError):
         tensor_map_dtype(TensorMapSpec(0, 0, "float8_e4m3", 1, (8,), (), (8,), (1,), 0, 0, 0, 0))
     with pytest.raises(LaunchError, match="128"):

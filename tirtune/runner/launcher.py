@@ -41,9 +41,12 @@ __all__ = [
 
 TENSOR_MAP_BYTES = 128
 # TVM's descriptor dtypes -> CUtensorMapDataType member names (the exported wrapper's spelling).
+# The copy engine has no FP8 type: a 1-byte element moves as UINT8, as FP8 GEMMs encode their maps.
 _DTYPE_NAMES = {
     "uint8": "UINT8",
     "int8": "UINT8",
+    "float8_e4m3fn": "UINT8",
+    "float8_e5m2": "UINT8",
     "uint16": "UINT16",
     "uint32": "UINT32",
     "int32": "INT32",
