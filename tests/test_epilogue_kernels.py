@@ -7,7 +7,7 @@
   4-byte store of two columns, the DSMEM reduction's stores) or that fuses a fragment in place
   before it is staged (the TMA-store epilogues) is evaluated for every consumer thread of a CTA
   (and every rank of a split): each operand it reads must be read at the element it writes,
-  bias[n], residual[m, n], scale_row[m], scale_col[n] in the problem's axes (transposed with
+  bias[n], residual[m, n], scale_row[m], scale_col[n], scale_a[0], scale_b[0] in the problem's axes (transposed with
   swap_ab), and the first tile's every element is written (or fused) exactly once. A kernel that
   read bias at the kernel's row instead of the problem's column fails here, whatever compiles.
 * Builds (marked nvcc): the kernels compile for sm_90a with nvcc (several a call, as the cubin
@@ -48,6 +48,9 @@ def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **knobs: object)
 # along M and N, both dtypes, each op alone and combined.
 CASES: dict[str, tuple[Config, Problem]] = {
     "register-paired-bias": (_c(128, 128, 64, 4, 2, True), Problem.parse("1000x1000x1000", "float16", "bias")),
+    "register-paired-tensor-scales-bias": (
+        _c(128, 128, 64, 4, 2, True), Problem.parse("1000x1000x1000", "bfloat16", "scale_a+scale_b+bias")
+    ),
     "register-odd-n-residual-scale-row": (
         _c(128, 128, 64, 4, 2, True), Problem.parse("1000x1001x512", "bfloat16", "residual+scale_row")
     ),
@@ -154,7 +157,7 @@ def test_the_kernel_takes_its_operands_and_the_spec_names_them(name: str) -> Non
     plain_source, plain_spec = device_build.lower_device(config, _plain(problem))
     assert plain_spec.operands == ("A", "B", "D") and plain_spec.num_params == 3
     assert "operands" not in plain_spec.to_json()
-    assert not re.search(r"\b(bias|residual|scale_row|scale_col)_ptr\b", plain_source)
+    assert not re.search(r"\b(bias|residual|scale_a|scale_b|scale_row|scale_col)_ptr\b", plain_source)
 
 
 # --- where the operands are read ----------------------------------------------------------------------
@@ -207,7 +210,7 @@ def _fragment_place(config: Config, tid: int, block: int, r: int) -> tuple[int, 
 
 
 def _expected(problem: Problem, m: int, n: int) -> dict[str, int]:
-    return {"scale_row": m, "scale_col": n, "bias": n, "residual": m * problem.n + n}
+    return {"scale_a": 0, "scale_b": 0, "scale_row": m, "scale_col": n, "bias": n, "residual": m * problem.n + n}
 
 
 @pytest.mark.parametrize("name", EVALUATED)

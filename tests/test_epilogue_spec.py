@@ -39,7 +39,13 @@ RECORDED = (
         ("scale_row", ("scale_row",), "scale_row"),
         ("scale_col", ("scale_col",), "scale_col"),
         (" SwiGLU ", ("swiglu",), "swiglu"),
-        ("residual+bias+scale_col+scale_row", OPS, "scale_row+scale_col+bias+residual"),
+        ("scale_b+SCALE_A", ("scale_a", "scale_b"), "scale_a+scale_b"),
+        ("residual+bias+scale_col+scale_row", OPS[2:], "scale_row+scale_col+bias+residual"),
+        (
+            "residual+bias+scale_col+scale_row+scale_b+scale_a",
+            OPS,
+            "scale_a+scale_b+scale_row+scale_col+bias+residual",
+        ),
     ],
 )
 def test_parse_keeps_the_ops_in_the_fixed_order(text: str, ops: tuple[str, ...], canonical: str) -> None:
@@ -70,7 +76,7 @@ def test_parse_keeps_the_ops_in_the_fixed_order(text: str, ops: tuple[str, ...],
 def test_bad_text_is_refused_with_the_reason(text: str, message: str) -> None:
     with pytest.raises(SpaceError, match=message) as refused:
         EpilogueSpec.parse(text)
-    assert "of scale_row, scale_col, bias, residual (e.g. 'bias+residual')" in str(refused.value)
+    assert "of scale_a, scale_b, scale_row, scale_col, bias, residual (e.g. 'bias+residual')" in str(refused.value)
     assert len(str(refused.value)) < 300  # never echoes a long input
 
 
@@ -92,6 +98,8 @@ def test_bad_values_are_refused() -> None:
 def test_each_op_brings_its_operand_in_parameter_order() -> None:
     everything = EpilogueSpec(OPS).operands(300, 200, "bfloat16")
     assert everything == (
+        Operand("scale_a", (1,), "float32"),
+        Operand("scale_b", (1,), "float32"),
         Operand("scale_row", (300,), "float32"),
         Operand("scale_col", (200,), "float32"),
         Operand("bias", (200,), "bfloat16"),

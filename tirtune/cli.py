@@ -32,8 +32,8 @@ __all__ = ["main"]
 log = logging.getLogger("tirtune")
 
 EPILOGUE_HELP = (
-    "the fused epilogue: none (default) or ops joined by '+', each once, of scale_row, scale_col, bias, "
-    "residual (e.g. bias+residual); part of the problem: its trials and best are its own"
+    "the fused epilogue: none (default), swiglu alone, or ops joined by '+', each once, of scale_a, scale_b, "
+    "scale_row, scale_col, bias, residual (e.g. bias+residual); part of the problem: its trials and best are its own"
 )
 
 

@@ -4,6 +4,8 @@
 whatever order the text named them in:
 
     acc = A @ B.T                         (fp32)
+    acc = acc * scale_a[0]                "scale_a": one fp32 value (A's per-tensor scale)
+    acc = acc * scale_b[0]                "scale_b": one fp32 value (B's per-tensor scale)
     acc = acc * scale_row[m]              "scale_row": an fp32 vector of length M
     acc = acc * scale_col[n]              "scale_col": an fp32 vector of length N
     acc = acc + bias[n]                   "bias": a vector of D's dtype, length N
@@ -35,10 +37,22 @@ from itertools import combinations
 
 from tirtune.core.errors import SpaceError
 
-__all__ = ["EPILOGUE_NONE", "EPILOGUE_TEXTS", "GATE_GROUP", "KNOWN_OPS", "OPS", "SWIGLU", "EpilogueSpec", "Operand"]
+__all__ = [
+    "EPILOGUE_NONE",
+    "EPILOGUE_TEXTS",
+    "GATE_GROUP",
+    "KNOWN_OPS",
+    "OPS",
+    "SCALE_OPS",
+    "SWIGLU",
+    "EpilogueSpec",
+    "Operand",
+]
 
 # The ops that take an operand, in the order they are applied (and their operands passed).
-OPS: tuple[str, ...] = ("scale_row", "scale_col", "bias", "residual")
+OPS: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col", "bias", "residual")
+# The scaling ops: what dequantizes a quantized (FP8) product, applied first.
+SCALE_OPS: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col")
 # The gated activation: D = silu(A @ gate.T) * (A @ up.T), B holding both weights interleaved.
 SWIGLU = "swiglu"
 # Every op a spec may hold ("swiglu" only alone).
@@ -121,6 +135,8 @@ class EpilogueSpec:
         """The extra kernel operands of an (M, N) output of `dtype`, in parameter order (none
         for swiglu, whose second weight is B's other half)."""
         shapes = {
+            "scale_a": ((1,), "float32"),
+            "scale_b": ((1,), "float32"),
             "scale_row": ((m,), "float32"),
             "scale_col": ((n,), "float32"),
             "bias": ((n,), dtype),

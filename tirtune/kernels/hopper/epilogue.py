@@ -15,7 +15,7 @@ and stored under guards on M and N:
 The serial split-K reduction's last rank stores through `store_block` too, and the DSMEM
 reduction's pairs through `store2` (`splitk.py`). The staged epilogues are `staging.py`.
 
-A problem's fused epilogue (core/epilogue.py: scale_row, scale_col, bias, residual, in that
+A problem's fused epilogue (core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual, in that
 order) is applied to each fp32 value as it is written to D, inside the same guards on M and N
 (`fuse`: the value at the kernel's (row, col), which with swap_ab is the problem's (n, m)):
 `store_block` on every path, the DSMEM reduction on each summed value (`splitk.py`), and, before
@@ -113,7 +113,11 @@ class Epilogue:
                 raise SpaceError("swiglu pairs registers in store_block only (rules.swiglu_whole_sums)")
             pm, pn = (col, row) if SWAP else (row, col)
             for op in OPS:
-                if op == "scale_row":
+                if op == "scale_a":
+                    value = value * X.scale_a[0]
+                elif op == "scale_b":
+                    value = value * X.scale_b[0]
+                elif op == "scale_row":
                     value = value * X.scale_row[pm]
                 elif op == "scale_col":
                     value = value * X.scale_col[pn]

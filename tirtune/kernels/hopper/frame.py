@@ -28,6 +28,8 @@ class FusedOperands:
     """The fused epilogue's extra operands (core/epilogue.py), TIR buffers in the problem's axes,
     each None where the problem's epilogue lacks its op."""
 
+    scale_a: Any = None
+    scale_b: Any = None
     scale_row: Any = None
     scale_col: Any = None
     bias: Any = None
@@ -35,7 +37,8 @@ class FusedOperands:
 
     def params(self) -> tuple[Any, ...]:
         """The buffers present, in parameter order (core.epilogue.OPS)."""
-        return tuple(b for b in (self.scale_row, self.scale_col, self.bias, self.residual) if b is not None)
+        ordered = (self.scale_a, self.scale_b, self.scale_row, self.scale_col, self.bias, self.residual)
+        return tuple(b for b in ordered if b is not None)
 
 
 @dataclass(frozen=True, slots=True)
