@@ -30,9 +30,11 @@ from typing import Any
 
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
+from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
 from tirtune.space.hopper.rules import (
+    FP8_KNOBS,
     SWIGLU_KNOBS,
     kernel_tiles,
     swap_ab_pingpong_unclustered,
@@ -1352,6 +1354,37 @@ def _fuzz_swiglu(count: int, seed: int) -> list[tuple[Config, Problem]]:
     )
 
 
+# The FP8 sweep's problems: e4m3 A and B, a bf16 D; decode (M of 7 to 64), ragged M, N and K (K a
+# multiple of 16, e4m3's 16-byte TMA rows, but not of the 128-deep k-tile: 1040, 1552), prefill
+# and large, K from 512 to 16384 (the FP8 accumulation's error grows with K), each unscaled, with
+# per-tensor scales or with per-token x per-channel ones, some with a bias or residual after them.
+FP8_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, FP8, epilogue)
+    for m, n, k, epilogue in (
+        (16, 4096, 4096, "scale_a+scale_b"),
+        (7, 11008, 4096, "scale_row+scale_col"),
+        (100, 1000, 2048, "none"),
+        (333, 2056, 1552, "scale_row+scale_col"),
+        (1000, 3584, 3584, "scale_row+scale_col+bias"),
+        (3000, 104, 512, "none"),
+        (4096, 4096, 4096, "scale_row+scale_col"),
+        (257, 18944, 3584, "scale_row+scale_col+residual"),
+        (13, 1000, 1040, "none"),
+        (2048, 2048, 16384, "scale_row+scale_col"),
+        (64, 7168, 8192, "scale_a+scale_b+bias"),
+        (8192, 8192, 1024, "scale_row+scale_col"),
+    )
+)
+
+
+def _fuzz_fp8(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points over FP8_PROBLEMS in turn, the knobs drawn from the whole grid
+    with what an FP8 kernel takes laid over them (TMA loads, the register epilogue, whole sums:
+    rules.FP8_KNOBS), blk_k 128 or 256 as drawn: every path an FP8 problem can be tuned over
+    (swapped, ping-pong, persistent, clusters with multicast, L2 hints, k_rotate)."""
+    return _fuzz_forced(count, seed, FP8_PROBLEMS, lambda rng, turn: dict(FP8_KNOBS), accept=HOPPER.is_valid)
+
+
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
 # chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
 # each base tile persistent as it is and with stream_k.
@@ -1553,6 +1586,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "swap-fitted": _swap_fitted,
     # The swiglu epilogue's correctness sweep: 100 points over SWIGLU_PROBLEMS, seed 45.
     "swiglu-fuzz": lambda: _fuzz_swiglu(100, seed=45),
+    # The FP8 kernels' correctness sweep: 200 points over FP8_PROBLEMS, seed 47.
+    "fp8-fuzz": lambda: _fuzz_fp8(200, seed=47),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
