@@ -13,6 +13,8 @@ ratio of the variant's first and best-of-eight configs as a fraction of the best
 - `wreg`: log ratio, each problem weighing the same (`equal`), optionally times frac**`top`
   (frac: the sample's ratio over its problem's best), which leans on the good configs;
 - `norm`: log(ratio / the problem's best) (`ref` "best") or minus its mean log ratio ("mean");
+- `ens`: `members` fits of `wreg` with consecutive seeds, scored by the members' mean log ratio
+  minus `spread` times their standard deviation;
 - `rank`: LightGBM `lambdarank` or `rank_xendcg`, one group per problem, a config's geometric
   mean as its row, labelled 0..`levels` by its fraction of the problem's best over the top
   `scale` (below 1 - scale: 0), gains `exp` (2^l - 1), `sq` or `lin`.
@@ -111,7 +113,27 @@ def rank(
     return _fit(X[rows], np.array(labels), {**extra, **kw}, group=groups)
 
 
-VARIANTS: dict[str, Callable[..., Scorer]] = {"regression": regression, "wreg": wreg, "norm": norm, "rank": rank}
+def ens(idx: np.ndarray, members: int = 5, spread: float = 0.0, **kw: Any) -> Scorer:
+    """`members` fits of `wreg` (seeds 0..members-1, the other settings as given), scored by their
+    mean log ratio minus `spread` times their standard deviation (a pick the members agree on)."""
+    seed = int(kw.pop("seed", 0))
+    fits = [wreg(idx, **{**kw, "seed": seed + i}) for i in range(members)]
+
+    def score(rows: np.ndarray) -> np.ndarray:
+        logs = np.stack([f(rows) for f in fits])
+        out: np.ndarray = logs.mean(axis=0) - spread * logs.std(axis=0)
+        return out
+
+    return score
+
+
+VARIANTS: dict[str, Callable[..., Scorer]] = {
+    "regression": regression,
+    "wreg": wreg,
+    "norm": norm,
+    "rank": rank,
+    "ens": ens,
+}
 
 
 def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
