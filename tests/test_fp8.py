@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tirtune.core import SpaceError
-from tirtune.core.problem import FP8, GEMM_DTYPES, normalize_dtype
+from tirtune.core.problem import DTYPES, FP8, GEMM_DTYPES, HALF_DTYPES, normalize_dtype
 from tirtune.kernels import plan
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import BLACKWELL
@@ -57,20 +57,22 @@ def test_16_bit_problems_keep_their_sizes() -> None:
         assert problem.min_bytes == (64 * 512 + 256 * 512 + 64 * 256) * 2 + 256 * 2
 
 
-def test_the_served_dtypes_stay_16_bit() -> None:
-    # The service, the tuner's transfers and the dispatcher take the 16-bit types only.
-    assert FP8 in GEMM_DTYPES
-    with pytest.raises(SpaceError, match="expected one of float16, bfloat16"):
-        normalize_dtype("fp8")
-    assert normalize_dtype("fp8", GEMM_DTYPES) == FP8
+def test_fp8_is_served_and_the_16_bit_dtypes_are_the_models() -> None:
+    # The service, the tuner and the dispatcher take FP8; the cost model and the tuner's transfers
+    # keep to the 16-bit types (HALF_DTYPES).
+    assert FP8 in GEMM_DTYPES and FP8 in DTYPES and FP8 not in HALF_DTYPES
+    assert normalize_dtype("fp8") == normalize_dtype("E4M3") == FP8
+    with pytest.raises(SpaceError, match="expected one of float16, bfloat16, float8_e4m3fn"):
+        normalize_dtype("fp4")
 
 
-def test_no_job_tunes_an_fp8_problem_yet() -> None:
+def test_a_job_may_tune_an_fp8_problem() -> None:
     from tirtune.space import branches
 
-    with pytest.raises(SpaceError, match="built but not measured yet"):
-        branches.check_problem(FP8_4096)
+    branches.check_problem(FP8_4096)
     branches.check_problem(Problem(4096, 4096, 4096, "bfloat16"))
+    with pytest.raises(SpaceError, match="one-row operands"):
+        branches.check_problem(Problem(1, 4096, 4096, FP8))
 
 
 def test_fp8_k_needs_16_elements_for_tma() -> None:

@@ -54,7 +54,12 @@ def prediction_gpu(s: Session, gpu: str | None) -> str | None:
 
 
 def unpredictable(problem: Problem) -> str | None:
-    """Why the cost model cannot speak for `problem` at all (a fused epilogue), or None."""
+    """Why the cost model cannot speak for `problem` at all (FP8 operands, a fused epilogue), or None."""
+    if problem.is_fp8:
+        return (
+            f"the cost model learns from 16-bit GEMMs only, so it has nothing to say of FP8 operands "
+            f"({problem.dtype}); POST /tune measures it"
+        )
     if problem.epilogue.is_none:
         return None
     return (

@@ -44,9 +44,12 @@ __all__ = [
     "KNOWN_OPS",
     "OPS",
     "SCALE_OPS",
+    "SCALINGS",
     "SWIGLU",
     "EpilogueSpec",
     "Operand",
+    "scaling_of",
+    "with_scaling",
 ]
 
 # The ops that take an operand, in the order they are applied (and their operands passed).
@@ -149,6 +152,48 @@ class EpilogueSpec:
 
 
 EPILOGUE_NONE = EpilogueSpec()
+
+# How a quantized (FP8) product is dequantized, by name, and the epilogue ops that do it: per
+# tensor (A's and B's one scale each), per token x per channel (a scale per row of A and per row
+# of B, i.e. per column of D). "block" (DeepSeek-V3's 1x128 / 128x128 scales along K) scales the
+# sum inside the k loop, which the template does not build.
+SCALINGS: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "tensor": ("scale_a", "scale_b"),
+    "rowcol": ("scale_row", "scale_col"),
+}
+UNBUILT_SCALINGS = ("block",)
+
+
+def with_scaling(spec: EpilogueSpec, scaling: str) -> EpilogueSpec:
+    """`spec` with the scaling's ops added ("tensor": scale_a+scale_b, "rowcol":
+    scale_row+scale_col, "none": itself), beside any scale `spec` already names (each op applies
+    once; `scaling_of` then says "custom"); SpaceError for an unknown or unbuilt scaling."""
+    name = str(scaling).strip().lower()
+    if name in UNBUILT_SCALINGS:
+        raise SpaceError(
+            f"scaling {name!r} (scales per 128-deep k block, applied inside the k loop) is not built yet: "
+            f"expected one of {', '.join(SCALINGS)}"
+        )
+    if name not in SCALINGS:
+        raise SpaceError(f"unknown scaling {_short(scaling)}: expected one of {', '.join(SCALINGS)}")
+    ops = SCALINGS[name]
+    if not ops:
+        return spec
+    if spec.gated:
+        raise SpaceError(f"scaling {name!r} does not combine with swiglu")
+    return EpilogueSpec(tuple(dict.fromkeys((*spec.ops, *ops))))
+
+
+def scaling_of(spec: EpilogueSpec) -> str:
+    """The scaling `spec`'s ops make: "tensor", "rowcol", "none" without scales, "custom" for any
+    other set of them (scale_row alone, say)."""
+    scales = tuple(op for op in spec.ops if op in SCALE_OPS)
+    for name, ops in SCALINGS.items():
+        if scales == ops:
+            return name
+    return "custom"
+
 
 # Every valid epilogue's canonical text: "none", each combination of OPS, and "swiglu".
 EPILOGUE_TEXTS: tuple[str, ...] = (

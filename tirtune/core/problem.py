@@ -10,11 +10,10 @@ e.g. in a query, and is refused where it would be queued or built).
 An FP8 problem (dtype "float8_e4m3fn", aliases "fp8" and "e4m3") has A and B in e4m3 (1 byte an
 element) and writes D in bfloat16 (`out_dtype`): e4m3 holds too few mantissa bits to store a
 product's sums, and bfloat16 keeps their range. Its epilogue operands of D's dtype (bias,
-residual) are bfloat16 too; the scaling of a quantized product is the epilogue's fp32 vectors:
-per-token x per-channel is "scale_row+scale_col" (length M and N), and a per-tensor scale is the
-same pair with every element equal. FP8 is a dtype of the GEMM template (`GEMM_DTYPES`), not yet
-one the service, the tuner's transfers or the dispatcher serve (`DTYPES`, the 16-bit types):
-`normalize_dtype` takes the served ones unless told otherwise."""
+residual) are bfloat16 too; the scaling of a quantized product is the epilogue's: per tensor
+"scale_a+scale_b" (one fp32 value each), per token x per channel "scale_row+scale_col" (fp32
+vectors of length M and N). Every dtype of `DTYPES` is served end to end; `HALF_DTYPES`, the
+16-bit ones, are what the cost model learns from and what tuned problems transfer between."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ __all__ = [
     "DTYPE_NAMES",
     "FP8",
     "GEMM_DTYPES",
+    "HALF_DTYPES",
     "MAX_DIM",
     "SHAPE_PATTERN",
     "Problem",
@@ -40,14 +40,15 @@ __all__ = [
 ]
 
 
-# The dtypes served end to end (the service, the tuner, the dispatcher, the measuring child).
-DTYPES: tuple[str, ...] = ("float16", "bfloat16")
-_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16"}
-DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
-# e4m3 operands with a bfloat16 D: a dtype of the template (a `Problem` takes it), not served yet.
+# e4m3 operands with a bfloat16 D.
 FP8 = "float8_e4m3fn"
-GEMM_DTYPES: tuple[str, ...] = (*DTYPES, FP8)
-_GEMM_ALIASES = {**_ALIASES, "fp8": FP8, "e4m3": FP8}
+# The 16-bit dtypes: the cost model's (tirtune.model) and the tuner's transfers' domain.
+HALF_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
+# The dtypes served end to end (the service, the tuner, the dispatcher, the measuring child).
+DTYPES: tuple[str, ...] = (*HALF_DTYPES, FP8)
+GEMM_DTYPES = DTYPES  # the dtypes a `Problem` takes: every served one
+_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16", "fp8": FP8, "e4m3": FP8}
+DTYPE_NAMES: tuple[str, ...] = (*DTYPES, *_ALIASES)  # what `normalize_dtype` takes (any case)
 # D's dtype for operands that are not a store type of their own.
 _OUT_DTYPES = {FP8: "bfloat16"}
 # A dimension above 2**20 would need more than a GPU's memory for any sensible other two.
@@ -95,7 +96,7 @@ def _short_repr(value: object, limit: int = 64) -> str:
 def normalize_dtype(dtype: str, accepted: tuple[str, ...] = DTYPES) -> str:
     """Canonical dtype name ('fp16' -> 'float16', 'fp8' -> 'float8_e4m3fn'); SpaceError for
     anything outside `accepted` (the served dtypes unless told otherwise)."""
-    name = _GEMM_ALIASES.get(str(dtype).strip().lower(), str(dtype).strip().lower())
+    name = _ALIASES.get(str(dtype).strip().lower(), str(dtype).strip().lower())
     if name not in accepted:
         raise SpaceError(f"unsupported dtype {quoted(dtype)}: expected one of {', '.join(accepted)}")
     return name

@@ -32,6 +32,7 @@ from tirtune.core import (
     Stack,
     normalize_dtype,
 )
+from tirtune.core.problem import HALF_DTYPES
 from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
@@ -835,7 +836,9 @@ def training_samples(
     weighs figures, it does not serve them. A reused measurement (the same key measured once,
     recorded again for another job) is one sample. Only plain GEMMs (epilogue "none"): the model's
     features do not see a fused epilogue, so a fused problem's figures would be learned as the
-    plain GEMM's of its shape (docs/design.md, "Epilogues")."""
+    plain GEMM's of its shape (docs/design.md, "Epilogues"); and only 16-bit operands
+    (`HALF_DTYPES`): the features count 2-byte elements and a 16-bit MMA peak, so FP8 figures would
+    be learned as a 16-bit GEMM's, and every 16-bit ranking would move with them."""
     stmt = (
         sa.select(
             Measurement.id,
@@ -855,6 +858,7 @@ def training_samples(
             Measurement.source == Source(source).value,
             Measurement.template_version.startswith(version_prefix),
             Measurement.epilogue == str(EPILOGUE_NONE),
+            Measurement.dtype.in_(HALF_DTYPES),
         )
         .order_by(Measurement.id)
         .limit(limit)

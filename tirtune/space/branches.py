@@ -116,14 +116,9 @@ def branch_for_gpu_name(gpu_name: str) -> Branch | None:
 
 def check_problem(problem: Problem) -> None:
     """Refuse, before any branch is chosen, a problem that no branch can tune (the default
-    branch's reasons); the chosen branch's space checks it again. An FP8 problem is built by the
-    Hopper template but cannot be measured yet (the measuring child, its check and its baseline
-    take the served dtypes only), so no job tunes it."""
+    branch's reasons); the chosen branch's space checks it again."""
     if problem.dtype not in DTYPES:
-        raise SpaceError(
-            f"dtype={problem.dtype}: its kernels are built but not measured yet (the measuring child takes "
-            f"{', '.join(DTYPES)}), so it cannot be tuned"
-        )
+        raise SpaceError(f"dtype={problem.dtype}: not served (expected one of {', '.join(DTYPES)})")
     if any(not b.space.problem_violations(problem) for b in _ENTRIES):
         return
     BRANCHES[DEFAULT_ARCH].space.check_problem(problem)

@@ -171,6 +171,9 @@ class JobLoop:
         """The cost model at this job's problem, or None (no keeper, or too little to learn from)."""
         if self.models is None:
             return None
+        if job.problem.is_fp8:  # the model learns from 16-bit GEMMs only (repo.training_samples)
+            log.info("job %d: an FP8 problem, searched without the cost model", job.id)
+            return None
         model = self.models.model(job.gpu_name, version_prefix, self.source)
         if model is None:
             return None

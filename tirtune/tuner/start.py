@@ -29,7 +29,8 @@ import logging
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.core import DTYPES, Config, Problem, Source
+from tirtune.core import Config, Problem, Source
+from tirtune.core.problem import FP8, HALF_DTYPES
 from tirtune.db import repo, transaction
 from tirtune.model.guide import Guide
 from tirtune.space.branches import Branch
@@ -60,9 +61,12 @@ def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str |
     """The best configs of the nearest problems tuned before (nearest first; none for the
     problem itself, whose own measurements the job reuses anyway), only those the branch's space
     still holds (a knob value it no longer searches, such as trim=True, is not proposed again)."""
+    # Between 16-bit problems only, or FP8 ones only: an FP8 tile reads twice the k of a 16-bit one
+    # a stage, so the other width's bests are other kernels.
+    dtypes = (FP8,) if problem.is_fp8 else HALF_DTYPES
     tuned = [
         p
-        for dtype in DTYPES
+        for dtype in dtypes
         for p in repo.tuned_problems(s, dtype, epilogue=problem.epilogue, gpu_name=gpu_name, source=source)
     ]
     configs: list[Config] = []
