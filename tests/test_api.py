@@ -69,7 +69,7 @@ def test_tune_queues_a_job(client: TestClient) -> None:
     job = response.json()
     assert response.headers["location"] == f"/jobs/{job['id']}"
     assert job["state"] == "QUEUED" and job["shape"] == "4096x4096x4096" and job["arch"] == "sm_90a"
-    assert job["problem"] == {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16", "epilogue": "none"}
+    assert job["problem"] == {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16", "epilogue": "none", "scaling": "none"}
     assert job["max_trials"] == 8 and job["trials_done"] == 0 and job["progress"] == 0 and job["best"] is None
     assert client.get(f"/jobs/{job['id']}").json() == job
 

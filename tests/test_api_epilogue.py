@@ -53,7 +53,7 @@ def test_tune_keys_the_job_by_its_epilogue(client: TestClient) -> None:
     fused = client.post("/tune", json={**BODY, "epilogue": "Residual+BIAS"})
     assert fused.status_code == 202, fused.text
     job = fused.json()
-    assert job["problem"] == {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16", "epilogue": "bias+residual"}
+    assert job["problem"] == {"m": 4096, "n": 4096, "k": 4096, "dtype": "float16", "epilogue": "bias+residual", "scaling": "none"}
     plain = client.post("/tune", json=BODY)  # the same shape, plain: a job of its own
     assert plain.status_code == 202 and plain.json()["id"] != job["id"]
     assert plain.json()["problem"]["epilogue"] == "none"
@@ -161,8 +161,10 @@ def test_the_schema_documents_the_epilogue(client: TestClient) -> None:
     assert len(body["properties"]["epilogue"]["enum"]) == 2**6 + 1 and "swiglu" in body["properties"]["epilogue"]["enum"]
     assert {"if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
             "then": {"properties": {"n": {"multipleOf": 8}}}} in body["allOf"]
+    # Blackwell writes A @ B.T alone: no epilogue, no scaling (its ops), no FP8 operands.
     assert {"if": {"properties": {"arch": {"const": "sm_100a"}}, "required": ["arch"]},
-            "then": {"properties": {"epilogue": {"const": "none"}}}} in body["allOf"]
+            "then": {"properties": {"epilogue": {"const": "none"}, "scaling": {"const": "none"},
+                                    "dtype": {"not": {"const": "float8_e4m3fn"}}}}} in body["allOf"]
     for path in ("/best", "/trials", "/studies/{shape}/{dtype}/summary"):
         params = {p["name"]: p for p in spec["paths"][path]["get"]["parameters"]}
         assert "%2B" in params["epilogue"]["description"] and "bias+residual" in params["epilogue"]["schema"]["enum"]
@@ -177,7 +179,7 @@ def test_tune_and_best_take_swiglu(client: TestClient, db_factory: Factory) -> N
     body = {"m": 16, "n": 14336, "k": 4096, "dtype": "bf16"}
     job = client.post("/tune", json={**body, "epilogue": "SwiGLU"})
     assert job.status_code == 202, job.text
-    assert job.json()["problem"] == {"m": 16, "n": 14336, "k": 4096, "dtype": "bfloat16", "epilogue": "swiglu"}
+    assert job.json()["problem"] == {"m": 16, "n": 14336, "k": 4096, "dtype": "bfloat16", "epilogue": "swiglu", "scaling": "none"}
     gated = Problem.parse("16x14336x4096", "bf16", "swiglu")
     measure(db_factory, gated, 0.5)
     best = client.get("/best", params={"shape": "16x14336x4096", "dtype": "bf16", "epilogue": "swiglu"})

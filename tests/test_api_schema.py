@@ -152,7 +152,9 @@ def test_the_schema_states_the_real_rules() -> None:
     for path, where in (("/best", "query"), ("/trials", "query"), ("/studies/{shape}/{dtype}/summary", "path")):
         params = {p["name"]: p for p in spec["paths"][path]["get"]["parameters"] if p["in"] == where}
         assert params["shape"]["schema"]["pattern"] == SHAPE_PATTERN
-        assert set(params["dtype"]["schema"]["enum"]) == {"float16", "bfloat16", "fp16", "bf16", "half", "f16"}
+        assert set(params["dtype"]["schema"]["enum"]) == {
+            "float16", "bfloat16", "float8_e4m3fn", "fp16", "bf16", "half", "f16", "fp8", "e4m3"
+        }
 
 
 @pytest.mark.parametrize("k", [8, 16, 4096, MAX_DIM])
@@ -172,6 +174,6 @@ def test_integral_numbers_are_integers_as_the_schema_says(tmp_path: Path) -> Non
     with TestClient(create_app(Settings(database_url=url), start_workers=False)) as client:
         body = {"m": 64.0, "n": 64, "k": 64.0, "max_trials": 2.0}
         assert client.post("/tune", json=body).json()["problem"] == {"m": 64, "n": 64, "k": 64, "dtype": "float16",
-                                                                 "epilogue": "none"}
+                                                                 "epilogue": "none", "scaling": "none"}
         for bad in ({**body, "m": 64.5}, {**body, "m": "64"}, {**body, "m": True}):
             assert client.post("/tune", json=bad).status_code == 422

@@ -37,6 +37,23 @@ EPILOGUE_HELP = (
 )
 
 
+DTYPE_HELP = "float16 (default), bfloat16 or float8_e4m3fn (fp8: e4m3 A and B, a bf16 D)"
+SCALING_HELP = (
+    "the scaling of a quantized (FP8) product, added to the epilogue: none (default), tensor "
+    "(scale_a+scale_b, one fp32 value each) or rowcol (scale_row+scale_col, per token and per channel)"
+)
+
+
+def _with_scaling(args: argparse.Namespace) -> None:
+    """Fold --scaling into --epilogue (core.epilogue.with_scaling); a SpaceError says why not."""
+    from tirtune.core import EpilogueSpec
+    from tirtune.core.epilogue import with_scaling
+
+    scaling = getattr(args, "scaling", "none")
+    if str(scaling).strip().lower() != "none":
+        args.epilogue = str(with_scaling(EpilogueSpec.parse(args.epilogue), scaling))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tirtune", description="Autotune TIRx GEMM kernels on the local GPU.")
     p.add_argument("--version", action="version", version=f"tirtune {__version__}")
@@ -53,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         help="tune every problem of FILE (a line each: `[name] MxNxK[:dtype]`, # comments) as one "
         "batch with one progress display and one summary table",
     )
-    tune.add_argument("--dtype", default="float16", help="float16 (default) or bfloat16")
+    tune.add_argument("--dtype", default="float16", help=DTYPE_HELP)
     tune.add_argument("--epilogue", default="none", help=EPILOGUE_HELP)
+    tune.add_argument("--scaling", default="none", help=SCALING_HELP)
     tune.add_argument("--trials", type=int, default=64, help="distinct configurations to try (default 64)")
     tune.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
     tune.add_argument(
@@ -103,8 +121,9 @@ def _parser() -> argparse.ArgumentParser:
 
     best = sub.add_parser("best", help="show the best stored configuration for a problem (the JSON of GET /best)")
     best.add_argument("shape")
-    best.add_argument("--dtype", default="float16")
+    best.add_argument("--dtype", default="float16", help=DTYPE_HELP)
     best.add_argument("--epilogue", default="none", help=EPILOGUE_HELP)
+    best.add_argument("--scaling", default="none", help=SCALING_HELP)
     best.add_argument("--gpu", default=None, help="GPU name (default: any)")
     best.add_argument(
         "--source",
@@ -178,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "branches": _branches,
             "export": _export,
         }
+        _with_scaling(args)
         return commands[args.command](args)
     except TirtuneError as exc:
         print(f"tirtune: error: {exc}", file=sys.stderr)  # noqa: T201
@@ -201,7 +221,7 @@ def _tune(args: argparse.Namespace) -> int:
         raise _usage("give a shape (MxNxK) or --shapes FILE, not both")
     if args.shapes is not None:
         if args.epilogue.strip().lower() != "none":
-            raise _usage("--epilogue takes one shape, not --shapes FILE (a batch tunes plain GEMMs)")
+            raise _usage("--epilogue and --scaling take one shape, not --shapes FILE (a batch tunes plain GEMMs)")
         from tirtune.tuner.batch_command import parse_shapes
 
         return _batch(args, parse_shapes(args.shapes.read_text(), args.dtype))

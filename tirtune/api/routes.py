@@ -32,6 +32,7 @@ from tirtune.api.schemas import (
     parse_epilogue,
 )
 from tirtune.core import EpilogueSpec, Outcome, Problem, Source, SpaceError
+from tirtune.core.epilogue import SCALINGS, with_scaling
 from tirtune.core.problem import DTYPE_NAMES, MAX_DIM, SHAPE_PATTERN, normalize_dtype
 from tirtune.db import JobRecord, JobState, repo, transaction
 from tirtune.model.keeper import ModelKeeper
@@ -63,7 +64,7 @@ SHAPE_DOC = (
     f"MxNxK, e.g. 4096x4096x4096: ASCII digits, each dimension 1..{MAX_DIM} "
     "(spaces or tabs around the numbers are allowed)"
 )
-DTYPE_DOC = "float16 or bfloat16 (aliases fp16, half, f16, bf16; any case)"
+DTYPE_DOC = "float16, bfloat16 or float8_e4m3fn (aliases fp16, half, f16, bf16, fp8, e4m3; any case)"
 SHAPE_SCHEMA = {"pattern": SHAPE_PATTERN}
 DTYPE_SCHEMA = {"enum": list(DTYPE_NAMES)}
 Shape = Annotated[str, Query(max_length=64, description=SHAPE_DOC, json_schema_extra=SHAPE_SCHEMA)]
@@ -73,9 +74,17 @@ EPILOGUE_SCHEMA = {"enum": list(EPILOGUE_TEXTS)}
 Epilogue = Annotated[str, Query(max_length=200, description=EPILOGUE_DOC, json_schema_extra=EPILOGUE_SCHEMA)]
 
 
-def parse_problem(shape: str, dtype: str, epilogue: str) -> Problem:
-    """The problem a query names; SpaceError (422 `invalid_problem`) with the reason otherwise."""
-    return Problem.parse(shape, dtype, str(parse_epilogue(epilogue)))
+SCALING_DOC = (
+    "the scaling of a quantized (FP8) product, added to `epilogue`: none (default), tensor "
+    "(scale_a+scale_b), rowcol (scale_row+scale_col); block is not built (422)"
+)
+Scaling = Annotated[str, Query(max_length=16, description=SCALING_DOC, json_schema_extra={"enum": list(SCALINGS)})]
+
+
+def parse_problem(shape: str, dtype: str, epilogue: str, scaling: str = "none") -> Problem:
+    """The problem a query names (its scaling's ops in its epilogue); SpaceError (422
+    `invalid_problem`) with the reason otherwise."""
+    return Problem.parse(shape, dtype, str(with_scaling(parse_epilogue(epilogue), scaling)))
 
 
 @router.post(
@@ -167,6 +176,7 @@ async def best(
     shape: Shape,
     dtype: Dtype = "float16",
     epilogue: Epilogue = "none",
+    scaling: Scaling = "none",
     gpu: Annotated[str | None, Query(max_length=128, pattern=PRINTABLE)] = None,
     fallback: Annotated[
         Literal["none", "nearest"],
@@ -201,7 +211,7 @@ async def best(
     Answers are cached per API process until the measurements or re-measurements change (checked
     every `best_cache_check_s`, 1 s by default; see tirtune.api.cache): hits wait on neither the
     database nor a worker thread."""
-    problem = parse_problem(shape, dtype, epilogue)
+    problem = parse_problem(shape, dtype, epilogue, scaling)
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)

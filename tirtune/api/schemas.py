@@ -9,8 +9,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, f
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.core import EpilogueSpec, Outcome, Roofline, Source, epilogue
-from tirtune.core.epilogue import GATE_GROUP, OPS
-from tirtune.core.problem import MAX_DIM
+from tirtune.core.epilogue import GATE_GROUP, OPS, scaling_of, with_scaling
+from tirtune.core.problem import FP8, MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
 from tirtune.db.records import RemeasurementRecord
@@ -108,23 +108,45 @@ def parse_epilogue(text: str) -> EpilogueSpec:
 
 def _refused_epilogues() -> list[JsonValue]:
     """JSON Schema `if`/`then` per branch whose problem rules refuse every fused epilogue (the
-    Blackwell template writes A @ B.T alone: `fused_epilogue_supported`), so that the schema
-    states the rule POST /tune applies."""
+    Blackwell template writes A @ B.T alone: `fused_epilogue_supported`) or FP8 operands, so that
+    the schema states the rules POST /tune applies."""
     fused = Problem(64, 64, 64, "float16", EpilogueSpec(("bias",)))
-    return [
-        {
-            "if": {"properties": {"arch": {"const": b.arch}}, "required": ["arch"]},
-            "then": {"properties": {"epilogue": {"const": str(EpilogueSpec())}}},
-        }
-        for b in BRANCHES.values()
-        if any(v.rule == "fused_epilogue_supported" for v in b.space.problem_violations(fused))
-    ]
+    fp8 = Problem(64, 64, 64, FP8)
+    rules: list[JsonValue] = []
+    for b in BRANCHES.values():
+        then: dict[str, JsonValue] = {}
+        if any(v.rule == "fused_epilogue_supported" for v in b.space.problem_violations(fused)):
+            then["epilogue"] = {"const": str(EpilogueSpec())}
+            then["scaling"] = {"const": "none"}  # a scaling is epilogue ops too
+        if b.space.problem_violations(fp8):
+            then["dtype"] = {"not": {"const": FP8}}
+        if then:
+            rules.append(
+                {"if": {"properties": {"arch": {"const": b.arch}}, "required": ["arch"]}, "then": {"properties": then}}
+            )
+    return rules
 
 
 # swiglu's N (rules.swiglu_n_aligned): B interleaves its gate and up weights by 8 rows.
 _SWIGLU_N: JsonValue = {
     "if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
     "then": {"properties": {"n": {"multipleOf": GATE_GROUP}}},
+}
+
+
+# FP8's problem rules: an e4m3 row of K bytes is a multiple of 16 bytes for TMA
+# (rules.tma_row_stride_aligned); no one-row operand (fp8_one_row_operand); no swiglu
+# (fp8_epilogue_supported).
+_FP8_RULES: JsonValue = {
+    "if": {"properties": {"dtype": {"const": "float8_e4m3fn"}}, "required": ["dtype"]},
+    "then": {
+        "properties": {
+            "k": {"multipleOf": 16},
+            "m": {"minimum": 2},
+            "n": {"minimum": 2},
+            "epilogue": {"not": {"const": "swiglu"}},
+        }
+    },
 }
 
 
@@ -139,12 +161,24 @@ else:
 class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N, _FP8_RULES]}
+    )
 
     m: Dim
     n: Dim
     k: KDim
-    dtype: Literal["float16", "bfloat16"] = Field("float16", description="Aliases fp16, half, f16, bf16 accepted.")
+    dtype: Literal["float16", "bfloat16", "float8_e4m3fn"] = Field(
+        "float16",
+        description="Aliases fp16, half, f16, bf16, fp8, e4m3 accepted. float8_e4m3fn: e4m3 A and B, a bf16 D "
+        "(K a multiple of 16 then, for TMA's 16-byte rows).",
+    )
+    scaling: Literal["none", "tensor", "rowcol"] = Field(
+        "none",
+        description="How a quantized (FP8) product is dequantized, added to the epilogue: tensor (scale_a+scale_b, "
+        "one fp32 value each), rowcol (scale_row+scale_col, a scale per token and per channel), none. block "
+        "(scales per 128-deep k block) is not built: a 422 that says so.",
+    )
     epilogue: str = Field(
         "none",
         max_length=_EPILOGUE_MAX,
@@ -171,6 +205,17 @@ class TuneRequest(BaseModel):
         except SpaceError as e:
             raise ValueError(str(e)) from None
 
+    @field_validator("scaling", mode="before")
+    @classmethod
+    def _built_scaling(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            with_scaling(EpilogueSpec(), value)
+        except SpaceError as e:
+            raise ValueError(str(e)) from None
+        return value.strip().lower()
+
     @field_validator("epilogue", mode="before")
     @classmethod
     def _canonical_epilogue(cls, value: Any) -> Any:
@@ -182,8 +227,10 @@ class TuneRequest(BaseModel):
             raise ValueError(str(e)) from None
 
     def problem(self) -> Problem:
-        """The problem asked for; SpaceError when a dimension is out of range."""
-        return Problem(self.m, self.n, self.k, self.dtype, EpilogueSpec.parse(self.epilogue))
+        """The problem asked for, its scaling in its epilogue; SpaceError when a dimension is out of
+        range or the scaling is not built."""
+        epilogue = with_scaling(EpilogueSpec.parse(self.epilogue), self.scaling)
+        return Problem(self.m, self.n, self.k, self.dtype, epilogue)
 
 
 class ProblemOut(BaseModel):
@@ -192,10 +239,21 @@ class ProblemOut(BaseModel):
     k: int
     dtype: str
     epilogue: str = Field(description="the fused epilogue's canonical text: 'none' or e.g. 'bias+residual'")
+    scaling: str = Field(
+        description="the scaling its epilogue's scales make: none, tensor (scale_a+scale_b), rowcol "
+        "(scale_row+scale_col), or custom (any other set of them)"
+    )
 
     @classmethod
     def of(cls, problem: Problem) -> ProblemOut:
-        return cls(m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype, epilogue=str(problem.epilogue))
+        return cls(
+            m=problem.m,
+            n=problem.n,
+            k=problem.k,
+            dtype=problem.dtype,
+            epilogue=str(problem.epilogue),
+            scaling=scaling_of(problem.epilogue),
+        )
 
 
 class ProvenanceOut(BaseModel):
