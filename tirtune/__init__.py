@@ -7,11 +7,12 @@ from typing import Any
 from tirtune.core.errors import TirtuneError
 from tirtune.core.version import __version__
 
-__all__ = ["TirtuneError", "__version__", "gemm", "nn", "pack_gate_up", "unpack_gate_up"]
+__all__ = ["TirtuneError", "__version__", "gemm", "nn", "pack_gate_up", "scaled_gemm", "unpack_gate_up"]
 
 
 def __getattr__(name: str) -> Any:
-    """`tirtune.gemm`, `tirtune.nn` and the swiglu weight packing (`pack_gate_up`, `unpack_gate_up`),
+    """`tirtune.gemm`, `tirtune.scaled_gemm` (FP8), `tirtune.nn` and the swiglu weight packing
+    (`pack_gate_up`, `unpack_gate_up`),
     imported on first use (PEP 562): they need torch, and
     `import tirtune` does not. The root module is the package's face, the top of the import graph
     (tests/import_graph.py): it re-exports the root exception and the version from `tirtune.core`,
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from tirtune.dispatch.op import gemm
 
         return gemm
+    if name == "scaled_gemm":
+        from tirtune.dispatch.scaled import scaled_gemm
+
+        return scaled_gemm
     if name == "pack_gate_up":
         from tirtune.dispatch.op import pack_gate_up
 

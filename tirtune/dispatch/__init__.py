@@ -18,6 +18,7 @@ from tirtune.dispatch.errors import ArtifactRefused, DispatchError, NoArtifact
 from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.loader import Loader, TvmFfiLoader
 from tirtune.dispatch.op import gemm, linear
+from tirtune.dispatch.scaled import scaled_gemm
 
 __all__ = [
     "ArtifactRefused",
@@ -38,5 +39,6 @@ __all__ = [
     "from_settings",
     "gemm",
     "linear",
+    "scaled_gemm",
     "use",
 ]

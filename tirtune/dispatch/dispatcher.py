@@ -6,6 +6,8 @@ a kernel or "torch.mm" with the reason, is kept in a table, so every later call 
 lookup and the launch (no database, no HTTP, no allocation but the output when none is given).
 A problem nobody tuned, a CPU tensor, a dtype the template has no kernel for, or (unless `strict`)
 a refused module runs on torch.mm (cuBLAS), and the reason is logged once per problem and GPU.
+e4m3 operands (FP8) write a bf16 D; where no tuned kernel serves them, torch._scaled_mm does
+(`scaled_gemm`, `runner.inputs.baseline`).
 
 A tuned kernel serves only where its lead over cuBLAS is established (`unproven_lead` is None): its
 ratio above 1 in nine of ten timed rounds (ratio_p10 > 1), or, with no spread stored, its ratio
@@ -134,6 +136,8 @@ class Dispatcher:
     def gemm(self, a: Any, b: Any, out: Any = None) -> Any:
         import torch
 
+        if a.dtype == torch.float8_e4m3fn:  # unscaled FP8: a bf16 D, torch._scaled_mm where none serves
+            return self.gemm_fused(a, b, EPILOGUE_NONE, {}, out)
         m, n, found = self._lookup(a, b)
         if found.kernel is None or not _fits(a, b, out, m, n):
             return torch.mm(a, b.T, out=out)
@@ -166,7 +170,7 @@ class Dispatcher:
         import torch
 
         m, n, found = self._lookup_fused(a, b, epilogue)
-        d = out if out is not None else a.new_empty((m, n))
+        d = out if out is not None else a.new_empty((m, n), dtype=_out_dtype(a))
         inputs = Inputs(a, b, epilogue, operands)
         if found.kernel is None or not _fits(a, b, out, m, n) or not all(v.is_contiguous() for v in operands.values()):
             if epilogue.gated:  # B is packed (2N rows): one GEMM over it, then silu(gate) * up
@@ -176,6 +180,16 @@ class Dispatcher:
         else:
             found.kernel(*inputs.arguments(d, _names(found.kernel)))
         return d
+
+    def scaled_gemm(self, a: Any, b: Any, scales: Mapping[str, Any], bias: Any = None, out: Any = None) -> Any:
+        """D = (A @ B.T) * scales (+ bias) of e4m3 A and B into a bf16 D: `scales` by op name
+        (scale_a and scale_b: one value each; scale_row: M values; scale_col: N values; see
+        `scaled.scaling_operands`), the tuned kernel of the problem with those ops fused, else
+        torch._scaled_mm (`runner.inputs.baseline`)."""
+        operands = dict(scales)
+        if bias is not None:
+            operands["bias"] = bias
+        return self.gemm_fused(a, b, EpilogueSpec(tuple(operands)), operands, out)
 
     def _lookup_fused(self, a: Any, b: Any, epilogue: EpilogueSpec) -> tuple[int, int, Resolved]:
         """`_lookup` of the problem with `epilogue` fused (its own entry in the table); with swiglu
@@ -247,7 +261,7 @@ class Dispatcher:
             if self.strict:
                 raise
             return self._fallback(problem, gpu, f"{type(e).__name__}: {e}", logging.ERROR)
-        if not epilogue.is_none:
+        if not epilogue.is_none or problem.is_fp8:
             log.info(
                 "%s %s epilogue=%s on %s: tuned kernel %s (%.3fx %s, module from %s)",
                 problem.shape,
@@ -256,7 +270,7 @@ class Dispatcher:
                 gpu,
                 chosen.config.label(),
                 chosen.ratio,
-                baseline_label(epilogue),
+                baseline_label(epilogue, problem.dtype, problem.n),
                 fetched.origin,
             )
             return Resolved(problem, gpu, kernel, "tuned", chosen, fetched.origin)
@@ -278,7 +292,7 @@ class Dispatcher:
     def _fallback(self, problem: Problem, gpu: str, why: str, level: int, chosen: Chosen | None = None) -> Resolved:
         if (problem, gpu) not in self._told:
             self._told.add((problem, gpu))
-            if problem.epilogue.is_none:
+            if problem.epilogue.is_none and not problem.is_fp8:
                 log.log(level, "%s %s on %s runs on torch.mm (cuBLAS): %s", problem.shape, problem.dtype, gpu, why)
             else:
                 log.log(
@@ -288,7 +302,7 @@ class Dispatcher:
                     problem.dtype,
                     problem.epilogue,
                     gpu,
-                    baseline_label(problem.epilogue),
+                    baseline_label(problem.epilogue, problem.dtype, problem.n),
                     why,
                 )
         return Resolved(problem, gpu, None, why, chosen)
@@ -300,8 +314,15 @@ def _names(kernel: Kernel) -> tuple[str, ...] | None:
     return names
 
 
+def _out_dtype(a: Any) -> Any:
+    """D's torch dtype for operands like `a`: bf16 for e4m3, else A's own (core.problem.out_dtype_of)."""
+    import torch
+
+    return torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype
+
+
 def _fits(a: Any, b: Any, out: Any, m: int, n: int) -> bool:
     """The kernel reads row-major A and B and writes a row-major D of the problem's shape."""
     if not (a.is_contiguous() and b.is_contiguous()):
         return False
-    return out is None or (out.is_contiguous() and tuple(out.shape) == (m, n) and out.dtype == a.dtype)
+    return out is None or (out.is_contiguous() and tuple(out.shape) == (m, n) and out.dtype == _out_dtype(a))

@@ -1,13 +1,19 @@
-"""Layers that run their GEMMs through `tirtune.gemm`: `Linear`, a drop-in for `torch.nn.Linear`, and
-`GateUp`, a gated MLP's up-projection silu(gate_proj(x)) * up_proj(x) in one swiglu GEMM."""
+"""Layers that run their GEMMs through `tirtune.gemm`: `Linear`, a drop-in for `torch.nn.Linear`,
+`GateUp`, a gated MLP's up-projection silu(gate_proj(x)) * up_proj(x) in one swiglu GEMM, and
+`FP8Linear`, a linear layer of an e4m3-quantized checkpoint through `tirtune.scaled_gemm`."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import torch
 
 from tirtune.dispatch.op import gemm, linear, pack_gate_up, unpack_gate_up
+from tirtune.dispatch.scaled import scaled_gemm
 
-__all__ = ["GateUp", "Linear", "pack_gate_up", "unpack_gate_up"]
+__all__ = ["FP8Linear", "GateUp", "Linear", "pack_gate_up", "unpack_gate_up"]
+
+E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 
 
 class Linear(torch.nn.Linear):
@@ -98,3 +104,100 @@ class GateUp(torch.nn.Module):
     def extra_repr(self) -> str:
         k, n = self.in_features, self.out_features
         return f"in_features={k}, out_features={n}, weight=({2 * n}, {k}) packed"
+
+
+class FP8Linear(torch.nn.Module):
+    """y = x W^T (+ bias) with W in e4m3 and its scales as a quantized checkpoint stores them (the
+    layout vLLM and compressed-tensors FP8 checkpoints share): `weight` (N, K) float8_e4m3fn,
+    `weight_scale` fp32, one value (per tensor) or N ((N, 1) or (N,): per output channel),
+    `input_scale` fp32 one value (static activation scaling) or absent (dynamic), `bias` bf16 (N,)
+    or absent; W's real values are weight * weight_scale.
+
+    forward(x) quantizes x (bf16, (..., K)) to e4m3 with eager torch ops: x / input_scale when the
+    checkpoint has one; else, with a per-channel weight scale, one scale per token (its largest
+    |x| over 448), and with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm`
+    multiplies: the tuned kernel of (tokens, N, K) with that scaling ("rowcol": a scale per token
+    and per channel; "tensor": one each) where one was tuned, else torch._scaled_mm. y is bf16."""
+
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        weight_scale: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        input_scale: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        if weight.dim() != 2 or weight.dtype != torch.float8_e4m3fn:
+            raise ValueError(
+                f"FP8Linear: weight must be 2-D float8_e4m3fn (N, K), got {weight.dtype} {tuple(weight.shape)}"
+            )
+        self.out_features, self.in_features = weight.shape
+        scale = weight_scale.to(torch.float32)
+        if scale.numel() not in (1, self.out_features):
+            raise ValueError(
+                f"FP8Linear: weight_scale holds one value or N = {self.out_features}, got shape {tuple(scale.shape)}"
+            )
+        if input_scale is not None and input_scale.numel() != 1:
+            raise ValueError(f"FP8Linear: input_scale holds one value, got shape {tuple(input_scale.shape)}")
+        if bias is not None and tuple(bias.shape) != (self.out_features,):
+            raise ValueError(f"FP8Linear: bias must have N = {self.out_features} values, got {tuple(bias.shape)}")
+        per_channel = scale.numel() > 1
+        self.weight: torch.Tensor
+        self.weight_scale: torch.Tensor
+        self.input_scale: torch.Tensor | None
+        self.bias: torch.Tensor | None
+        self.register_buffer("weight", weight)
+        self.register_buffer("weight_scale", scale.reshape(self.out_features if per_channel else 1).contiguous())
+        self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32).reshape(1))
+        self.register_buffer("bias", None if bias is None else bias.to(torch.bfloat16).contiguous())
+
+    @property
+    def scaling(self) -> str:
+        """The tuned problem's scaling this layer asks for: "rowcol" (a per-channel weight scale,
+        per-token activations) or "tensor" (one scale each)."""
+        return "rowcol" if self.weight_scale.numel() > 1 and self.input_scale is None else "tensor"
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, torch.Tensor], prefix: str = "") -> FP8Linear:
+        """From a checkpoint's tensors `{prefix}weight`, `{prefix}weight_scale` and, where present,
+        `{prefix}input_scale` and `{prefix}bias`."""
+        missing = [f"{prefix}{k}" for k in ("weight", "weight_scale") if f"{prefix}{k}" not in state]
+        if missing:
+            raise ValueError(f"FP8Linear.from_state_dict: no {', '.join(missing)} in the checkpoint")
+        return cls(
+            state[f"{prefix}weight"],
+            state[f"{prefix}weight_scale"],
+            state.get(f"{prefix}bias"),
+            state.get(f"{prefix}input_scale"),
+        )
+
+    @classmethod
+    def quantize(cls, layer: torch.nn.Linear, scaling: str = "rowcol") -> FP8Linear:
+        """A 16-bit `torch.nn.Linear` quantized to e4m3: one weight scale per output channel
+        ("rowcol") or one for the whole weight ("tensor"), each its largest |w| over 448; dynamic
+        activation scales."""
+        if scaling not in ("rowcol", "tensor"):
+            raise ValueError(f"FP8Linear.quantize: scaling is 'rowcol' or 'tensor', got {scaling!r}")
+        with torch.no_grad():
+            w = layer.weight.float()
+            amax = w.abs().amax(dim=1, keepdim=True) if scaling == "rowcol" else w.abs().amax().reshape(1, 1)
+            scale = (amax / E4M3_MAX).clamp_min(1e-12)
+            q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+            bias = None if layer.bias is None else layer.bias.detach()
+        return cls(q, scale.reshape(-1), bias)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        x = input.reshape(-1, self.in_features)
+        if self.input_scale is not None:
+            scale_x = self.input_scale
+        elif self.weight_scale.numel() > 1:
+            scale_x = (x.abs().amax(dim=1).float() / E4M3_MAX).clamp_min(1e-12)
+        else:
+            scale_x = (x.abs().amax().float() / E4M3_MAX).clamp_min(1e-12).reshape(1)
+        ratio = x.float() / (scale_x[:, None] if scale_x.numel() > 1 else scale_x)
+        x8 = ratio.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        y = scaled_gemm(x8.contiguous(), self.weight, scale_x, self.weight_scale, bias=self.bias)
+        return y.reshape(*input.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, scaling={self.scaling}"
