@@ -28,11 +28,14 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from bench import fp8_paths
+from tirtune.builder.compile_one import DEFAULT_TEMPLATE
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
+from tirtune.space.hopper import rules
 from tirtune.space.hopper.rules import (
     FP8_KNOBS,
     SWIGLU_KNOBS,
@@ -1140,10 +1143,11 @@ def _fuzz_forced(
     problems: Sequence[Problem],
     forced: Callable[[Any, int], dict[str, Any]],
     accept: Callable[[Config, Problem], bool] = lambda c, p: True,
+    space: SearchSpace = HOPPER,
 ) -> list[tuple[Config, Problem]]:
     """`count` points for a correctness sweep: the problems in turn; for each turn, up to 5000
     draws of every knob from the whole grid (the later /5 knobs too), with `forced(rng, turn)`
-    laid over them, until one is drawable, `accept`ed and new."""
+    laid over them, until one is drawable in `space`, `accept`ed and new."""
     import random
 
     rng = random.Random(seed)
@@ -1157,7 +1161,7 @@ def _fuzz_forced(
             knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
             knobs.update(forced(rng, turn))
             config = Config(**knobs)
-            if _drawable(HOPPER, config, problem) and accept(config, problem) and (config, problem) not in chosen:
+            if _drawable(space, config, problem) and accept(config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
     return chosen
@@ -1385,6 +1389,35 @@ def _fuzz_fp8(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, FP8_PROBLEMS, lambda rng, turn: dict(FP8_KNOBS), accept=HOPPER.is_valid)
 
 
+# The FP8 paths still refused (rules.FP8_UNCHECKED_PATHS) drawn and built without those rules
+# (bench/fp8_paths.py): split-K over DSMEM clusters and the serial workspace, the tail split, the
+# staged epilogues with and without the epilogue warpgroup; every other rule holds.
+FP8_PATHS_SPACE = replace(HOPPER, config_rules=fp8_paths.config_rules())
+FP8_PATHS_EPILOGUES = ("register", "tma", "tma_chunked")
+
+
+def _fuzz_fp8_paths(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid points of FP8_PATHS_SPACE over FP8_PROBLEMS in turn, two turns of three split (2 to
+    16 CTAs, either reduction, all tiles or the tail), the third staged (the two staged epilogues
+    in turn, the epilogue warpgroup as drawn), TMA loads, no trim or peel, no stream-K: the sweep
+    that decides whether the two FP8 refusals can go."""
+
+    def forced(rng: Any, turn: int) -> dict[str, Any]:
+        base: dict[str, Any] = {"loader": "tma", "trim": False, "peel_k": False, "stream_k": False}
+        if turn % 3 != 2:  # two turns of three split, every third of them the tail alone (serially)
+            split = {**base, "split_k": rng.choice((2, 4, *DEEP_SPLITS)), "epilogue": "register",
+                     "epilogue_warpgroup": False}
+            return {**split, "split_k_scope": "tail", "split_k_reduce": "serial"} if turn % 9 == 1 else split
+        return {**base, "split_k": 1, "epilogue": FP8_PATHS_EPILOGUES[1 + (turn // 3) % 2]}
+
+    def uses_a_refused_path(config: Config, problem: Problem) -> bool:
+        return any(rule(config, problem) for rule in rules.FP8_UNCHECKED_PATHS) and FP8_PATHS_SPACE.is_valid(
+            config, problem
+        )
+
+    return _fuzz_forced(count, seed, FP8_PROBLEMS, forced, accept=uses_a_refused_path, space=FP8_PATHS_SPACE)
+
+
 # Stream-K's speed probe: problems drawn from bench/generalize.py's catalogue with this seed (none
 # chosen by hand), kept where 128x128 tiles fill one to three rounds and then part of another;
 # each base tile persistent as it is and with stream_k.
@@ -1588,6 +1621,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "swiglu-fuzz": lambda: _fuzz_swiglu(100, seed=45),
     # The FP8 kernels' correctness sweep: 200 points over FP8_PROBLEMS, seed 47.
     "fp8-fuzz": lambda: _fuzz_fp8(200, seed=47),
+    # The FP8 paths still refused, built without those two rules (bench/fp8_paths.py): 200 points, seed 49.
+    "fp8-paths-fuzz": lambda: _fuzz_fp8_paths(200, seed=49),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
@@ -1635,6 +1670,11 @@ def _slug(config: Config, problem: Problem) -> str:
     )
 
 
+# Sets drawn from and built by another space and template than the product's (HOPPER, the
+# registry's Hopper template): the FP8 paths still refused.
+SET_SPACES: dict[str, tuple[SearchSpace, str]] = {"fp8-paths-fuzz": (FP8_PATHS_SPACE, fp8_paths.TEMPLATE)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", choices=sorted(SETS), default="v1")
@@ -1649,20 +1689,21 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     chosen = [e if len(e) == 3 else (None, *e) for e in SETS[args.set]()]
+    space, template = SET_SPACES.get(args.set, (HOPPER, DEFAULT_TEMPLATE))
     for _, config, problem in chosen:
-        HOPPER.check_problem(problem)
-        if not _valid_as_drawn(HOPPER, config, problem):
-            bad = HOPPER.violations(config, problem)
+        space.check_problem(problem)
+        if not _valid_as_drawn(space, config, problem):
+            bad = space.violations(config, problem)
             raise SystemExit(f"{config.label()} {problem}: {'; '.join(map(str, bad))}")
     for _, config, problem in chosen:  # drawn when valid, refused by a rule added since
-        for v in HOPPER.violations(config, problem):
+        for v in space.violations(config, problem):
             logger.warning("left out %s %s: %s", config.label(), problem, v)
-    chosen = [(n, c, p) for n, c, p in chosen if HOPPER.is_valid(c, p)]
+    chosen = [(n, c, p) for n, c, p in chosen if space.is_valid(c, p)]
     names = {(c, p): n for n, c, p in chosen if n}
     candidates = [Candidate(c, p, TEMPLATE_VERSION) for _, c, p in chosen]
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout), candidates))
+        results = list(pool.map(lambda c: compile_candidate(c, str(args.cache_dir), args.timeout, template), candidates))
 
     args.out.mkdir(parents=True, exist_ok=True)
     entries, total = [], 0
@@ -1697,7 +1738,7 @@ def main() -> int:
         )
         logger.info("%-55s %6.1f s  %s  %d B", name, result.seconds, "cached" if result.cached else "built", size)
     # The compiler that made the .so files, for reports made where TVM is not installed.
-    manifest = {"template_version": TEMPLATE_VERSION, "tvm": version("apache-tvm"), "entries": entries}
+    manifest = {"template_version": TEMPLATE_VERSION, "template": template, "tvm": version("apache-tvm"), "entries": entries}
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     logger.info(
         "%d/%d built in %.0f s, %.1f MB total -> %s",

@@ -380,3 +380,54 @@ def test_the_swap_fitted_kit_lays_swapped_fitted_tiles_beside_each_kept_config()
     assert fitted and all(HOPPER.is_valid(c, p) and c.swap_ab and c.consumers == 2 for c, p in fitted)
     # Each width covers M with less padding than a 64-row step would.
     assert all((-(-p.m // c.blk_n)) * c.blk_n - p.m < 64 for c, p in fitted)
+
+
+def test_the_fp8_sweep_draws_valid_fp8_configs_over_every_scaling() -> None:
+    """fp8-fuzz: 200 valid configs, none twice, over e4m3 problems unscaled and scaled per tensor
+    and per row and column, each TMA-fed, register-stored and unsplit, swapped and not."""
+    fuzz = _pairs("fp8-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 200
+    assert all(p.is_fp8 and HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {str(p.epilogue) for _, p in fuzz} >= {"none", "scale_a+scale_b", "scale_row+scale_col"}
+    assert {c.swap_ab for c, _ in fuzz} == {False, True} and {c.blk_k for c, _ in fuzz} == {128, 256}
+    assert max(p.k for _, p in fuzz) == 16384
+
+
+def test_the_fp8_paths_sweep_takes_only_what_the_product_still_refuses_and_builds_it_apart() -> None:
+    """fp8-paths-fuzz: every config uses a path the FP8 rules still refuse (split-K, a staged
+    epilogue) and breaks no other rule; the product's space refuses each of them, and they are
+    built by their own template (a build key of their own)."""
+    from bench import fp8_paths, prebuild
+    from tirtune.space.hopper import rules
+
+    fuzz = _pairs("fp8-paths-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 200
+    space, template = prebuild.SET_SPACES["fp8-paths-fuzz"]
+    assert template == fp8_paths.TEMPLATE != prebuild.DEFAULT_TEMPLATE
+    for c, p in fuzz:
+        assert p.is_fp8 and space.is_valid(c, p) and not HOPPER.is_valid(c, p)
+        assert {v.rule for v in HOPPER.violations(c, p)} <= {r.__name__ for r in rules.FP8_UNCHECKED_PATHS}
+        assert not c.stream_k and c.loader == "tma"
+    splits = [c for c, _ in fuzz if c.split_k > 1]
+    assert len(splits) >= 90 and {c.split_k_reduce for c in splits} == {"dsmem", "serial"}
+    assert any(c.split_k_scope == "tail" for c in splits) and max(c.split_k for c in splits) == 16
+    staged = [c for c, _ in fuzz if c.split_k == 1]
+    assert {c.epilogue for c in staged} == {"tma", "tma_chunked"} and any(c.epilogue_warpgroup for c in staged)
+
+
+def test_the_fp8_paths_template_lifts_its_two_rules_for_one_build_and_keeps_the_rest() -> None:
+    import importlib
+
+    from bench import fp8_paths
+    from tirtune.space.hopper import rules
+
+    kept = fp8_paths.config_rules()
+    assert not set(rules.FP8_UNCHECKED_PATHS) & set(kept)
+    assert len(kept) == len(rules.CONFIG_RULES) - len(rules.FP8_UNCHECKED_PATHS) + 1  # stream-K still refused
+    plan = importlib.import_module("tirtune.kernels.hopper.plan")
+    before = plan.CONFIG_RULES
+    split = Config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial")
+    func = fp8_paths.build(split, Problem(16, 4096, 8192, "float8_e4m3fn"))
+    assert func is not None and plan.CONFIG_RULES is before
+    with pytest.raises(Exception, match="stream_k"):
+        fp8_paths.build(replace(split, split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))
