@@ -35,14 +35,6 @@ def config_rules() -> tuple[Any, ...]:
 
 def build(config: Config, problem: Problem) -> Any:
     """The Hopper kernel's PrimFunc, planned against `config_rules()`."""
-    import importlib
+    from tirtune.kernels.hopper import build as hopper_build
 
-    # The package re-exports the function `plan` under the module's name: take the module itself.
-    plan = importlib.import_module("tirtune.kernels.hopper.plan")
-    kernel = importlib.import_module("tirtune.kernels.hopper.kernel")
-    saved = plan.CONFIG_RULES
-    plan.CONFIG_RULES = config_rules()
-    try:
-        return kernel.build(config, problem)
-    finally:
-        plan.CONFIG_RULES = saved
+    return hopper_build(config, problem, config_rules())

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ DECODER = (
 )
 SHAPES = (*suite.SHAPES, *DECODER)
 BUILT = tuple(s for s in SCALINGS if s != "none")  # tensor, rowcol
+_f = suite._f  # a figure in the table, "-" where there is none
 
 
 def problems(only: Sequence[str] = (), scalings: Sequence[str] = BUILT) -> list[tuple[str, str, str]]:
@@ -119,10 +119,6 @@ def report(scored: list[dict[str, Any]], trials: int, wall_s: float) -> dict[str
     }
 
 
-def _f(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-
-
 def markdown(r: dict[str, Any]) -> str:
     geo = ", ".join(f"{s} {_f(v)}" for s, v in r["geomean_by_scaling"].items())
     lines = [
@@ -151,7 +147,8 @@ def markdown(r: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=32, help="the fixed trial budget of every problem (<= 64)")
-    ap.add_argument("--out", type=Path, default=None, help="OUT.json and OUT.md (default: bench/results/fp8/<date>-suite)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="OUT.json and OUT.md (default: bench/results/fp8/<date>-suite)")
     ap.add_argument("--url", default=None, help="a running service; default: start one")
     ap.add_argument("--database", default=None, help="the started service's database (default: OUT.sqlite)")
     ap.add_argument("--only", nargs="*", default=(), help="problems to run, e.g. 16x4096x4096 or 16x4096x4096:rowcol")
@@ -169,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     database = args.database or f"sqlite:///{args.out.with_suffix('.sqlite').resolve()}"
-    with suite.service(database, args.out.with_suffix(".serve.log")) if args.url is None else suite._given(args.url) as url:
+    log = args.out.with_suffix(".serve.log")
+    with suite.service(database, log) if args.url is None else suite._given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             jobs = queue(client, chosen, args.trials)
             suite.wait(client, jobs, args.deadline_s)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tirtune.core import Problem
+from tirtune.core.problem import HALF_DTYPES
 from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.measure import Nvml
 from tirtune.runner.verify import tolerance, verify
@@ -93,7 +94,7 @@ def _dtype_and_k(text: str) -> tuple[str, int]:
 
 
 def _worst_text(dtype: str, error: float, share: float) -> str:
-    if dtype in ("float16", "bfloat16"):
+    if dtype in HALF_DTYPES:
         return f"{dtype} {error:.1e} (tolerance {tolerance(dtype, 1):.0e})"
     return f"{dtype} {error:.1e} (at most {share:.2f} of a row's tolerance, which grows with K)"
 

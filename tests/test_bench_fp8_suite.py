@@ -4,27 +4,16 @@ the report's shape (the issue's fields, block listed as not built)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
-from test_api_kernels import record
+from test_api_kernels import client, record  # noqa: F401 (client: the API fixture)
 
 from bench import fp8_suite
-from tirtune.api import create_app
 from tirtune.core import Config, Problem
 from tirtune.core.problem import FP8
-from tirtune.settings import Settings
 
 Factory = sessionmaker[Session]
-
-
-@pytest.fixture
-def client(db_url: str, db_factory: Factory) -> Iterator[TestClient]:
-    app = create_app(Settings(database_url=db_url), session_factory=db_factory, start_workers=False)
-    with TestClient(app, raise_server_exceptions=False) as c:
-        yield c
 
 
 def test_the_suite_holds_the_public_shapes_and_decoder_layers_in_each_built_scaling() -> None:

@@ -8,7 +8,6 @@ the GPU model of a CPU tensor and the loader (a CPU "kernel" for a tvm_ffi modul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
-from test_api_kernels import cache_entry, record
+from test_api_kernels import cache_entry, client, record, refused  # noqa: F401 (client: the API fixture)
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tirtune
 import tirtune.nn
-from tirtune.api import create_app
-from tirtune.core import Config, EpilogueSpec, Problem, SpaceError, Source
+from tirtune.core import Config, EpilogueSpec, Problem, Source, SpaceError
 from tirtune.core.epilogue import scaling_of, with_scaling
 from tirtune.core.problem import FP8
 from tirtune.db import repo, transaction
@@ -30,7 +28,6 @@ from tirtune.dispatch import ArtifactStore, Dispatcher, LocalBest, use
 from tirtune.dispatch.scaled import scaling_operands
 from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.verify import reference, relative_error, tolerance
-from tirtune.settings import Settings
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
 from tirtune.tuner.start import transferred
 
@@ -39,20 +36,6 @@ H200 = "NVIDIA H200"
 FP8_CONFIG = Config(128, 128, 128, 4, 2, True, persistent=True)
 ROWCOL = Problem(64, 48, 256, FP8, "scale_row+scale_col")
 BODY = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp8"}
-
-
-@pytest.fixture
-def client(db_url: str, db_factory: Factory) -> Iterator[TestClient]:
-    app = create_app(Settings(database_url=db_url), session_factory=db_factory, start_workers=False)
-    with TestClient(app, raise_server_exceptions=False) as c:
-        yield c
-
-
-def refused(response: Any, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == code
-    return str(error["message"])
 
 
 # --- the scaling names -----------------------------------------------------------------------------

@@ -416,18 +416,17 @@ def test_the_fp8_paths_sweep_takes_only_what_the_product_still_refuses_and_build
 
 
 def test_the_fp8_paths_template_lifts_its_two_rules_for_one_build_and_keeps_the_rest() -> None:
-    import importlib
-
     from bench import fp8_paths
+    from tirtune.kernels.hopper import build
     from tirtune.space.hopper import rules
 
     kept = fp8_paths.config_rules()
     assert not set(rules.FP8_UNCHECKED_PATHS) & set(kept)
     assert len(kept) == len(rules.CONFIG_RULES) - len(rules.FP8_UNCHECKED_PATHS) + 1  # stream-K still refused
-    plan = importlib.import_module("tirtune.kernels.hopper.plan")
-    before = plan.CONFIG_RULES
     split = Config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial")
-    func = fp8_paths.build(split, Problem(16, 4096, 8192, "float8_e4m3fn"))
-    assert func is not None and plan.CONFIG_RULES is before
+    problem = Problem(16, 4096, 8192, "float8_e4m3fn")
+    assert fp8_paths.build(split, problem) is not None
+    with pytest.raises(Exception, match="FP8 problems run unsplit"):  # the product's template still refuses it
+        build(split, problem)
     with pytest.raises(Exception, match="stream_k"):
         fp8_paths.build(replace(split, split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))

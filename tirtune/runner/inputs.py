@@ -194,11 +194,12 @@ def _fp8_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     on Hopper (cuBLASLt's FP8 GEMM for a per-tensor scale, a rowwise kernel for per-token x
     per-channel scales), with fast accumulation (no promotion of the sum, as the kernel does not
     promote either: the fastest setting torch has) and a bf16 D. scale_a and scale_b are its
-    tensor scales, scale_row and scale_col its rowwise ones (a missing one all ones; the tensor
-    scales folded into them when both kinds are given), none of them a tensor scale of 1; a bias rides in its
-    epilogue, a residual is an eager add after it. torch._scaled_mm refuses an N that is not a
-    multiple of 16: B and scale_col are then padded with zero rows once, outside what is timed,
-    and each call writes an (M, N16) buffer whose first N columns are copied into D."""
+    tensor scales and scale_row and scale_col its rowwise ones (a missing vector all ones, the
+    tensor scales folded into the vectors when both kinds are given); with no scale, a tensor
+    scale of 1. A bias rides in its epilogue, a residual is an eager add after it.
+    torch._scaled_mm refuses an N that is not a multiple of 16: B and scale_col are then padded
+    with zero rows once, outside what is timed, and each call writes an (M, N16) buffer whose
+    first N columns are copied into D."""
     a, b, ops = inputs.a, inputs.b, inputs.operands
     m, n = a.shape[0], b.shape[0]
     f32 = dict(dtype=torch.float32, device=a.device)

@@ -51,6 +51,7 @@ them to the bundles in a `Frame`, and composes the bundles' macros into the warp
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from tirtune.core.config import Config
@@ -64,18 +65,20 @@ from tirtune.kernels.hopper.roles import Roles
 from tirtune.kernels.hopper.splitk import SplitK
 from tirtune.kernels.hopper.staging import Staging
 from tirtune.kernels.skeleton import WARPGROUP, Skeleton
+from tirtune.space.hopper.rules import CONFIG_RULES, ConfigRule
 
 __all__ = ["TEMPLATE_NAME", "KernelPlan", "build", "plan", "ring_tiles"]
 
 logger = logging.getLogger(__name__)
 
 
-def build(config: Config, problem: Problem) -> Any:
+def build(config: Config, problem: Problem, config_rules: Sequence[ConfigRule] = CONFIG_RULES) -> Any:
     """The TIRx PrimFunc of this (config, problem): call it "main" in the IRModule.
 
-    Raises SpaceError when the pair breaks a validity rule of the Hopper space.
+    Raises SpaceError when the pair breaks a validity rule of the Hopper space (`config_rules`:
+    its config rules unless told otherwise, `plan`).
     """
-    p = plan(config, problem)
+    p = plan(config, problem, config_rules)
     logger.debug("tracing %s for %s", config.label(), problem)
     return _trace(p)
 

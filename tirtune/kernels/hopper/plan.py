@@ -38,6 +38,7 @@ their constants from it; nothing in it needs TVM.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ from tirtune.space.hopper.rules import (
     CONFIG_RULES,
     PROBLEM_RULES,
     SMS,
+    ConfigRule,
     k_tail_steps,
     needs_rebalance,
     refuse_if_broken,
@@ -419,9 +421,11 @@ class KernelPlan(GemmPlan):
         return self.element_bytes == 2
 
 
-def plan(config: Config, problem: Problem) -> KernelPlan:
-    """Check (config, problem) against the space's rules and derive the kernel constants."""
-    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)
+def plan(config: Config, problem: Problem, config_rules: Sequence[ConfigRule] = CONFIG_RULES) -> KernelPlan:
+    """Check (config, problem) against the space's rules (`config_rules`: the Hopper space's
+    unless a sweep of unchecked paths names others, bench/fp8_paths.py) and derive the kernel
+    constants."""
+    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, config_rules)
     consumer_regs, producer_regs = (int(v) for v in config.reg_split.split("/"))
     hint_a, hint_b = config.l2_hint.split("/")
     fields = plan_fields(config, problem)
