@@ -85,7 +85,7 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (
             '              f"  *reinterpret_cast<{pair}*>(dst)'),),
           _WS, "COMPILE_ERROR", "ptxas"),
     Fault("smem_overflow", "the shared-memory rule is skipped: 5 stages of (128+256)x64 fp16 need 240 KiB > 227 KiB",
-          (("plan.py", "    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, CONFIG_RULES)\n",
+          (("plan.py", "    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, config_rules)\n",
             "    pass  # fault injection: no rule may refuse\n"),),
           Config(blk_m=128, blk_n=256, blk_k=64, stages=5, consumers=2, warp_specialized=True),
           "LAUNCH_ERROR", ""),
