@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+
 TOLERANCE = {"float16": 1e-2, "bfloat16": 3e-2}
 
 
@@ -156,7 +158,7 @@ def markdown(record: dict[str, Any]) -> str:
         "| kernel | config | problem | bitwise equal | rel. error (both) |", "| --- | --- | --- | --- | ---: |",
     ]
     for row in record["kernels"]:
-        config, p = Config.from_json(row["config"]), row["problem"]
+        config, p = Config.from_json(row["config"], HOPPER_KNOBS), row["problem"]
         error = row.get("rel_error_new")
         lines.append(f"| {row['name']} | {config.label()} | {Problem(p['m'], p['n'], p['k'], p['dtype'])} "
                      f"| {row.get('bitwise_equal')} | {'-' if error is None else f'{error:.2e}'} |")

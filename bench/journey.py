@@ -32,10 +32,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 __all__ = ["JOURNEY", "Step"]
 
@@ -49,13 +50,13 @@ class Step:
 
 
 SQUARE = Problem(4096, 4096, 4096, "float16")
-_SYNC = Config(128, 128, 64, stages=1, consumers=1, warp_specialized=False, loader="threads")
-_TMA = replace(_SYNC, loader="tma")
-_TWO = replace(_TMA, stages=2)
-_PERSIST = replace(_TWO, persistent=True, raster_group=8)
-_WS = replace(_PERSIST, warp_specialized=True)
-_CLUSTER = replace(_WS, cluster=2)
-_SHARE_B = Config(256, 128, 64, 2, 2, True, persistent=True, raster_group=8, cluster=2)
+_SYNC = hopper_config(128, 128, 64, stages=1, consumers=1, warp_specialized=False, loader="threads")
+_TMA = _SYNC.replace(loader="tma")
+_TWO = _TMA.replace(stages=2)
+_PERSIST = _TWO.replace(persistent=True, raster_group=8)
+_WS = _PERSIST.replace(warp_specialized=True)
+_CLUSTER = _WS.replace(cluster=2)
+_SHARE_B = hopper_config(256, 128, 64, 2, 2, True, persistent=True, raster_group=8, cluster=2)
 
 JOURNEY: tuple[Step, ...] = (
     Step(

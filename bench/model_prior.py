@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from tirtune.core import Config, Problem, SpaceError
 from tirtune.model.prior import COLUMNS, PRIOR_DIR, prior_path
 from tirtune.space.hopper import HOPPER
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -73,7 +74,7 @@ def trial_tables(results: Path) -> Iterator[dict[str, str]]:
                 m, n, k = (int(x) for x in r["problem"].split("x"))
                 yield _row(
                     Problem(m, n, k, r["dtype"]),
-                    Config.from_label(r["config"]),
+                    Config.from_label(r["config"], HOPPER_KNOBS),
                     float(r["ratio"]),
                     _number(r.get("tflops")),
                     _number(r.get("cublas_tflops")),
@@ -99,7 +100,7 @@ def kit_records(results: Path) -> Iterator[dict[str, str]]:
             m, n, k = (int(x) for x in str(r["problem"]).split("x"))
             yield _row(
                 Problem(m, n, k, r["dtype"]),
-                Config.from_json(r["config"]),
+                Config.from_json(r["config"], HOPPER_KNOBS),
                 float(r["ratio"]),
                 _number(r.get("tflops")),
                 _number(r.get("cublas_tflops")),
@@ -119,7 +120,7 @@ def database_rows(url: str) -> Iterator[dict[str, str]]:
         for m, n, k, dtype, config, ratio, tflops, cublas, version in c.execute(query, {"gpu": GPU}):
             knobs = json.loads(config) if isinstance(config, str) else config
             yield _row(
-                Problem(m, n, k, dtype), Config.from_json(knobs), ratio, tflops, cublas, version, url.rsplit("/", 1)[-1]
+                Problem(m, n, k, dtype), Config.from_json(knobs, HOPPER_KNOBS), ratio, tflops, cublas, version, url.rsplit("/", 1)[-1]
             )
     engine.dispose()
 
@@ -135,7 +136,7 @@ def build(results: Path, databases: Sequence[str] = ()) -> tuple[list[dict[str, 
     sources = [trial_tables(results), kit_records(results), *(database_rows(u) for u in databases)]
     for source in sources:
         for row in source:
-            config = Config.from_json(json.loads(row["config"]))
+            config = Config.from_json(json.loads(row["config"]), HOPPER_KNOBS)
             problem = Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"])
             if not HOPPER.holds(config) or not HOPPER.is_valid(config, problem):
                 left_out += 1

@@ -30,9 +30,11 @@ from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply,
 from tirtune.runner.supervisor import ChildSupervisor
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 ROOT = Path(__file__).resolve().parents[1]
-BEST = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
+BEST = hopper_config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -135,7 +137,7 @@ def _top(problem: Problem, data: Path, n: int) -> tuple[list[Config], dict[str, 
     rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
     ok = sorted((r for r in rows if r["outcome"] == "OK" and Problem(**r["problem"]) == problem
                  and r["template_version"] == HOPPER.template_version), key=lambda r: r["time_ms"])[:n]
-    configs = [Config.from_json(r["config"]) for r in ok]
+    configs = [Config.from_json(r["config"], HOPPER_KNOBS) for r in ok]
     return configs, {c.label(): r["cublas_ms"] / r["time_ms"] for c, r in zip(configs, ok, strict=True)}
 
 

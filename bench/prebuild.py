@@ -34,8 +34,10 @@ from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
-from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
 from tirtune.space.hopper import rules
+from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import (
     FP8_KNOBS,
     SWIGLU_KNOBS,
@@ -50,7 +52,7 @@ logger = logging.getLogger("prebuild")
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
+    return hopper_config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
 
 
 SQUARE = Problem(4096, 4096, 4096, "float16")
@@ -274,7 +276,7 @@ def _fuzz(
         knobs = {name: rng.choice(list(values)) for name, values in _drawn_knobs(space).items()}
         if new_in_v4 and not knobs["epilogue_warpgroup"]:
             knobs["consumers"] = 4
-        config = Config(**knobs)
+        config = hopper_config(**knobs)
         problem = rng.choice(problems)
         if _drawable(space, config, problem) and (config, problem) not in chosen:
             chosen.append((config, problem))
@@ -566,7 +568,7 @@ SET_TRIM_PERF: list[tuple[Config, Problem]] = [
     (config, problem)
     for problem in (RAGGED_3K, RAGGED_3K_BF16, RAGGED_4K, RAGGED_4K_BF16)
     for base in (_c(128, 192, 64, 4, 2, True, **G8, **CH), _c(128, 256, 64, 4, 2, True, **G8, **CH, **PFTM))
-    for config in (base, replace(base, trim=True))
+    for config in (base, base.replace(trim=True))
 ]
 SET_TRIM_CHECK: list[tuple[Config, Problem]] = [
     (_c(128, 128, 64, 4, 1, True, **G8, **CH, trim=True), Problem(1050, 1000, 1000, "float16")),  # 2 m-blocks
@@ -589,9 +591,9 @@ SET_DECODE_BEST: list[tuple[Config, Problem]] = [
     *(
         (config, Problem(16, 4096, 4096, dtype))
         for dtype in ("float16", "bfloat16")
-        for config in (_DECODE_BEST, replace(_DECODE_BEST, split_k=2))
+        for config in (_DECODE_BEST, _DECODE_BEST.replace(split_k=2))
     ),
-    (replace(_DECODE_BEST, blk_n=8), Problem(1, 4096, 4096, "float16")),
+    (_DECODE_BEST.replace(blk_n=8), Problem(1, 4096, 4096, "float16")),
 ]
 
 
@@ -599,10 +601,10 @@ SET_DECODE_BEST: list[tuple[Config, Problem]] = [
 # past 8, the old rule's limit), beside the suite's best (64x16x128 s8, the control) under the suite's
 # protocol: more bytes in flight per SM (s11: 225 KB), the same bytes in finer stages (blk_k 64, s16 and s20),
 # blk_k 256 unsplit, and the deepest split-K ring; bf16 and M = 1 for the deepest.
-_DECODE_PF = replace(_DECODE_BEST, prefetch_tensormap=True)
+_DECODE_PF = _DECODE_BEST.replace(prefetch_tensormap=True)
 SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
     *(
-        (replace(_DECODE_PF, **knobs), Problem(16, 4096, 4096, "float16"))
+        (_DECODE_PF.replace(**knobs), Problem(16, 4096, 4096, "float16"))
         for knobs in (
             {},
             {"stages": 10},
@@ -614,10 +616,10 @@ SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
         )
     ),
     *(
-        (replace(_DECODE_PF, **knobs), Problem(16, 4096, 4096, "bfloat16"))
+        (_DECODE_PF.replace(**knobs), Problem(16, 4096, 4096, "bfloat16"))
         for knobs in ({}, {"stages": 11}, {"blk_k": 64, "stages": 20})
     ),
-    *((replace(_DECODE_PF, blk_n=8, **knobs), Problem(1, 4096, 4096, "float16")) for knobs in ({}, {"stages": 12})),
+    *((_DECODE_PF.replace(blk_n=8, **knobs), Problem(1, 4096, 4096, "float16")) for knobs in ({}, {"stages": 12})),
 ]
 
 # Kit decode-rotate (bench/results/decode/2026-12-02-probes-k-rotate.md): k_rotate (each tile's k loop from
@@ -625,7 +627,7 @@ SET_DECODE_DEEP: list[tuple[Config, Problem]] = [
 # (bench/decode_probe.py --kit): whether 64 CTAs that all read the same column block of their rows at once
 # (addresses differing only in their high bits) lose DRAM throughput to it; shallower rings (fewer dirty L2
 # lines evicted), the split, M = 1 and the model's wider decode GEMMs beside.
-_DECODE_ROT = replace(_DECODE_BEST, k_rotate=True)
+_DECODE_ROT = _DECODE_BEST.replace(k_rotate=True)
 SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
     *(
         (config, Problem(16, 4096, 4096, dtype))
@@ -633,7 +635,7 @@ SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
         for config in (_DECODE_BEST, _DECODE_ROT)
     ),
     *(
-        (replace(_DECODE_ROT, **knobs), Problem(16, 4096, 4096, "float16"))
+        (_DECODE_ROT.replace(**knobs), Problem(16, 4096, 4096, "float16"))
         for knobs in (
             {"prefetch_tensormap": True},
             {"stages": 6},
@@ -646,7 +648,7 @@ SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
     ),
     *(
         (config, Problem(1, 4096, 4096, "float16"))
-        for config in (replace(_DECODE_BEST, blk_n=8), replace(_DECODE_ROT, blk_n=8))
+        for config in (_DECODE_BEST.replace(blk_n=8), _DECODE_ROT.replace(blk_n=8))
     ),
     *(
         (config, Problem(16, n, k, "float16"))
@@ -659,7 +661,7 @@ SET_DECODE_ROTATE: list[tuple[Config, Problem]] = [
 # swapped 64x16 tile from 15.26 to 14.59 us, 1.216x -> 1.279x): the unswapped narrow tiles, which put the
 # weights on wgmma's N and so give 128 (64x32) or 256 (64x16) CTAs a tile row instead of the swapped tile's
 # 64, with and without the rotation; the swapped control and its rotated twin beside them.
-_NARROW_ROT = Config(
+_NARROW_ROT = hopper_config(
     blk_m=64, blk_n=32, blk_k=128, stages=8, consumers=1, warp_specialized=True, l2_hint="none/first", k_rotate=True
 )
 SET_DECODE_NARROW: list[tuple[Config, Problem]] = [
@@ -668,25 +670,25 @@ SET_DECODE_NARROW: list[tuple[Config, Problem]] = [
         for config in (
             _DECODE_BEST,
             _DECODE_ROT,
-            replace(_DECODE_ROT, l2_promotion="256B"),
+            _DECODE_ROT.replace(l2_promotion="256B"),
             _NARROW_ROT,
-            replace(_NARROW_ROT, k_rotate=False),
-            replace(_NARROW_ROT, stages=6),
-            replace(_NARROW_ROT, blk_k=256, stages=4),
-            replace(_NARROW_ROT, blk_n=24),
-            replace(_NARROW_ROT, blk_n=16),
-            replace(_NARROW_ROT, blk_n=16, stages=4),
+            _NARROW_ROT.replace(k_rotate=False),
+            _NARROW_ROT.replace(stages=6),
+            _NARROW_ROT.replace(blk_k=256, stages=4),
+            _NARROW_ROT.replace(blk_n=24),
+            _NARROW_ROT.replace(blk_n=16),
+            _NARROW_ROT.replace(blk_n=16, stages=4),
         )
     ),
     *((config, Problem(16, 4096, 4096, "bfloat16")) for config in (_DECODE_ROT, _NARROW_ROT)),
-    *((config, Problem(1, 4096, 4096, "float16")) for config in (replace(_DECODE_ROT, blk_n=8), _NARROW_ROT)),
+    *((config, Problem(1, 4096, 4096, "float16")) for config in (_DECODE_ROT.replace(blk_n=8), _NARROW_ROT)),
 ]
 
 # The bests of the suite run of 2026-12-01 (bench/results/archive/suite/2026-12-01-local-search.md) where it
 # loses (3000x5000x2000, 4000^3) and, as the control where it wins, at 4096^3, for `gpu_session.sh
 # gemm-profile` (bench/results/profiles/2026-12-01-gemm-ragged.md): what differs from the kernel cuBLAS picks
 # there (its tile, grid, cluster, time and DRAM bytes under Nsight Compute).
-_RAGGED_152 = Config(
+_RAGGED_152 = hopper_config(
     blk_m=128,
     blk_n=152,
     blk_k=64,
@@ -699,10 +701,10 @@ _RAGGED_152 = Config(
 )
 SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
-    (replace(_RAGGED_152, reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
-    (replace(_RAGGED_152, blk_n=192, reg_split="232/40"), Problem(3000, 5000, 2000, "float16")),
+    (_RAGGED_152.replace(reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
+    (_RAGGED_152.replace(blk_n=192, reg_split="232/40"), Problem(3000, 5000, 2000, "float16")),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=256,
             blk_k=64,
@@ -716,7 +718,7 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
         Problem(4000, 4000, 4000, "float16"),
     ),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=256,
             blk_k=64,
@@ -734,9 +736,9 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
     # so a profile separates what the ragged edges cost from what the shape (K = 2000: 32 k-tiles
     # a tile, six tiles an SM) costs; and 128x256 at 3000x5000x2000, the square problems' tile.
     (_RAGGED_152, Problem(3072, 5016, 2048, "float16")),
-    (replace(_RAGGED_152, blk_n=192, reg_split="232/40"), Problem(3072, 5120, 2048, "float16")),
+    (_RAGGED_152.replace(blk_n=192, reg_split="232/40"), Problem(3072, 5120, 2048, "float16")),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=256,
             blk_k=64,
@@ -754,18 +756,18 @@ SET_RAGGED_BEST: list[tuple[Config, Problem]] = [
 # (256x152, two consumers of 128 rows, 152 accumulators a thread), beside this template's best there
 # (128x152), at the problem and padded to whole tiles; its width fitted to 4000^3 (256x168) beside that
 # problem's best (128x256); and 256x192 (3000x5000: 3 rounds of 12 x 27 tiles).
-_WIDE = Config(
+_WIDE = hopper_config(
     blk_m=256, blk_n=152, blk_k=64, stages=3, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
 )
 SET_RAGGED_WIDE: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
     (_WIDE, Problem(3000, 5000, 2000, "float16")),
-    (replace(_WIDE, reg_split="240/24"), Problem(3000, 5000, 2000, "float16")),
+    (_WIDE.replace(reg_split="240/24"), Problem(3000, 5000, 2000, "float16")),
     (_WIDE, Problem(3000, 5000, 2000, "bfloat16")),
-    (replace(_RAGGED_152, reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
+    (_RAGGED_152.replace(reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
     (_WIDE, Problem(3072, 5016, 2048, "float16")),
-    (replace(_WIDE, blk_n=192), Problem(3000, 5000, 2000, "float16")),
-    (replace(_WIDE, blk_n=168), Problem(4000, 4000, 4000, "float16")),
+    (_WIDE.replace(blk_n=192), Problem(3000, 5000, 2000, "float16")),
+    (_WIDE.replace(blk_n=168), Problem(4000, 4000, 4000, "float16")),
     (SET_RAGGED_BEST[3][0], Problem(4000, 4000, 4000, "float16")),
     # Which ragged extent costs 128x152 its 4%: K alone (4000-byte rows), M and N alone, each alone.
     (_RAGGED_152, Problem(3072, 5016, 2048, "float16")),
@@ -779,12 +781,12 @@ SET_RAGGED_WIDE: list[tuple[Config, Problem]] = [
 # 128x152 2.5% (3072x5016x2000 0.976 against 1.001 padded), M and N alone nothing. Does a 2-CTA cluster,
 # multicasting the operand its CTAs share (each CTA issuing half of its loads), pay that back? 160 wide: 32
 # tiles along N, even, so both cluster axes are valid at 3000x5000 (152's 33 columns are not); padded beside.
-_W160 = replace(_RAGGED_152, blk_n=160)
-_W256_160 = replace(_WIDE, blk_n=160)
+_W160 = _RAGGED_152.replace(blk_n=160)
+_W256_160 = _WIDE.replace(blk_n=160)
 SET_RAGGED_CLUSTER: list[tuple[Config, Problem]] = [
     (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
     *[
-        (replace(config, cluster=cluster, cluster_dim=axis), problem)
+        (config.replace(cluster=cluster, cluster_dim=axis), problem)
         for problem in (Problem(3000, 5000, 2000, "float16"), Problem(3072, 5120, 2048, "float16"))
         for config in (_W160, _W256_160)
         for cluster, axis in ((1, "m"), (2, "m"), (2, "n"))
@@ -805,7 +807,7 @@ SET_RAGGED_K: list[tuple[Config, Problem]] = [
 # 0.8%). Each timed tile unpeeled then peeled in the same processes; then the peeled path's edges for
 # correctness: one k-tile in all (K = 8, 40: the loop runs no iteration), a 128-deep k-tile with 1 and 7 of 8
 # steps live, ping-pong, a cluster, the thread-less prefetching consumer, swap-AB.
-_PEEL_256 = Config(
+_PEEL_256 = hopper_config(
     blk_m=128,
     blk_n=256,
     blk_k=64,
@@ -820,18 +822,18 @@ SET_PEEL_PERF: list[tuple[Config, Problem]] = [
     (config, problem)
     for base, problem in (
         (_RAGGED_152, Problem(3000, 5000, 2000, "float16")),
-        (replace(_RAGGED_152, reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
+        (_RAGGED_152.replace(reg_split="232/24"), Problem(3000, 5000, 2000, "bfloat16")),
         (_WIDE, Problem(3000, 5000, 2000, "float16")),
         (_RAGGED_152, Problem(3072, 5016, 2000, "float16")),
         (_PEEL_256, Problem(4000, 4000, 4000, "float16")),
-        (replace(_PEEL_256, raster_group=8, cluster=2), Problem(4000, 4000, 4000, "bfloat16")),
+        (_PEEL_256.replace(raster_group=8, cluster=2), Problem(4000, 4000, 4000, "bfloat16")),
     )
-    for config in (base, replace(base, peel_k=True))
+    for config in (base, base.replace(peel_k=True))
 ] + [
     # With the padding gone, what else 128x152 might take at 3000x5000x2000: a fifth stage,
     # ping-pong consumers (a whole 128x152 tile each, 152 accumulators a thread: /5's limit is
     # 192), the epilogue warpgroup.
-    (replace(_RAGGED_152, peel_k=True, **knobs), Problem(3000, 5000, 2000, "float16"))
+    (_RAGGED_152.replace(peel_k=True, **knobs), Problem(3000, 5000, 2000, "float16"))
     for knobs in (
         {"stages": 5},
         {"schedule": "pingpong", "reg_split": "232/40"},
@@ -840,10 +842,10 @@ SET_PEEL_PERF: list[tuple[Config, Problem]] = [
     )
 ]
 SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
-    (replace(_RAGGED_152, peel_k=True), Problem(1000, 1000, 8, "float16")),
-    (replace(_RAGGED_152, peel_k=True), Problem(333, 1000, 40, "bfloat16")),
+    (_RAGGED_152.replace(peel_k=True), Problem(1000, 1000, 8, "float16")),
+    (_RAGGED_152.replace(peel_k=True), Problem(333, 1000, 40, "bfloat16")),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=128,
             blk_k=128,
@@ -856,9 +858,9 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
         ),
         Problem(1000, 1000, 1040, "float16"),
     ),
-    (Config(blk_m=128, blk_n=128, blk_k=128, stages=3, consumers=2, peel_k=True), Problem(700, 900, 1000, "bfloat16")),
+    (hopper_config(blk_m=128, blk_n=128, blk_k=128, stages=3, consumers=2, peel_k=True), Problem(700, 900, 1000, "bfloat16")),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=128,
             blk_k=64,
@@ -873,15 +875,15 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
         Problem(2000, 2000, 2000, "float16"),
     ),
     (
-        Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=False, peel_k=True),
+        hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=False, peel_k=True),
         Problem(1000, 512, 1000, "float16"),
     ),
     (
-        Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none", peel_k=True),
+        hopper_config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none", peel_k=True),
         Problem(16, 4096, 4000, "bfloat16"),
     ),
     (
-        Config(
+        hopper_config(
             blk_m=128,
             blk_n=64,
             blk_k=64,
@@ -901,7 +903,7 @@ SET_PEEL_CHECK: list[tuple[Config, Problem]] = [
 # bench/results/suite/2026-12-01-ragged-peeled-starts.md). 4000^3 stayed at 0.970-0.978 with 128x256:
 # ping-pong widths there, the round-filling ones (144: 0.939 of the SMs' tile work, 168: 0.939) beside 128,
 # 152, 176, 192, each peeled (4000 leaves 32 columns in the last k-tile: 2 of 4 steps).
-_PINGPONG_152 = Config(
+_PINGPONG_152 = hopper_config(
     blk_m=128,
     blk_n=152,
     blk_k=64,
@@ -915,14 +917,14 @@ _PINGPONG_152 = Config(
     peel_k=True,
 )
 SET_RAGGED_PINGPONG: list[tuple[Config, Problem]] = [
-    (replace(_PEEL_256, raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "float16")),
-    (replace(_PEEL_256, raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "bfloat16")),
+    (_PEEL_256.replace(raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "float16")),
+    (_PEEL_256.replace(raster_group=8, peel_k=True), Problem(4000, 4000, 4000, "bfloat16")),
     *[
-        (replace(_PINGPONG_152, blk_n=n, stages=st), Problem(4000, 4000, 4000, "float16"))
+        (_PINGPONG_152.replace(blk_n=n, stages=st), Problem(4000, 4000, 4000, "float16"))
         for n, st in ((128, 6), (144, 5), (152, 5), (168, 4), (176, 4), (192, 4))
     ],
     *[
-        (replace(_PINGPONG_152, blk_n=n, stages=st), Problem(4000, 4000, 4000, "bfloat16"))
+        (_PINGPONG_152.replace(blk_n=n, stages=st), Problem(4000, 4000, 4000, "bfloat16"))
         for n, st in ((144, 5), (168, 4))
     ],
 ]
@@ -946,7 +948,7 @@ def _draw_losers() -> list[tuple[Config, Problem]]:
             problem = Problem.parse(row["problem"], row["dtype"])
             if row.get("ratio") is None or row["ratio"] >= LOSER_RATIO or problem.m < LOSER_MIN_M:
                 continue
-            config = Config.from_json(row["config"])
+            config = Config.from_json(row["config"], HOPPER_KNOBS)
             if problem not in chosen and HOPPER.is_valid(config, problem):
                 chosen[problem] = config
     return [(c, p) for p, c in chosen.items()]
@@ -984,7 +986,7 @@ def _swap_fitted() -> list[tuple[Config, Problem]]:
         chosen.append((kept, problem))
         for rows in FITTED_ROWS:
             for width in fitted_widths(problem.m, widths, FITTED_PER_ROWS):
-                base = Config(
+                base = hopper_config(
                     blk_m=rows,
                     blk_n=width,
                     blk_k=64,
@@ -997,9 +999,9 @@ def _swap_fitted() -> list[tuple[Config, Problem]]:
                     l2_promotion="256B",
                 )
                 deepest = [
-                    replace(base, stages=s)
+                    base.replace(stages=s)
                     for s in sorted(HOPPER.knobs["stages"], reverse=True)
-                    if HOPPER.is_valid(replace(base, stages=s), problem)
+                    if HOPPER.is_valid(base.replace(stages=s), problem)
                 ]
                 if deepest and (deepest[0], problem) not in chosen:
                     chosen.append((deepest[0], problem))
@@ -1020,7 +1022,7 @@ def _ragged_starts() -> list[tuple[Config, Problem]]:
     ]
     chosen = [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
     head, problem = chosen[0]
-    return [*chosen, (replace(head, peel_k=False), problem), *SET_PEEL_CHECK]
+    return [*chosen, (head.replace(peel_k=False), problem), *SET_PEEL_CHECK]
 
 
 # The small and ragged problems the /5 sweeps draw over, in their order.
@@ -1081,7 +1083,7 @@ def _fuzz_v5(count: int, seed: int, later: bool = False) -> list[tuple[Config, P
                 or knobs["blk_k"] == 256
             ):
                 continue
-            config = Config(**knobs)
+            config = hopper_config(**knobs)
             if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
@@ -1109,7 +1111,7 @@ def _fuzz_rotate(count: int, seed: int) -> list[tuple[Config, Problem]]:
             break
         problem = problems[turn % len(problems)]
         for _ in range(5000):
-            config = Config(**{name: rng.choice(list(values)) for name, values in drawn.items()})
+            config = hopper_config(**{name: rng.choice(list(values)) for name, values in drawn.items()})
             if _drawable(HOPPER, config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
@@ -1160,7 +1162,7 @@ def _fuzz_forced(
         for _ in range(5000):
             knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
             knobs.update(forced(rng, turn))
-            config = Config(**knobs)
+            config = hopper_config(**knobs)
             if _drawable(space, config, problem) and accept(config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
@@ -1424,7 +1426,7 @@ def _fuzz_fp8_paths(count: int, seed: int) -> list[tuple[Config, Problem]]:
 STREAM_PERF_SEED = 535353
 STREAM_PERF_PROBLEMS = 8
 STREAM_PERF_BASES = (
-    Config(
+    hopper_config(
         blk_m=128,
         blk_n=128,
         blk_k=64,
@@ -1435,7 +1437,7 @@ STREAM_PERF_BASES = (
         epilogue="tma_chunked",
         reg_split="240/24",
     ),
-    Config(
+    hopper_config(
         blk_m=128,
         blk_n=256,
         blk_k=64,
@@ -1465,7 +1467,7 @@ def _stream_perf() -> list[tuple[Config, Problem]]:
     chosen: list[tuple[Config, Problem]] = []
     for problem in problems:
         for base in STREAM_PERF_BASES:
-            chosen += [(c, problem) for c in (base, replace(base, stream_k=True)) if HOPPER.is_valid(c, problem)]
+            chosen += [(c, problem) for c in (base, base.replace(stream_k=True)) if HOPPER.is_valid(c, problem)]
     return chosen
 
 
@@ -1475,9 +1477,9 @@ def _stream_tail_perf() -> list[tuple[Config, Problem]]:
     whole, so the three are timed in one run."""
     chosen = []
     for config, problem in _stream_perf():
-        tail = replace(config, stream_k=True, stream_k_scope="tail")
+        tail = config.replace(stream_k=True, stream_k_scope="tail")
         if config.stream_k and HOPPER.is_valid(tail, problem) and kernel_tiles(tail, problem) >= 2 * SMS:
-            base = replace(config, stream_k=False)
+            base = config.replace(stream_k=False)
             chosen += [(base, problem), (config, problem), (tail, problem)]
     return chosen
 
@@ -1488,8 +1490,8 @@ def _stream_tail_perf() -> list[tuple[Config, Problem]]:
 TAIL_PERF_SEED = 424242
 TAIL_PERF_PROBLEMS = 6
 TAIL_PERF_BASES = (
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2),
+    hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2),
+    hopper_config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2),
 )
 
 
@@ -1510,8 +1512,8 @@ def _tail_perf() -> list[tuple[Config, Problem]]:
     chosen: list[tuple[Config, Problem]] = []
     for problem in problems:
         for base in TAIL_PERF_BASES:
-            variants = [base, replace(base, persistent=True, raster_group=8)] + [
-                replace(base, split_k=s, split_k_reduce="serial", split_k_scope="tail") for s in (2, 3, 4, 6, 8)
+            variants = [base, base.replace(persistent=True, raster_group=8)] + [
+                base.replace(split_k=s, split_k_reduce="serial", split_k_scope="tail") for s in (2, 3, 4, 6, 8)
             ]
             chosen += [(c, problem) for c in variants if HOPPER.is_valid(c, problem)]
     return chosen
@@ -1522,7 +1524,7 @@ def _tail_perf() -> list[tuple[Config, Problem]]:
 # kernel's M with the register epilogue. Its kit (v5-wrong) ran on the H200
 # (bench/results/sweeps/2026-11-30-wrong-kernel-neighbours.md: 18 of 28 wrong, all swapped ping-pong in 2-CTA
 # clusters) and the rule swap_ab_pingpong_unclustered refuses the combination since.
-SUITE_WRONG = Config(
+SUITE_WRONG = hopper_config(
     blk_m=64,
     blk_n=128,
     blk_k=64,
@@ -1550,7 +1552,7 @@ def _bisect(config: Config, problem: Problem) -> list[tuple[Config, Problem]]:
         for value in values:
             if value == getattr(config, name):
                 continue
-            other = replace(config, **{name: value})
+            other = config.replace(**{name: value})
             if _drawable(HOPPER, other, problem):
                 chosen.append((other, problem))
     for m, n, k in ((2048, 2048, 2048), (1024, 1024, 512), (1000, 1000, 1024), (512, 1024, 1024)):

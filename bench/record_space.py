@@ -49,6 +49,7 @@ from tirtune.runner.replay_runner import ReplayRunner, to_record
 from tirtune.settings import get_settings
 from tirtune.space import HOPPER, Config, Problem
 from tirtune.space.branches import branch
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 from tirtune.tuner.runtime import make_workers
 
 
@@ -68,7 +69,7 @@ def _recorded(path: Path) -> set[Config]:
     """Configs already in an output file (a rerun after an interrupted one measures the rest)."""
     if not path.exists():
         return set()
-    return {Config.from_json(json.loads(line)["config"]) for line in path.read_text().splitlines() if line.strip()}
+    return {Config.from_json(json.loads(line)["config"], HOPPER_KNOBS) for line in path.read_text().splitlines() if line.strip()}
 
 
 def _sample(problem: Problem, limit: int) -> list[Candidate]:

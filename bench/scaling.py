@@ -52,6 +52,7 @@ from tirtune.db import migrate, repo
 from tirtune.db.session import open_database
 from tirtune.runner.gpu_runner import GpuRunner, tvm_version
 from tirtune.space import HOPPER, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 from tirtune.tuner.job import JobLoop, Progress
 
 NOISE_FILE = Path(__file__).resolve().parent / "results" / "measurement" / "2026-11-29-noise.json"
@@ -130,7 +131,7 @@ def _agreement(problem: Problem, runs: list[dict[str, Any]], work: Path, build_p
     from tirtune.space import Config
 
     winners = {json.dumps(r["best_config"], sort_keys=True) for r in runs if r["best_config"]}
-    configs = [Config.from_json(json.loads(c)) for c in sorted(winners)]
+    configs = [Config.from_json(json.loads(c), HOPPER_KNOBS) for c in sorted(winners)]
     builder = _builder(build_path, work / "cache-agree", 4)
     try:
         builds = builder.build([Candidate(c, problem, HOPPER.template_version) for c in configs])

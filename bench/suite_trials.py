@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from tirtune.core import Config
 from tirtune.db.models import Job, Measurement
 from tirtune.db.session import open_database
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 
 NEAR = 0.98  # "within 2% of the best"
 ORIGINS = ("start", "neighbour", "refine", "model", "repaired", "tpe")
@@ -80,7 +81,7 @@ def trials(url: str) -> list[Row]:
             for m in measured:
                 number = int(m.trial_number or 0)
                 rows.append(Row(f"{job.m}x{job.n}x{job.k}", job.dtype, number, origins.get(number, "?"),
-                                Config.from_json(m.config).label(), m.outcome, m.ratio, m.tflops, m.cublas_tflops))
+                                Config.from_json(m.config, HOPPER_KNOBS).label(), m.outcome, m.ratio, m.tflops, m.cublas_tflops))
     return rows
 
 

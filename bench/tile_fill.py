@@ -35,6 +35,7 @@ from typing import Any
 from bench.filing import RESULTS, dated
 from bench.suite import geomean
 from tirtune.core import Config, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 from tirtune.space.hopper.rules import SMS
 
 DRAWS = RESULTS / "generalize"
@@ -82,7 +83,7 @@ def rows_of(report: Mapping[str, Any], name: str, min_m: int) -> list[dict[str, 
         m, n, k = (int(x) for x in p["problem"].split("x"))
         if m < min_m:
             continue
-        config = Config.from_json(p["config"])
+        config = Config.from_json(p["config"], HOPPER_KNOBS)
         problem = Problem(m, n, k, p["dtype"])
         out.append(
             {"problem": p["problem"], "dtype": p["dtype"], "draw": name, "ratio": p["ratio"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 __all__ = ["configs", "grid_configs", "problems", "tma_problems"]
 
@@ -23,13 +24,13 @@ def tma_problems(max_dim: int = 20_000) -> st.SearchStrategy[Problem]:
 
 def grid_configs() -> st.SearchStrategy[Config]:
     """Points of the Hopper knob grid."""
-    return st.builds(Config, **{name: st.sampled_from(list(values)) for name, values in HOPPER.knobs.items()})
+    return st.builds(hopper_config, **{name: st.sampled_from(list(values)) for name, values in HOPPER.knobs.items()})
 
 
 def configs() -> st.SearchStrategy[Config]:
     """Arbitrary configs, well outside the grid too."""
     small = st.integers(min_value=-64, max_value=1024)
-    return st.builds(Config, blk_m=small, blk_n=small, blk_k=small, stages=st.integers(-2, 12),
+    return st.builds(hopper_config, blk_m=small, blk_n=small, blk_k=small, stages=st.integers(-2, 12),
                      consumers=st.integers(-1, 5), warp_specialized=st.booleans(), persistent=st.booleans(),
                      raster_group=st.integers(-2, 20), epilogue=st.sampled_from(["register", "tma", "smem"]),
                      swap_ab=st.booleans(), split_k=st.integers(-1, 9),

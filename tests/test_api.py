@@ -21,6 +21,8 @@ from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import DbError, JobState, make_engine, repo, session_factory, transaction
 from tirtune.settings import Settings
 from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)
@@ -42,7 +44,7 @@ def client(db_url: str, db_factory: Factory) -> Iterator[TestClient]:
 
 def measure(factory: Factory, time_ms: float, *, job_id: int | None = None, problem: Problem = P,
             stack: Stack = H200, rel_error: float = 1e-3, outcome: Outcome = Outcome.OK) -> int:
-    c = Candidate(Config(), problem, TEMPLATE_VERSION)
+    c = Candidate(hopper_config(), problem, TEMPLATE_VERSION)
     result = RunResult(c, outcome, time_ms=time_ms, cublas_ms=1.0, repetitions=50, rel_error=rel_error,
                        provenance=Provenance(stack, TEMPLATE_VERSION, torch="2.6", sm_clock_mhz=1980.0))
     with transaction(factory) as s:
@@ -212,7 +214,7 @@ def test_best_of_a_problem_nobody_tuned_is_the_cost_models_prediction(client: Te
     body = out.json()
     assert body["kind"] == "predicted" and body["gpu"] == "NVIDIA H200" and body["branch"] == "sm_90a"
     assert "key" not in body and "ratio" not in body and body["predicted_ratio"] > 0
-    config = Config.from_json(body["config"])
+    config = Config.from_json(body["config"], HOPPER_KNOBS)
     assert HOPPER.is_valid(config, Problem(512, 6144, 4096, "bfloat16")) and body["config_label"] == config.label()
     assert len(body["alternatives"]) == 4 and body["model"]["samples"] > 1000
     tiles = {(a["config"]["blk_m"], a["config"]["blk_n"], a["config"]["split_k"]) for a in body["alternatives"]}
@@ -253,7 +255,7 @@ def test_best_returns_the_fastest(client: TestClient, db_factory: Factory) -> No
     assert best.status_code == 200, best.text
     out = best.json()
     assert out["time_ms"] == 1.0 and out["ratio"] == 1.0 and out["shape"] == "4096x4096x4096"
-    assert out["dtype"] == "float16" and out["config"] == Config().to_json()
+    assert out["dtype"] == "float16" and out["config"] == hopper_config().to_json()
     assert out["provenance"]["gpu_name"] == "NVIDIA H200"
     assert out["provenance"]["template_version"] == TEMPLATE_VERSION
     assert client.get("/best", params={"shape": "4096x4096x4096"}).json()["time_ms"] == 0.9
@@ -310,7 +312,7 @@ def test_trials_filter_and_paginate(client: TestClient, db_factory: Factory) -> 
     page = client.get("/trials", params={"job_id": job, "limit": 2, "offset": 1}).json()
     assert page["total"] == 4 and [m["id"] for m in page["items"]] == [ids[2], ids[1]]
     item = page["items"][0]
-    assert item["config_label"] == Config().label() and item["outcome"] == "OK"
+    assert item["config_label"] == hopper_config().label() and item["outcome"] == "OK"
     assert item["provenance"]["driver"] == "570.1" and item["stale"] is False
     assert client.get("/trials", params={"shape": "1024x1024x1024", "dtype": "bf16"}).json()["total"] == 1
     assert client.get("/trials", params={"shape": "1024x1024x1024"}).json()["total"] == 0

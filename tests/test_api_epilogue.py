@@ -15,7 +15,8 @@ from tirtune.api import create_app
 from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
-from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space import TEMPLATE_VERSION, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
@@ -32,7 +33,7 @@ def client(db_url: str, db_factory: Factory) -> Iterator[TestClient]:
 
 
 def measure(factory: Factory, problem: Problem, time_ms: float, blk_n: int = 128) -> int:
-    c = Candidate(Config(blk_n=blk_n), problem, TEMPLATE_VERSION)
+    c = Candidate(hopper_config(blk_n=blk_n), problem, TEMPLATE_VERSION)
     result = RunResult(c, Outcome.OK, time_ms=time_ms, cublas_ms=1.0, repetitions=50, rel_error=1e-3,
                        provenance=Provenance(H200, TEMPLATE_VERSION, torch="2.6", sm_clock_mhz=1980.0))
     with transaction(factory) as s:

@@ -19,6 +19,8 @@ from tirtune.db import repo, transaction
 from tirtune.settings import Settings
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
 from tirtune.space.hopper import TEMPLATE_VERSION
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
@@ -69,15 +71,15 @@ def refused(response: Any, status: int, code: str) -> str:
 
 def test_serves_the_module_of_a_verified_measurement_with_digest_and_provenance(
         client: TestClient, db_factory: Factory, tmp_path: Path) -> None:
-    key = record(db_factory, Config())
-    cache_entry(tmp_path / "cache", Config())
+    key = record(db_factory, hopper_config())
+    cache_entry(tmp_path / "cache", hopper_config())
     r = client.get(f"/kernels/{key}")
     assert r.status_code == 200 and r.content == MODULE
     assert r.headers["content-type"] == "application/octet-stream"
     assert r.headers["x-tirtune-sha256"] == sha256_hex(MODULE)
     assert r.headers["x-tirtune-gpu"] == "NVIDIA H200" and r.headers["x-tirtune-source"] == "gpu"
     assert r.headers["x-tirtune-template-version"] == TEMPLATE_VERSION
-    assert Config.from_json(json.loads(r.headers["x-tirtune-config"])) == Config()
+    assert Config.from_json(json.loads(r.headers["x-tirtune-config"]), HOPPER_KNOBS) == hopper_config()
     assert r.headers["x-tirtune-problem"] == "128x256x64 float16"
     assert r.headers["x-tirtune-artifact"] == "so" and r.headers["content-disposition"].endswith('.so"')
     # GET /best names the key the module is served under
@@ -87,16 +89,16 @@ def test_serves_the_module_of_a_verified_measurement_with_digest_and_provenance(
 
 def test_refusals_say_why(client: TestClient, db_factory: Factory, tmp_path: Path) -> None:
     assert "no current measurement" in refused(client.get("/kernels/" + "0" * 32), 404, "not_found")
-    replayed = record(db_factory, Config(stages=3), source=Source.REPLAY)
-    cache_entry(tmp_path / "cache", Config(stages=3))
+    replayed = record(db_factory, hopper_config(stages=3), source=Source.REPLAY)
+    cache_entry(tmp_path / "cache", hopper_config(stages=3))
     assert "replayed" in refused(client.get(f"/kernels/{replayed}"), 409, "not_verified")
-    wrong = record(db_factory, Config(stages=5), outcome=Outcome.WRONG_RESULT)
-    cache_entry(tmp_path / "cache", Config(stages=5))
+    wrong = record(db_factory, hopper_config(stages=5), outcome=Outcome.WRONG_RESULT)
+    cache_entry(tmp_path / "cache", hopper_config(stages=5))
     assert "WRONG_RESULT" in refused(client.get(f"/kernels/{wrong}"), 409, "not_verified")
-    elsewhere = record(db_factory, Config(stages=6))
+    elsewhere = record(db_factory, hopper_config(stages=6))
     assert "build cache" in refused(client.get(f"/kernels/{elsewhere}"), 404, "not_built_here")
-    tampered = record(db_factory, Config(stages=2))
-    cache_entry(tmp_path / "cache", Config(stages=2), digest=sha256_hex(b"what was built"))
+    tampered = record(db_factory, hopper_config(stages=2))
+    cache_entry(tmp_path / "cache", hopper_config(stages=2), digest=sha256_hex(b"what was built"))
     assert "digest" in refused(client.get(f"/kernels/{tampered}"), 409, "digest_mismatch")
     refused(client.get("/kernels/not-a-key"), 422, "validation_error")
 
@@ -112,14 +114,14 @@ def test_a_kernel_built_on_the_cubin_path_is_served_as_its_bundle(client: TestCl
                                                                   tmp_path: Path) -> None:
     """TIRTUNE_BUILD_PATH=cubin leaves a `-cubin` entry with `kernel.tlaunch`: served, checked and
     labelled as such, so a client stores and loads it as a bundle."""
-    key = record(db_factory, Config(stages=7))
+    key = record(db_factory, hopper_config(stages=7))
     bundle = b'{"spec": "a launch spec", "cubin": "base64"}'
-    cache_entry(tmp_path / "cache", Config(stages=7), module=bundle, kind=kind_named("cubin"))
+    cache_entry(tmp_path / "cache", hopper_config(stages=7), module=bundle, kind=kind_named("cubin"))
     r = client.get(f"/kernels/{key}")
     assert r.status_code == 200 and r.content == bundle
     assert r.headers["x-tirtune-artifact"] == "cubin" and r.headers["content-disposition"].endswith('.tlaunch"')
     assert r.headers["x-tirtune-build-key"].endswith("-cubin")
-    tampered = record(db_factory, Config(stages=8))
-    cache_entry(tmp_path / "cache", Config(stages=8), module=bundle, digest=sha256_hex(b"other"),
+    tampered = record(db_factory, hopper_config(stages=8))
+    cache_entry(tmp_path / "cache", hopper_config(stages=8), module=bundle, digest=sha256_hex(b"other"),
                 kind=kind_named("cubin"))
     assert "digest" in refused(client.get(f"/kernels/{tampered}"), 409, "digest_mismatch")

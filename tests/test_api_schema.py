@@ -28,7 +28,8 @@ from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.core.problem import MAX_DIM, SHAPE_PATTERN
 from tirtune.db import migrate, repo, transaction
 from tirtune.settings import Settings
-from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem, SpaceError
+from tirtune.space import HOPPER, TEMPLATE_VERSION, Problem, SpaceError
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import K_MULTIPLE
 
 H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
@@ -41,7 +42,7 @@ def seed(factory: sessionmaker[Session]) -> None:
     problem = Problem(4096, 4096, 4096)
     with transaction(factory) as s:
         job = repo.create_job(s, problem, "sm_90a", 8)
-        for i, config in enumerate([Config(), Config(stages=3), Config(blk_n=256)]):
+        for i, config in enumerate([hopper_config(), hopper_config(stages=3), hopper_config(blk_n=256)]):
             c = Candidate(config, problem, TEMPLATE_VERSION)
             result = RunResult(c, Outcome.OK, time_ms=0.2 + i / 100, cublas_ms=0.19, repetitions=10,
                                rel_error=1e-4, provenance=Provenance(H200, TEMPLATE_VERSION, torch="2.6"))

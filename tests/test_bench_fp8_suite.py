@@ -10,8 +10,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from test_api_kernels import client, record  # noqa: F401 (client: the API fixture)
 
 from bench import fp8_suite
-from tirtune.core import Config, Problem
+from tirtune.core import Problem
 from tirtune.core.problem import FP8
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 
@@ -35,7 +36,7 @@ def test_queued_jobs_are_scored_by_get_best_with_the_baseline_named(client: Test
     assert [j["scaling"] for j in jobs] == ["tensor", "tensor", "rowcol"]
     listed = client.get("/jobs").json()["items"]
     assert {(j["problem"]["dtype"], j["problem"]["scaling"]) for j in listed} == {(FP8, "tensor"), (FP8, "rowcol")}
-    record(db_factory, Config(64, 16, 128, 8, 1, True, swap_ab=True),
+    record(db_factory, hopper_config(64, 16, 128, 8, 1, True, swap_ab=True),
            problem=Problem(16, 4096, 4096, FP8, "scale_row+scale_col"))
     scored = [fp8_suite.score(client, j) for j in jobs]
     by = {(p["problem"], p["scaling"]): p for p in scored}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from bench import best_vs_cublas, record_space, tuner_study
 from tirtune.core import Candidate, Outcome, RunResult, Stack
-from tirtune.space import HOPPER, Config, Problem
+from tirtune.space import HOPPER, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -17,7 +18,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 def _result(
     problem: Problem, outcome: Outcome, ms: float | None = None, err: float | None = None, blk_n: int = 128
 ) -> RunResult:
-    c = Candidate(Config(blk_n=blk_n), problem, HOPPER.template_version)
+    c = Candidate(hopper_config(blk_n=blk_n), problem, HOPPER.template_version)
     return RunResult(c, outcome, time_ms=ms, cublas_ms=0.2 if ms else None, rel_error=err)
 
 
@@ -74,7 +75,7 @@ def test_best_vs_cublas_takes_the_median_process_and_names_every_field(tmp_path:
         {
             "name": f"k{i}",
             "label": f"k{i}",
-            "config": Config(blk_n=128 * (i + 1)).to_json(),
+            "config": hopper_config(blk_n=128 * (i + 1)).to_json(),
             "problem": problem,
             "so": f"k{i}.so",
         }

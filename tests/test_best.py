@@ -26,7 +26,8 @@ from tirtune.db import open_database, repo, transaction, url_of
 from tirtune.db.records import MeasurementRecord
 from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.settings import Settings, get_settings
-from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space import TEMPLATE_VERSION, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +42,8 @@ BEST = {"shape": P.shape, "dtype": "float16", "predict": "false"}  # a measureme
 def record(factory: Factory, time_ms: float, cublas_ms: float, *, blk_n: int = 128, stages: int = 4,
            spread: tuple[float, float] | None = None, job_id: int | None = None,
            source: Source = Source.GPU) -> MeasurementRecord:
-    """One OK trial of Config(blk_n, stages): its ratio is cublas_ms / time_ms."""
-    c = Candidate(Config(blk_n=blk_n, stages=stages), P, TEMPLATE_VERSION)
+    """One OK trial of hopper_config(blk_n, stages): its ratio is cublas_ms / time_ms."""
+    c = Candidate(hopper_config(blk_n=blk_n, stages=stages), P, TEMPLATE_VERSION)
     low, high = spread or (None, None)
     result = RunResult(c, Outcome.OK, time_ms=time_ms, cublas_ms=cublas_ms, repetitions=50, rel_error=1e-4,
                        provenance=Provenance(H200, TEMPLATE_VERSION, source=source,

@@ -21,6 +21,7 @@ from tirtune.space import TEMPLATE_VERSION as HOPPER_VERSION
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import JOURNEY, STATUS
 from tirtune.space.blackwell import TEMPLATE_VERSION as BLACKWELL_VERSION
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)
@@ -62,7 +63,7 @@ def client(db_url: str, db_factory: Factory) -> Iterator[TestClient]:
 
 
 def test_blackwell_figures_from_no_blackwell_run_are_never_ranked(client: TestClient, db_factory: Factory) -> None:
-    record(db_factory, 2.0, Config(), HOPPER_VERSION, H200)
+    record(db_factory, 2.0, hopper_config(), HOPPER_VERSION, H200)
     record(db_factory, 0.1, V9, BLACKWELL_VERSION, H200)  # impossible: sm_100a code does not run on an H200
     record(db_factory, 0.2, V9, BLACKWELL_VERSION, REPLAY)
     best = client.get("/best", params={"shape": P.shape})
@@ -87,7 +88,7 @@ def test_a_result_measured_on_a_b200_is_served_and_labelled(client: TestClient, 
 
 
 def test_hopper_answers_name_their_branch(client: TestClient, db_factory: Factory) -> None:
-    record(db_factory, 1.0, Config(), HOPPER_VERSION, H200)
+    record(db_factory, 1.0, hopper_config(), HOPPER_VERSION, H200)
     out = client.get("/best", params={"shape": P.shape, "gpu": "NVIDIA H200"}).json()
     assert out["branch"] == "sm_90a" and "H200" in out["branch_status"]
     error = client.get("/best", params={"shape": P.shape, "gpu": "NVIDIA H100"}).json()["error"]

@@ -20,6 +20,7 @@ from tirtune.kernels.blackwell.mma import Mma
 from tirtune.kernels.blackwell.roles import Roles
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import BLACKWELL, JOURNEY
+from tirtune.space.hopper.knobs import config as hopper_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -70,7 +71,7 @@ def test_the_mma_thread_multiplies_each_k_tile_and_commits_to_both_ctas_of_the_p
     ("config", "problem", "store8", "tma_stores"),
     [
         (JOURNEY["v6"].config, JOURNEY["v6"].problem, 2 * 8, 0),  # register: 16-byte stores, 8 columns each
-        (Config(128, 128, 64, 2, 1, False, persistent=True, raster_group=8), Problem(1000, 1004, 1000), 0, 0),
+        (hopper_config(128, 128, 64, 2, 1, False, persistent=True, raster_group=8), Problem(1000, 1004, 1000), 0, 0),
         (JOURNEY["v7"].config, JOURNEY["v7"].problem, 0, 2),  # tma: a staged store per 64-column chunk
     ],
 )

@@ -3,8 +3,6 @@ the static gate (descriptor decoding, launch parsing, SASS fingerprints). No nvc
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +21,7 @@ from tirtune.space.branches import (
     branch_for_version,
     parse_compute_capability,
 )
+from tirtune.space.hopper.knobs import config as hopper_config
 
 P4096 = Problem(4096, 4096, 4096)
 
@@ -36,7 +35,7 @@ def _bw(**knobs: object) -> Config:
         "consumers": 1,
         "warp_specialized": True,
     }
-    return Config(**{**base, **knobs})  # type: ignore[arg-type]
+    return hopper_config(**{**base, **knobs})  # type: ignore[arg-type]
 
 
 def test_the_space_and_its_size_at_the_seed_problem() -> None:
@@ -144,7 +143,7 @@ def test_journey_configs_are_valid_points_of_the_space() -> None:
         assert BLACKWELL.is_valid(step.config, step.problem), (name, BLACKWELL.violations(step.config, step.problem))
     # V3 and V4 differ only in who copies A and B: all threads, then TMA.
     assert JOURNEY["v3"].config.loader == "threads" and JOURNEY["v4"].config.loader == "tma"
-    assert dataclasses.replace(JOURNEY["v3"].config, loader="tma") == JOURNEY["v4"].config
+    assert JOURNEY["v3"].config.replace(loader="tma") == JOURNEY["v4"].config
 
 
 # --- the branch switch --------------------------------------------------------------------------------
@@ -185,7 +184,7 @@ def test_branch_names_and_status() -> None:
 def test_gemm_entry_dispatches_by_arch() -> None:
     assert gemm.template_for("sm_100a") == "tirtune.kernels.blackwell:build"
     with pytest.raises(SpaceError, match="no GEMM template branch for 'sm_80'"):
-        gemm.build(Config(), P4096, arch="sm_80")
+        gemm.build(hopper_config(), P4096, arch="sm_80")
     with pytest.raises(SpaceError, match="blackwell_gemm cannot build"):
         gemm.build(_bw(stages=1), P4096, arch="sm_100a")
 

@@ -4,7 +4,6 @@ place that lists architectures reads it (so adding one means adding one entry)."
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import replace
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +26,7 @@ from tirtune.space.branches import (
     branch_for_version,
     check_problem,
 )
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.shapes import ShapeClass
 
 # One problem per shape class (the classes' own docstring examples).
@@ -129,7 +129,7 @@ def test_older_template_versions_belong_to_their_branch() -> None:
 
 def _record(factory: sessionmaker[Session], cc: str) -> None:
     problem = Problem(4096, 4096, 4096)
-    candidate = Candidate(Config(), problem, BRANCHES["sm_90a"].space.template_version)
+    candidate = Candidate(hopper_config(), problem, BRANCHES["sm_90a"].space.template_version)
     stack = Stack("NVIDIA H200", "580", "13.0", "0.27", cc)
     result = RunResult(candidate, Outcome.OK, time_ms=0.2, cublas_ms=0.21,
                        provenance=Provenance(stack, candidate.template_version))
@@ -177,7 +177,7 @@ def test_a_ragged_job_starts_from_tiles_fitted_to_fill_the_sms() -> None:
     assert all(hopper.space.is_valid(c, problem) for c in starts)
 
     def wave(c: Config) -> bool:
-        return replace(c, peel_k=False) in WAVE_FITTED
+        return c.replace(peel_k=False) in WAVE_FITTED
 
     fitted = [c for c, own in zip(starts, RAGGED, strict=True) if wave(own)]
     kept = [c for c, own in zip(starts, RAGGED, strict=True) if not wave(own)]
@@ -198,12 +198,12 @@ def test_a_peeled_start_is_kept_only_where_k_has_a_tail_to_skip() -> None:
         starts = hopper.start_configs(problem)
         assert [c.peel_k for c in starts[:4]] == [True, True, True, False]
         assert all(hopper.space.is_valid(c, problem) for c in starts)
-        assert {replace(c, peel_k=False) for c in starts[1:3]} == set(starts[3:5])
+        assert {c.replace(peel_k=False) for c in starts[1:3]} == set(starts[3:5])
     whole = Problem(3000, 5000, 4096)
     starts = hopper.start_configs(whole)
     assert not any(c.peel_k for c in starts) and len(starts) == len(set(starts)) == len(
         hopper.start_configs(Problem(3000, 5000, 2000))) - 2
-    assert starts[0] == replace(hopper.start_configs(Problem(3000, 5000, 2000))[0], peel_k=False)
+    assert starts[0] == hopper.start_configs(Problem(3000, 5000, 2000))[0].replace(peel_k=False)
     assert all(hopper.space.is_valid(c, whole) for c in starts)
 
 

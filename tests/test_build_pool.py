@@ -6,18 +6,19 @@ from __future__ import annotations
 import pytest
 
 from tirtune.builder.build_pool import LoweringPool
-from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.core import Candidate, Outcome, Problem
 from tirtune.space import TEMPLATE_VERSION
+from tirtune.space.hopper.knobs import config as hopper_config
 
 PROBLEM = Problem(1000, 1000, 1000, "float16")
 
 
 def test_hung_and_dying_lowerings_are_replaced_and_the_rest_lowered() -> None:
     batch = [
-        Candidate(Config(128, 128, 64, 7, 2, True), PROBLEM, "test"),  # hangs
-        Candidate(Config(128, 128, 64, 4, 2, True), PROBLEM, "test"),
-        Candidate(Config(128, 128, 64, 6, 2, True), PROBLEM, "test"),  # kills its process
-        Candidate(Config(128, 128, 64, 2, 2, True), PROBLEM, "test"),
+        Candidate(hopper_config(128, 128, 64, 7, 2, True), PROBLEM, "test"),  # hangs
+        Candidate(hopper_config(128, 128, 64, 4, 2, True), PROBLEM, "test"),
+        Candidate(hopper_config(128, 128, 64, 6, 2, True), PROBLEM, "test"),  # kills its process
+        Candidate(hopper_config(128, 128, 64, 2, 2, True), PROBLEM, "test"),
     ]
     with LoweringPool(processes=2, timeout_s=30, template="tests.stand_in_children:misbehaving_template",
                       arch="sm_90a") as pool:
@@ -60,8 +61,8 @@ def test_children_start_together_not_one_import_after_another(monkeypatch: pytes
 def test_each_lowering_is_handed_over_as_it_arrives() -> None:
     """`on_result` sees every candidate once, the same Lowered the batch returns, before `lower`
     returns (CubinBuilder compiles the first while the rest still lower)."""
-    batch = [Candidate(Config(128, 128, 64, 4, 2, True), PROBLEM, TEMPLATE_VERSION),
-             Candidate(Config(64, 128, 64, 4, 1, True), PROBLEM, TEMPLATE_VERSION)]
+    batch = [Candidate(hopper_config(128, 128, 64, 4, 2, True), PROBLEM, TEMPLATE_VERSION),
+             Candidate(hopper_config(64, 128, 64, 4, 1, True), PROBLEM, TEMPLATE_VERSION)]
     seen: dict[int, object] = {}
     with LoweringPool(processes=1, timeout_s=120) as pool:
         lowered = pool.lower(batch, on_result=lambda i, low: seen.setdefault(i, low))

@@ -30,6 +30,7 @@ from tirtune.runner.errors import WorkerError
 from tirtune.runner.gpu_runner import GpuRunner, pool_by_model
 from tirtune.space import Config, Problem
 from tirtune.space.hopper import HOPPER_V1
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 from tirtune.tuner.job import JobLoop
 
 TESTS = Path(__file__).resolve().parent
@@ -39,7 +40,7 @@ PROBLEM = Problem(4096, 4096, 4096)
 
 def _recorded() -> dict[Config, dict[str, Any]]:
     rows = [json.loads(line) for line in RECORDED.read_text().splitlines() if line.strip()]
-    return {Config.from_json(r["config"]): r for r in rows}
+    return {Config.from_json(r["config"], HOPPER_KNOBS): r for r in rows}
 
 
 @pytest.fixture(scope="module")

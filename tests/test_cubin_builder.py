@@ -10,18 +10,19 @@ import pytest
 
 from tirtune.builder import toolchain
 from tirtune.builder.cubin_builder import ARTIFACT, CubinBuilder
-from tirtune.core import Candidate, Config, Outcome, Problem
+from tirtune.core import Candidate, Outcome, Problem
 from tirtune.core.artifacts import BUILD_MARK, DIGEST_FIELD, sha256_hex
 from tirtune.core.launch import unbundle
 from tirtune.space import TEMPLATE_VERSION
+from tirtune.space.hopper.knobs import config as hopper_config
 
 
 @pytest.mark.nvcc
 def test_builds_a_batch_and_serves_it_from_the_cache(tmp_path: Path) -> None:
     batch = [
-        Candidate(Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),
+        Candidate(hopper_config(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),
                   Problem(1000, 1024, 200, "float16"), TEMPLATE_VERSION),
-        Candidate(Config(128, 128, 64, 4, 2, True), Problem(1000, 1000, 1000, "bfloat16"), TEMPLATE_VERSION),
+        Candidate(hopper_config(128, 128, 64, 4, 2, True), Problem(1000, 1000, 1000, "bfloat16"), TEMPLATE_VERSION),
     ]
     builder = CubinBuilder(cache_dir=tmp_path, timeout_s=300, processes=1, batch=4)
     try:

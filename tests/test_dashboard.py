@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator
 
@@ -17,6 +16,8 @@ from tirtune.core import Candidate, Outcome, Provenance, RunResult, Stack
 from tirtune.db import repo, transaction
 from tirtune.settings import Settings
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096)
@@ -86,10 +87,10 @@ def test_dashboard_is_not_in_the_openapi_schema(client: TestClient) -> None:
 
 
 def test_studies_list_problems_with_counts(client: TestClient, db_factory: Factory) -> None:
-    record(db_factory, Config(), time_ms=0.25)
-    record(db_factory, Config(stages=3), time_ms=0.20)
-    record(db_factory, Config(stages=9), outcome=Outcome.INVALID, message="smem_fits: too big")
-    record(db_factory, Config(), time_ms=0.01, problem=Problem(1024, 1024, 1024, "bfloat16"))
+    record(db_factory, hopper_config(), time_ms=0.25)
+    record(db_factory, hopper_config(stages=3), time_ms=0.20)
+    record(db_factory, hopper_config(stages=9), outcome=Outcome.INVALID, message="smem_fits: too big")
+    record(db_factory, hopper_config(), time_ms=0.01, problem=Problem(1024, 1024, 1024, "bfloat16"))
     page = client.get("/studies").json()
     assert page["total"] == 2 and [s["shape"] for s in page["items"]] == ["1024x1024x1024", "4096x4096x4096"]
     big = page["items"][1]
@@ -106,12 +107,12 @@ def test_summary_of_a_study(client: TestClient, db_factory: Factory) -> None:
     job = tune(client)
     # blk_n alone decides the speed here; stages varies without effect.
     for blk_n, stages, time_ms in [(128, 3, 0.4), (256, 3, 0.2), (128, 4, 0.4), (256, 4, 0.2)]:
-        record(db_factory, Config(blk_n=blk_n, stages=stages), time_ms=time_ms, job_id=job,
+        record(db_factory, hopper_config(blk_n=blk_n, stages=stages), time_ms=time_ms, job_id=job,
                cublas_ms=0.25 if stages == 3 else 0.2)
         if blk_n == 128 and stages == 3:
-            record(db_factory, Config(blk_m=256, consumers=1), outcome=Outcome.INVALID, job_id=job,
+            record(db_factory, hopper_config(blk_m=256, consumers=1), outcome=Outcome.INVALID, job_id=job,
                    message="consumers_split_m: 256 rows; smem_fits: 300000 B > 232448 B")
-            record(db_factory, Config(blk_k=128), outcome=Outcome.TIMEOUT, job_id=job,
+            record(db_factory, hopper_config(blk_k=128), outcome=Outcome.TIMEOUT, job_id=job,
                    message="no result after 60 s\nkilled")
     s = client.get(SUMMARY, params={"job_id": job}).json()
     assert s["job_id"] == job and s["invalid"] == 1 and s["truncated"] is False
@@ -133,7 +134,7 @@ def test_summary_of_a_study(client: TestClient, db_factory: Factory) -> None:
     assert {(f["outcome"], f["reason"], f["count"]) for f in s["failures"]} == {
         ("INVALID", "consumers_split_m", 1), ("INVALID", "smem_fits", 1),
         ("TIMEOUT", "no result after 60 s", 1)}
-    assert s["knobs"] == [f.name for f in dataclasses.fields(Config)]  # every knob, in the Config's order
+    assert s["knobs"] == list(HOPPER_KNOBS.names)  # every knob, in the table order
     assert s["knobs"][:9] == ["blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized", "persistent",
                               "raster_group", "epilogue"]
 
@@ -142,9 +143,9 @@ def test_summary_keeps_the_fastest_of_each_config_and_all_jobs_without_job_id(
     client: TestClient, db_factory: Factory
 ) -> None:
     first, second = tune(client), tune(client, m=2048)
-    record(db_factory, Config(), time_ms=0.3, job_id=first)
-    record(db_factory, Config(), time_ms=0.25)
-    record(db_factory, Config(), time_ms=0.1, job_id=second, problem=Problem(2048, 4096, 4096))
+    record(db_factory, hopper_config(), time_ms=0.3, job_id=first)
+    record(db_factory, hopper_config(), time_ms=0.25)
+    record(db_factory, hopper_config(), time_ms=0.1, job_id=second, problem=Problem(2048, 4096, 4096))
     s = client.get(SUMMARY).json()
     assert len(s["trials"]) == 2 and len(s["top"]) == 1 and s["top"][0]["time_ms"] == 0.25
     assert s["importance"] == []  # fewer than 3 OK trials: no importance is claimed

@@ -26,6 +26,7 @@ from tirtune.db import (
 from tirtune.db.models import Measurement
 from tirtune.db.records import MeasurementRecord
 from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
 P = Problem(4096, 4096, 4096, "float16")
@@ -33,7 +34,7 @@ H200 = Stack("NVIDIA H200", "570.1", "12.8", "0.27.0", "9.0")
 
 
 def candidate(problem: Problem = P, blk_n: int = 128, stages: int = 4) -> Candidate:
-    return Candidate(Config(blk_n=blk_n, stages=stages), problem, TEMPLATE_VERSION)
+    return Candidate(hopper_config(blk_n=blk_n, stages=stages), problem, TEMPLATE_VERSION)
 
 
 def ok_result(c: Candidate, time_ms: float, stack: Stack = H200) -> RunResult:

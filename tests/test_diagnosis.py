@@ -14,7 +14,8 @@ import pytest
 from tirtune.builder import toolchain
 from tirtune.builder.diagnosis import ROOT_CAUSE_CHARS, root_cause
 from tirtune.builder.tirx_builder import failure_message
-from tirtune.space import Config, Problem
+from tirtune.space import Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 DATA = Path(__file__).parent / "data" / "diagnosis"
 
@@ -62,7 +63,7 @@ def test_the_builder_leads_with_the_marked_root_cause_not_the_tail() -> None:
 
 
 def test_a_refused_config_lowers_to_an_error_naming_the_rule() -> None:
-    bad = Config(blk_m=128, blk_n=256, blk_k=64, stages=8, consumers=2)  # far too much shared memory
+    bad = hopper_config(blk_m=128, blk_n=256, blk_k=64, stages=8, consumers=2)  # far too much shared memory
     with pytest.raises(toolchain.LoweringError) as caught:
         toolchain.lower_to_cuda(bad, Problem(256, 256, 256))
     assert caught.value.root.startswith("SpaceError: hopper_gemm cannot build")

@@ -47,9 +47,10 @@ from tirtune.dispatch.export import ManifestBest, export
 from tirtune.dispatch.http import Reply, UrllibHttp
 from tirtune.settings import Settings, get_settings
 from tirtune.space.hopper import TEMPLATE_VERSION
+from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]
-BEST, OTHER = Config(), Config(stages=3)
+BEST, OTHER = hopper_config(), hopper_config(stages=3)
 
 
 class CpuLoader:
@@ -413,7 +414,7 @@ def test_the_settings_dispatcher_downloads_over_http(live: tuple[str, Factory], 
 @pytest.mark.nvcc
 def test_a_real_build_is_checked_and_cached(tmp_path: Path) -> None:
     """The store's build path with the builder's own compile_candidate (nvcc; loading needs a GPU)."""
-    small = Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False)
+    small = hopper_config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False)
     chosen = Chosen(Problem(256, 128, 64), "NVIDIA H200", small, TEMPLATE_VERSION, "0" * 32, 1.0)
     store = ArtifactStore(tmp_path, build_timeout_s=600)
     fetched = store.fetch(chosen)

@@ -34,11 +34,12 @@ from tirtune.core.epilogue import OPS
 from tirtune.core.launch import LaunchSpec
 from tirtune.kernels import plan
 from tirtune.space import HOPPER
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import consumer_rows
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **knobs: object) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **knobs)  # type: ignore[arg-type]
+    return hopper_config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **knobs)  # type: ignore[arg-type]
 
 
 # Every path that writes D: register stores paired (N even), element by element (N odd) and

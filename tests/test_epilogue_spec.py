@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from tirtune.core import EPILOGUE_NONE, Candidate, Config, EpilogueSpec, Operand, Problem, SpaceError, Stack
+from tirtune.core import EPILOGUE_NONE, Candidate, EpilogueSpec, Operand, Problem, SpaceError, Stack
 from tirtune.core.epilogue import OPS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 STACK = Stack("NVIDIA H200", "570.1", "13.0", "0.27.0")
-CONFIG = Config(128, 256, 64, 4, 2, True, persistent=True, epilogue="tma")
+CONFIG = hopper_config(128, 256, 64, 4, 2, True, persistent=True, epilogue="tma")
 # (problem, str, build key, measurement key, min_bytes) as recorded before epilogues existed.
 RECORDED = (
     (Problem(4096, 4096, 4096), "4096x4096x4096 float16", "00b8586028173527db557912",

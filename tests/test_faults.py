@@ -16,12 +16,13 @@ from bench.faults import kernels
 from tirtune.builder import toolchain
 from tirtune.builder.tirx_builder import TirxBuilder
 from tirtune.core import Candidate, Outcome
-from tirtune.space import HOPPER, TEMPLATE_VERSION, Config, Problem
+from tirtune.space import HOPPER, TEMPLATE_VERSION, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 ray = pytest.importorskip("ray")
 
 P = Problem(4096, 4096, 4096, "float16")
-TINY = Candidate(Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False),
+TINY = Candidate(hopper_config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False),
                  Problem(128, 128, 64, "float16"), TEMPLATE_VERSION)
 ONLY_LOWERED = [k for k in kernels.FAULTS if k != "ptxas_error"]
 

@@ -17,10 +17,11 @@ from tirtune.kernels import plan
 from tirtune.space import Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.hopper import BRANCH, HOPPER, HOPPER_STARTS, rules
+from tirtune.space.hopper.knobs import config as hopper_config
 
 FP8_4096 = Problem(4096, 4096, 4096, FP8)
 # 128x128 tile, a 128-deep k-tile (one 128-byte swizzle row of e4m3), 4 stages, 2 consumers, producer.
-BASE = Config(128, 128, 128, 4, 2, True)
+BASE = hopper_config(128, 128, 128, 4, 2, True)
 
 
 # --- the dtype ----------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def test_the_blackwell_branch_refuses_fp8() -> None:
 
 def test_a_deep_fp8_ring_fits_where_the_16_bit_one_does_not() -> None:
     # 6 stages of (128+128)x128: 384 KiB at 2 bytes, 192 KiB at 1.
-    config = replace(BASE, stages=6)
+    config = BASE.replace(stages=6)
     fp16 = [v.rule for v in HOPPER.violations(config, Problem(4096, 4096, 4096))]
     assert "smem_fits" in fp16
     assert not HOPPER.violations(config, FP8_4096)
@@ -104,7 +105,7 @@ def _broken(config: Config, problem: Problem = FP8_4096) -> list[str]:
 
 def test_the_fp8_base_config_is_valid() -> None:
     assert _broken(BASE) == []
-    assert _broken(replace(BASE, blk_k=256, stages=3)) == []
+    assert _broken(BASE.replace(blk_k=256, stages=3)) == []
 
 
 @pytest.mark.parametrize(
@@ -120,7 +121,7 @@ def test_the_fp8_base_config_is_valid() -> None:
     ],
 )
 def test_what_the_fp8_path_does_not_build_is_refused_by_name(changes: dict[str, object], rule: str, reason: str) -> None:
-    config = replace(BASE, **changes)  # type: ignore[arg-type]
+    config = BASE.replace(**changes)  # type: ignore[arg-type]
     problem = Problem(4096, 4096, 4000, FP8)  # a K tail, so that peel_k has steps to skip
     violations = {v.rule: v.reason for v in HOPPER.violations(config, problem)}
     assert rule in violations, violations
@@ -130,7 +131,7 @@ def test_what_the_fp8_path_does_not_build_is_refused_by_name(changes: dict[str, 
 
 
 def test_trim_is_refused_for_fp8() -> None:
-    config = replace(BASE, trim=True)
+    config = BASE.replace(trim=True)
     assert "fp8_whole_k_tiles" in _broken(config, Problem(4000, 4000, 4000, FP8))
 
 
@@ -196,13 +197,13 @@ def test_the_plan_counts_1_byte_elements() -> None:
     assert p.wgmma_name == "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
     assert not p.wgmma_transposes
     assert (p.ab_type, p.out_dtype, p.acc_regs) == ("e4m3", "bfloat16", 64)
-    deep = plan(replace(BASE, blk_k=256, stages=3), FP8_4096)
+    deep = plan(BASE.replace(blk_k=256, stages=3), FP8_4096)
     assert (deep.atoms, deep.stage_bytes, deep.k_tiles) == (2, (128 + 128) * 256, 16)
     assert rules.smem_bytes(BASE, FP8_4096.element_bytes) == 4 * 32768 + rules.SMEM_OVERHEAD_BYTES
 
 
 def test_the_plan_of_a_16_bit_problem_is_unchanged() -> None:
-    p = plan(replace(BASE, stages=3), Problem(4096, 4096, 4096, "bfloat16"))
+    p = plan(BASE.replace(stages=3), Problem(4096, 4096, 4096, "bfloat16"))
     assert (p.element_bytes, p.atom_k, p.atoms, p.wgmma_k) == (2, 64, 2, 16)
     assert p.stage_bytes == (128 + 128) * 128 * 2
     assert p.wgmma_name == "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
@@ -216,10 +217,10 @@ def test_the_plan_of_a_16_bit_problem_is_unchanged() -> None:
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
-        (replace(BASE, blk_k=256, stages=3), Problem(1000, 3000, 1040, FP8, "bias")),
-        (Config(128, 64, 256, 4, 2, True, swap_ab=True), Problem(64, 4096, 4096, FP8, "scale_row+scale_col")),
+        (BASE.replace(blk_k=256, stages=3), Problem(1000, 3000, 1040, FP8, "bias")),
+        (hopper_config(128, 64, 256, 4, 2, True, swap_ab=True), Problem(64, 4096, 4096, FP8, "scale_row+scale_col")),
         (
-            Config(128, 128, 128, 6, 2, True, persistent=True, schedule="pingpong", cluster=2, raster_group=8),
+            hopper_config(128, 128, 128, 6, 2, True, persistent=True, schedule="pingpong", cluster=2, raster_group=8),
             FP8_4096,
         ),
     ],

@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tirtune
 import tirtune.nn
-from tirtune.core import Config, EpilogueSpec, Problem, Source, SpaceError
+from tirtune.core import EpilogueSpec, Problem, Source, SpaceError
 from tirtune.core.epilogue import scaling_of, with_scaling
 from tirtune.core.problem import FP8
 from tirtune.db import repo, transaction
@@ -29,11 +29,12 @@ from tirtune.dispatch.scaled import scaling_operands
 from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.verify import reference, relative_error, tolerance
 from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.tuner.start import transferred
 
 Factory = sessionmaker[Session]
 H200 = "NVIDIA H200"
-FP8_CONFIG = Config(128, 128, 128, 4, 2, True, persistent=True)
+FP8_CONFIG = hopper_config(128, 128, 128, 4, 2, True, persistent=True)
 ROWCOL = Problem(64, 48, 256, FP8, "scale_row+scale_col")
 BODY = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp8"}
 
@@ -112,14 +113,14 @@ def test_best_keys_an_fp8_problem_by_its_scaling_and_predicts_nothing_for_it(
 
 def test_the_cost_model_learns_from_16_bit_problems_only(db_factory: Factory) -> None:
     record(db_factory, FP8_CONFIG, problem=Problem(4096, 4096, 4096, FP8))
-    record(db_factory, Config(), problem=Problem(4096, 4096, 4096, "float16"))
+    record(db_factory, hopper_config(), problem=Problem(4096, 4096, 4096, "float16"))
     with transaction(db_factory) as s:
         samples, _ = repo.training_samples(s, H200, "hopper-gemm/", source=Source.GPU)
     assert [smp.problem.dtype for smp in samples] == ["float16"]
 
 
 def test_an_fp8_job_transfers_from_fp8_problems_and_a_16_bit_one_from_16_bit_ones(db_factory: Factory) -> None:
-    fp16_config = Config(128, 256, 64, 4, 2, True, persistent=True)
+    fp16_config = hopper_config(128, 256, 64, 4, 2, True, persistent=True)
     record(db_factory, FP8_CONFIG, problem=Problem(4096, 4096, 4096, FP8))
     record(db_factory, fp16_config, problem=Problem(4096, 4096, 4096, "float16"))
     branch = BRANCHES[DEFAULT_ARCH]

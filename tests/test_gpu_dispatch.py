@@ -18,14 +18,15 @@ from tirtune.core import Config, Problem
 from tirtune.dispatch import ArtifactStore, Chosen, Dispatcher, TvmFfiLoader, use
 from tirtune.runner.verify import TOLERANCE
 from tirtune.space import HOPPER
+from tirtune.space.hopper.knobs import config as hopper_config
 
 pytestmark = pytest.mark.gpu
 
 # Tails along M and N, so the epilogue's guards are exercised; a register and a staged epilogue.
 SHAPE = (1000, 1000, 1000)
 CONFIGS = {
-    "register": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-    "tma": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True, epilogue="tma"),
+    "register": hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    "tma": hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True, epilogue="tma"),
 }
 
 

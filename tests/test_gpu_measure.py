@@ -25,13 +25,14 @@ from tirtune.runner.measure import MeasureReply, MeasureRequest, RemeasureReply,
 from tirtune.runner.supervisor import ChildSupervisor
 from tirtune.runner.verify import TOLERANCE
 from tirtune.space import HOPPER
+from tirtune.space.hopper.knobs import config as hopper_config
 
 pytestmark = pytest.mark.gpu
 
 SMALL = Problem(256, 128, 64, "float16")
 MEDIUM = Problem(2048, 2048, 1024, "float16")
-TINY = Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False)
-WS = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True)
+TINY = hopper_config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False)
+WS = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True)
 
 
 def _fault(kind: str) -> Config:
@@ -139,8 +140,8 @@ def test_the_gpu_runner_measures_through_its_ray_actor(cache: Path) -> None:
 # epilogue and a staged (TMA-store) one, each with tails along M and N.
 FUSED = Problem.parse("1000x1000x1000", "float16", "bias+residual")
 FUSED_CONFIGS = {
-    "register": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-    "tma": Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True, epilogue="tma"),
+    "register": hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    "tma": hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True, epilogue="tma"),
 }
 
 

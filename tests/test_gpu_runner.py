@@ -19,7 +19,8 @@ from stand_in_children import misbehaving_child
 
 from tirtune.core import BuildResult, Candidate, Outcome
 from tirtune.runner.gpu_runner import GpuRunner
-from tirtune.space import HOPPER, Config, Problem
+from tirtune.space import HOPPER, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 TESTS = Path(__file__).resolve().parent
 
@@ -39,14 +40,14 @@ def runner() -> Iterator[GpuRunner]:
 
 
 def _build(artifact: str, outcome: Outcome = Outcome.OK, epilogue: str = "none") -> BuildResult:
-    candidate = Candidate(Config(), Problem(4096, 4096, 4096, "float16", epilogue), HOPPER.template_version)
+    candidate = Candidate(hopper_config(), Problem(4096, 4096, 4096, "float16", epilogue), HOPPER.template_version)
     return BuildResult(candidate, outcome, artifact=artifact if outcome is Outcome.OK else None,
                        message="" if outcome is Outcome.OK else "ptxas fatal: too much shared memory")
 
 
 def _shipped(payload: bytes) -> BuildResult:
     """A build that crosses to the actor as bytes, as from a builder on another host."""
-    candidate = Candidate(Config(), Problem(4096, 4096, 4096), HOPPER.template_version)
+    candidate = Candidate(hopper_config(), Problem(4096, 4096, 4096), HOPPER.template_version)
     return BuildResult(candidate, Outcome.OK, artifact="/elsewhere/kernel.so", payload=payload)
 
 

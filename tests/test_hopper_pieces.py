@@ -23,6 +23,7 @@ from tirtune.kernels.hopper.splitk import SplitK
 from tirtune.kernels.hopper.staging import Staging
 from tirtune.kernels.skeleton import WARPGROUP
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -59,7 +60,7 @@ def fragments(T: Any, p: Any) -> tuple[Any, Any, Any, Any]:
 
 
 def test_a_stage_is_one_tma_box_per_swizzle_atom_and_operand_armed_with_the_stage_bytes() -> None:
-    config, problem = valid(Config(128, 128, 128, 3, 2, True), P1000)
+    config, problem = valid(hopper_config(128, 128, 128, 3, 2, True), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.atoms == 2 and p.stage_bytes == (128 + 128) * 128 * 2
@@ -73,7 +74,7 @@ def test_a_stage_is_one_tma_box_per_swizzle_atom_and_operand_armed_with_the_stag
 
 
 def test_a_cluster_multicasts_its_slice_of_the_shared_operand_from_each_rank() -> None:
-    config, problem = valid(Config(128, 128, 64, 4, 2, True, persistent=True, cluster=2), P1000)
+    config, problem = valid(hopper_config(128, 128, 64, 4, 2, True, persistent=True, cluster=2), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.multicast_rows == 64
@@ -88,7 +89,7 @@ def test_a_cluster_multicasts_its_slice_of_the_shared_operand_from_each_rank() -
 
 
 def test_a_one_row_operand_is_loaded_as_one_row_into_a_ring_zeroed_first() -> None:
-    config, problem = valid(Config(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16"))
+    config, problem = valid(hopper_config(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16"))
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.one_row_a and p.stage_bytes == (1 + 64) * 64 * 2
@@ -104,7 +105,7 @@ def test_a_one_row_operand_is_loaded_as_one_row_into_a_ring_zeroed_first() -> No
 
 @pytest.mark.parametrize("rotate", [False, True])
 def test_k_rotate_starts_each_tile_at_its_own_k_tile(rotate: bool) -> None:
-    config, problem = valid(Config(64, 128, 64, 4, 1, True, k_rotate=rotate), Problem(64, 4096, 4096, "float16"))
+    config, problem = valid(hopper_config(64, 128, 64, 4, 1, True, k_rotate=rotate), Problem(64, 4096, 4096, "float16"))
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         # k-tile 1 of the tile at column 128 (the second tile: one tile row).
@@ -117,7 +118,7 @@ def test_k_rotate_starts_each_tile_at_its_own_k_tile(rotate: bool) -> None:
 
 
 def test_the_thread_loader_copies_guarded_16_byte_chunks_and_no_tma() -> None:
-    config, problem = valid(Config(192, 128, 64, 1, 3, False, loader="threads"), P1000)
+    config, problem = valid(hopper_config(192, 128, 64, 1, 3, False, loader="threads"), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         Loads.trace(T, p, sk, f).thread_load(0, 0, 0, 0)
@@ -133,8 +134,8 @@ def test_the_thread_loader_copies_guarded_16_byte_chunks_and_no_tma() -> None:
 @pytest.mark.parametrize(
     ("config", "problem", "per_k_tile", "after_loop"),
     [
-        (Config(256, 128, 64, 4, 2, True), P1000, 4 * 2, 0),  # 4 k16 steps, 2 m64 blocks a consumer
-        (Config(128, 128, 64, 4, 2, True, peel_k=True), Problem(1024, 1024, 2000, "float16"), 4, 1),
+        (hopper_config(256, 128, 64, 4, 2, True), P1000, 4 * 2, 0),  # 4 k16 steps, 2 m64 blocks a consumer
+        (hopper_config(128, 128, 64, 4, 2, True, peel_k=True), Problem(1024, 1024, 2000, "float16"), 4, 1),
     ],
 )
 def test_the_mainloop_issues_blk_k_over_16_wgmma_per_m_block_and_peels_the_live_tail(
@@ -154,7 +155,7 @@ def test_the_mainloop_issues_blk_k_over_16_wgmma_per_m_block_and_peels_the_live_
 
 def test_trim_multiplies_the_last_tile_column_with_a_narrower_wgmma() -> None:
     config, problem = valid(
-        Config(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True),
+        hopper_config(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True),
         Problem(3000, 5000, 2000, "float16"),
     )
 
@@ -177,9 +178,9 @@ def test_trim_multiplies_the_last_tile_column_with_a_narrower_wgmma() -> None:
 @pytest.mark.parametrize(
     ("config", "problem", "pairs", "scalars"),
     [
-        (Config(128, 128, 64, 4, 2, True), P1000, 32, 0),  # N even: column pairs, one 4-byte store each
-        (Config(128, 128, 64, 4, 2, True), Problem(1000, 999, 1000, "float16"), 0, 64),
-        (Config(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16"), 0, 8),
+        (hopper_config(128, 128, 64, 4, 2, True), P1000, 32, 0),  # N even: column pairs, one 4-byte store each
+        (hopper_config(128, 128, 64, 4, 2, True), Problem(1000, 999, 1000, "float16"), 0, 64),
+        (hopper_config(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16"), 0, 8),
     ],
 )
 def test_the_register_epilogue_stores_a_fragment_paired_or_element_by_element(
@@ -197,7 +198,7 @@ def test_the_register_epilogue_stores_a_fragment_paired_or_element_by_element(
 
 
 def test_the_swapped_epilogue_stores_the_fragment_transposed() -> None:
-    config, problem = valid(Config(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16"))
+    config, problem = valid(hopper_config(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16"))
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert (p.m, p.n) == (4096, 16) and p.problem_shape == (16, 4096)
@@ -215,7 +216,7 @@ def test_the_swapped_epilogue_stores_the_fragment_transposed() -> None:
 
 
 def test_the_tma_epilogue_stages_with_stmatrix_and_stores_64x64_boxes() -> None:
-    config, problem = valid(Config(128, 128, 64, 4, 2, True, epilogue="tma"), P1000)
+    config, problem = valid(hopper_config(128, 128, 64, 4, 2, True, epilogue="tma"), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         acc0, acc1, _, _ = fragments(T, p)
@@ -228,7 +229,7 @@ def test_the_tma_epilogue_stages_with_stmatrix_and_stores_64x64_boxes() -> None:
 
 
 def test_the_chunked_epilogue_stores_box_by_box_and_a_narrow_tail_through_its_own_map() -> None:
-    config, problem = valid(Config(128, 200, 64, 3, 2, True, persistent=True, epilogue="tma_chunked"), P1000)
+    config, problem = valid(hopper_config(128, 200, 64, 3, 2, True, persistent=True, epilogue="tma_chunked"), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.tail_cols == 8 and f.Dt is not None
@@ -244,7 +245,7 @@ def test_the_chunked_epilogue_stores_box_by_box_and_a_narrow_tail_through_its_ow
 
 def test_the_epilogue_warpgroup_stores_each_staged_piece_and_hands_its_buffer_back() -> None:
     config, problem = valid(
-        Config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
+        hopper_config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
         Problem(300, 200, 136, "bfloat16"),
     )
 
@@ -260,7 +261,7 @@ def test_the_epilogue_warpgroup_stores_each_staged_piece_and_hands_its_buffer_ba
 
 
 def test_the_dsmem_reduction_sums_every_parked_pair_over_the_cluster_in_rank_order() -> None:
-    config, problem = valid(Config(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16"))
+    config, problem = valid(hopper_config(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16"))
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.reduce_regs == 64 and f.Red is not None
@@ -274,7 +275,7 @@ def test_the_dsmem_reduction_sums_every_parked_pair_over_the_cluster_in_rank_ord
 
 def test_the_serial_reduction_takes_turns_on_a_workspace_sized_for_every_tile() -> None:
     config, problem = valid(
-        Config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"), Problem(100, 200, 4096, "bfloat16")
+        hopper_config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"), Problem(100, 200, 4096, "bfloat16")
     )
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
@@ -307,7 +308,7 @@ def _roles(T: Any, p: Any, sk: Any, f: Any) -> Roles:
 
 
 def test_the_producer_and_consumers_move_registers_where_the_plan_rebalances() -> None:
-    config, problem = valid(Config(128, 256, 64, 4, 2, True), P1000)
+    config, problem = valid(hopper_config(128, 256, 64, 4, 2, True), P1000)
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:
         assert p.rebalances_registers
@@ -322,7 +323,7 @@ def test_the_producer_and_consumers_move_registers_where_the_plan_rebalances() -
 
 def test_pingpong_consumers_take_turns_on_the_ring_through_the_order_barriers() -> None:
     config, problem = valid(
-        Config(128, 128, 64, 6, 2, True, persistent=True, schedule="pingpong"), Problem(4096, 4096, 4096, "float16")
+        hopper_config(128, 128, 64, 6, 2, True, persistent=True, schedule="pingpong"), Problem(4096, 4096, 4096, "float16")
     )
 
     def use(T: Any, p: Any, sk: Any, f: Any) -> None:

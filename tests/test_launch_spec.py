@@ -17,13 +17,14 @@ import pytest
 from tirtune.builder import device_build, toolchain
 from tirtune.core import Config, Problem
 from tirtune.core.launch import DYN_SMEM_ATTR_FROM, ExtractError, KernelArg, LaunchSpec, TensorMapSpec
+from tirtune.space.hopper.knobs import config as hopper_config
 
 CASES = [
-    (Config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),
+    (hopper_config(128, 256, 64, 3, 2, True, persistent=True, raster_group=8, epilogue="tma", cluster=2),
      Problem(4096, 4096, 4096, "float16")),
-    (Config(128, 128, 64, 4, 2, True), Problem(1000, 1000, 1000, "bfloat16")),
-    (Config(128, 128, 64, 1, 2, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
-    (Config(128, 128, 64, 4, 2, True, persistent=True, schedule="pingpong", epilogue="tma"),
+    (hopper_config(128, 128, 64, 4, 2, True), Problem(1000, 1000, 1000, "bfloat16")),
+    (hopper_config(128, 128, 64, 1, 2, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
+    (hopper_config(128, 128, 64, 4, 2, True, persistent=True, schedule="pingpong", epilogue="tma"),
      Problem(1000, 1000, 1000, "float16")),
 ]
 _DTYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32"}

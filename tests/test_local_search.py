@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,8 @@ from tirtune.core import Config, Problem
 from tirtune.space import HOPPER
 from tirtune.space.branches import branch
 from tirtune.space.hopper import same_kernel
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.tuner.optuna_proposer import LOCAL_SHARE, OptunaProposer
 from tirtune.tuner.proposer import Feedback
 
@@ -27,7 +28,7 @@ STARTS = tuple(branch("sm_90a").start_configs(RAGGED))
 
 
 def changed(a: Config, b: Config) -> list[str]:
-    return [f.name for f in fields(Config) if getattr(a, f.name) != getattr(b, f.name)]
+    return [f.name for f in HOPPER_KNOBS if getattr(a, f.name) != getattr(b, f.name)]
 
 
 def is_ring_twin(a: Config, b: Config) -> bool:
@@ -57,7 +58,7 @@ def test_neighbours_are_valid_one_knob_away_nearest_values_first_and_build_disti
     assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1
     # Excluded configs, and any config building the same kernel as one, are left out.
     gone = near[:3]
-    twin = replace(gone[0], cluster_dim="n") if gone[0].cluster == 1 else gone[0]
+    twin = gone[0].replace(cluster_dim="n") if gone[0].cluster == 1 else gone[0]
     rest = HOPPER.neighbours(centre, problem, exclude=[twin, *gone[1:]], rng=random.Random(1))
     assert not set(gone) & set(rest) and len(rest) == len(near) - 3
 
@@ -72,17 +73,17 @@ def test_the_knobs_the_template_ignores_are_the_ones_normal_form_resets() -> Non
 
     # 128x256 persistent, cooperative, no cluster, no split (ping-pong takes no cluster)
     ragged = next(c for c in STARTS if (c.blk_n, c.schedule) == (256, "cooperative"))
-    decode = Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/none")
-    ignored = [(replace(ragged, cluster_dim="n"), RAGGED), (replace(ragged, split_k_reduce="serial"), RAGGED),
-               (replace(decode, cluster_dim="n"), DECODE)]
+    decode = hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/none")
+    ignored = [(ragged.replace(cluster_dim="n"), RAGGED), (ragged.replace(split_k_reduce="serial"), RAGGED),
+               (decode.replace(cluster_dim="n"), DECODE)]
     for config, problem in ignored:
         assert HOPPER.is_valid(config, problem) and same_kernel(config) != config
         assert source(config, problem) == source(same_kernel(config), problem), config.label()
-    clustered = replace(ragged, cluster=2)
-    split = replace(decode, split_k_reduce="serial")
-    for config, problem in [(replace(clustered, cluster_dim="n"), RAGGED), (split, DECODE)]:
+    clustered = ragged.replace(cluster=2)
+    split = decode.replace(split_k_reduce="serial")
+    for config, problem in [(clustered.replace(cluster_dim="n"), RAGGED), (split, DECODE)]:
         assert HOPPER.is_valid(config, problem) and same_kernel(config) == config
-    assert source(replace(clustered, cluster_dim="n"), RAGGED) != source(clustered, RAGGED)
+    assert source(clustered.replace(cluster_dim="n"), RAGGED) != source(clustered, RAGGED)
     assert source(split, DECODE) != source(decode, DECODE)
 
 
@@ -152,8 +153,8 @@ def test_a_resumed_study_searches_around_what_it_had_measured_and_proposes_nothi
 
 def test_a_restricted_space_searches_its_points_fewest_knobs_away_first() -> None:
     centre = STARTS[0]
-    points = [replace(centre, stages=3), replace(centre, stages=3, raster_group=16),
-              replace(centre, blk_n=192, stages=3, raster_group=16), replace(centre, raster_group=1), centre]
+    points = [centre.replace(stages=3), centre.replace(stages=3, raster_group=16),
+              centre.replace(blk_n=192, stages=3, raster_group=16), centre.replace(raster_group=1), centre]
     space = HOPPER.restricted({RAGGED: points}, "recorded", "not recorded")
     near = space.neighbours(centre, RAGGED, rng=random.Random(0))
     assert [len(changed(c, centre)) for c in near] == [1, 1, 2, 3]
@@ -164,13 +165,13 @@ def test_starts_the_rules_refuse_are_repaired_before_any_is_asked(tmp_path: Path
     """Optuna hands out enqueued trials oldest first: a start refused while another waited came
     back as that other start (unchecked), its repair one slot later. Starts are repaired up front."""
     a, b = STARTS[0], STARTS[1]
-    points = [replace(a, stages=3), replace(b, stages=3), replace(b, stages=3, raster_group=16),
-              replace(a, stages=3, raster_group=16, l2_promotion="256B")]
+    points = [a.replace(stages=3), b.replace(stages=3), b.replace(stages=3, raster_group=16),
+              a.replace(stages=3, raster_group=16, l2_promotion="256B")]
     space = HOPPER.restricted({RAGGED: points}, "recorded", "not recorded")
     assert not space.is_valid(a, RAGGED) and not space.is_valid(b, RAGGED)
     p = OptunaProposer(f"sqlite:///{tmp_path / 'o.db'}", "s", space, seed=0, start_with=[a, b], problem=RAGGED)
     asked = [x.config for x in p.ask(4)]
-    assert asked[:2] == [replace(a, stages=3), replace(b, stages=3)]  # each start's nearest recorded config
+    assert asked[:2] == [a.replace(stages=3), b.replace(stages=3)]  # each start's nearest recorded config
     assert all(space.is_valid(c, RAGGED) for c in asked) and len(set(asked)) == 4
 
 
@@ -180,7 +181,7 @@ def test_a_wave_bound_tile_jumps_to_its_tail_split_twins() -> None:
     split whose 36 x split CTAs fit a wave; every twin valid and one kernel each, none that the
     one-knob neighbours reach; a tile count that fills whole waves, or fits in one, jumps nowhere."""
     problem = Problem(1680, 1536, 1536, "bfloat16")  # 14 x 12 = 168 tiles of 128x128, 24 k-tiles
-    centre = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+    centre = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                     epilogue="tma_chunked")
     twins = HOPPER.jumps_from(centre, problem)
     assert {c.split_k for c in twins} == {2, 3}  # 36 x 4 = 144 CTAs would not fit one wave
@@ -202,20 +203,20 @@ def test_a_ring_that_fills_shared_memory_steps_to_its_twin_cut_the_other_way() -
     come with the nearest values, and are left out when excluded or when they break a rule; a
     restricted space's neighbours are its points, as before."""
     problem = Problem(250, 3072, 2048, "float16")
-    deep = Config.from_label("64x128x128 s4 c2 ws persist gcol tma_chunked pingpong r232/24 l2 none/first p256B")
-    shallow = replace(deep, blk_k=64, stages=8)
+    deep = Config.from_label("64x128x128 s4 c2 ws persist gcol tma_chunked pingpong r232/24 l2 none/first p256B", HOPPER_KNOBS)
+    shallow = deep.replace(blk_k=64, stages=8)
     assert HOPPER.is_valid(deep, problem) and HOPPER.is_valid(shallow, problem)
-    assert not HOPPER.is_valid(replace(deep, stages=8), problem)  # the one-knob way there does not fit
+    assert not HOPPER.is_valid(deep.replace(stages=8), problem)  # the one-knob way there does not fit
     rng = random.Random(0)
     near_deep = HOPPER.neighbours(deep, problem, rng=rng)
     near_shallow = HOPPER.neighbours(shallow, problem, rng=rng)
     assert shallow in near_deep and deep in near_shallow
     # Both ways: half as deep in twice the stages, and twice as deep (256) in half (2).
-    assert {c for c in near_deep if len(changed(c, deep)) > 1} == {shallow, replace(deep, blk_k=256, stages=2)}
+    assert {c for c in near_deep if len(changed(c, deep)) > 1} == {shallow, deep.replace(blk_k=256, stages=2)}
     assert shallow not in HOPPER.neighbours(deep, problem, exclude=[shallow], rng=rng)
     # An odd stage count has only the halving twin (128-deep at 5 -> 64-deep at 10, which the
     # search's range, up to 8 stages, does not hold): no twin at all here.
-    odd = replace(deep, blk_k=128, stages=5)
+    odd = deep.replace(blk_k=128, stages=5)
     twins = [c for c in HOPPER.neighbours(odd, problem, rng=rng) if len(changed(c, odd)) > 1]
     assert twins == []
     recorded = HOPPER.restricted({problem: [deep, shallow]}, "recorded", "not recorded")

@@ -28,6 +28,7 @@ from cuda_index import index as _index
 from tirtune.builder import device_build
 from tirtune.kernels.skeleton import TILE_ALIGN
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import (
     RAGGED_BLK_N,
     SMEM_LIMIT_BYTES,
@@ -70,7 +71,7 @@ def _draw(problem: Problem, held: dict[str, tuple[object, ...]], rng: random.Ran
     for _ in range(TRIES):
         point = {name: rng.choice(values) for name, values in HOPPER.knobs.items()}
         point |= {name: rng.choice(values) for name, values in held.items()}
-        config = HOPPER.nearest_valid(Config(**point), problem, exclude=found, rng=rng)  # type: ignore[arg-type]
+        config = HOPPER.nearest_valid(hopper_config(**point), problem, exclude=found, rng=rng)  # type: ignore[arg-type]
         if config is not None and all(getattr(config, name) in values for name, values in held.items()):
             found.append(config)
             yield config
@@ -105,9 +106,9 @@ def test_the_shared_memory_rule_counts_what_the_lowered_kernel_allocates() -> No
 # (config, problem): one consumer, one m64 block; two m64 blocks in an 8-CTA cluster (bf16); two
 # consumers, a problem N that is no power of two.
 SWAPPED = (
-    (Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16")),
-    (Config(128, 32, 64, 4, 1, True, swap_ab=True, split_k=8), Problem(100, 4096, 4096, "bfloat16")),
-    (Config(128, 64, 64, 4, 2, True, swap_ab=True, split_k=4), Problem(64, 1000, 4096, "float16")),
+    (hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16")),
+    (hopper_config(128, 32, 64, 4, 1, True, swap_ab=True, split_k=8), Problem(100, 4096, 4096, "bfloat16")),
+    (hopper_config(128, 64, 64, 4, 2, True, swap_ab=True, split_k=4), Problem(64, 1000, 4096, "float16")),
 )
 WGMMA_M = 64
 PARKED = re.compile(r"\(\(float\*\)pool_buf_ptr\)\[(.+)\] = acc(\d+)_ptr\[(\d+)\];")
@@ -184,7 +185,7 @@ def test_the_swapped_split_k_reduction_stores_each_sum_transposed(config: Config
 def test_the_unswapped_split_k_reduction_stores_in_place() -> None:
     """The same reading of an unswapped kernel (D[row, col], paired stores of two columns): the
     evaluation above tells the two apart."""
-    config, problem = Config(128, 64, 64, 4, 2, True, split_k=4), Problem(1000, 64, 4096, "float16")
+    config, problem = hopper_config(128, 64, 64, 4, 2, True, split_k=4), Problem(1000, 64, 4096, "float16")
     places = stored_places(config, problem)
     tile = {(row, col) for row in range(config.blk_m) for col in range(config.blk_n)}
     assert {place: at for place, at in places.items()} == {(row, col): [row * problem.n + col] for row, col in tile}

@@ -24,6 +24,8 @@ from tirtune.model.prior import load_prior, prior_path
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.hopper import HOPPER
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 H200 = "NVIDIA H200"
 PRIOR = load_prior(H200)
@@ -39,16 +41,16 @@ def model():  # type: ignore[no-untyped-def]
 
 
 def test_features_are_one_row_of_named_figures_per_pair() -> None:
-    row = features(Config(), Problem(4096, 4096, 4096))
+    row = features(hopper_config(), Problem(4096, 4096, 4096))
     assert len(row) == len(FEATURES) and all(np.isfinite(row))
-    assert matrix([(Config(), Problem(16, 4096, 4096)), (Config(blk_n=64), WIDE)]).shape == (2, len(FEATURES))
+    assert matrix([(hopper_config(), Problem(16, 4096, 4096)), (hopper_config(blk_n=64), WIDE)]).shape == (2, len(FEATURES))
 
 
 def test_the_wave_figures_see_a_tile_count_that_fills_the_sms() -> None:
     fill = FEATURES.index("wave_fill")
     rounds = FEATURES.index("rounds")
-    square = Config(blk_m=128, blk_n=128, persistent=True)
-    fitted = replace(square, blk_n=192)  # 4 x 32 = 128 tiles: one round, 97% of the SMs
+    square = hopper_config(blk_m=128, blk_n=128, persistent=True)
+    fitted = square.replace(blk_n=192)  # 4 x 32 = 128 tiles: one round, 97% of the SMs
     assert features(square, WIDE)[rounds] == 2 and features(fitted, WIDE)[rounds] == 1
     assert features(fitted, WIDE)[fill] > 0.95 > 0.73 > features(square, WIDE)[fill]  # 192 / 264
 
@@ -60,9 +62,9 @@ def test_the_wave_figures_count_a_split_tail_as_a_fraction_of_a_round() -> None:
     fill, split_tail = FEATURES.index("wave_fill"), FEATURES.index("split_tail")
     reduce_share = FEATURES.index("reduce_share")
     problem = Problem(1680, 1536, 1536, "bfloat16")
-    plain = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
-    tail = replace(plain, split_k=3, split_k_reduce="serial", split_k_scope="tail")
-    everywhere = replace(tail, split_k_scope="all")
+    plain = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
+    tail = plain.replace(split_k=3, split_k_reduce="serial", split_k_scope="tail")
+    everywhere = tail.replace(split_k_scope="all")
     assert features(plain, problem)[fill] == pytest.approx(168 / 264)
     assert features(tail, problem)[fill] == pytest.approx(168 / 176)
     assert (features(tail, problem)[split_tail], features(everywhere, problem)[split_tail]) == (1.0, 0.0)
@@ -71,7 +73,7 @@ def test_the_wave_figures_count_a_split_tail_as_a_fraction_of_a_round() -> None:
 
 
 def test_swap_ab_puts_the_problems_n_on_the_kernels_m() -> None:
-    plain, swapped = Config(blk_m=64, blk_n=16), Config(blk_m=64, blk_n=16, swap_ab=True)
+    plain, swapped = hopper_config(blk_m=64, blk_n=16), hopper_config(blk_m=64, blk_n=16, swap_ab=True)
     tiles_m = FEATURES.index("tiles_m")
     assert features(swapped, Problem(16, 4096, 4096))[tiles_m] == 64  # 4096 / 64 along the kernel's M
     assert features(plain, Problem(16, 4096, 4096))[tiles_m] == 1
@@ -123,7 +125,7 @@ def test_the_model_ranks_a_problems_measured_configs_better_than_chance(model) -
 
 
 def test_the_search_returns_valid_distinct_kernels_best_first(model) -> None:  # type: ignore[no-untyped-def]
-    seeds = [Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
+    seeds = [hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
     ranked = rank_space(HOPPER, WIDE, lambda cs: model.predict(cs, WIDE), seeds=seeds, rng=random.Random(1),
                         settings=SMALL)
     configs = [c for c, _ in ranked]
@@ -139,7 +141,7 @@ def test_every_tile_is_considered_even_when_no_seed_has_it() -> None:
     def score(configs):  # type: ignore[no-untyped-def]
         return np.array([2.0 if (c.blk_m, c.blk_n) == (192, 176) else 1.0 for c in configs])
 
-    seeds = [Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
+    seeds = [hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")]
     ranked = rank_space(HOPPER, WIDE, score, seeds=seeds, rng=random.Random(2),
                         settings=SearchSettings(population=0, overlay=1, generations=0))
     assert (ranked[0][0].blk_m, ranked[0][0].blk_n) == (192, 176)
@@ -153,7 +155,7 @@ def test_the_search_reaches_a_tail_split_only_through_the_spaces_jump() -> None:
     def score(configs):  # type: ignore[no-untyped-def]
         return np.array([2.0 if c.split_k_scope == "tail" and c.blk_n == 128 else 1.0 for c in configs])
 
-    seed = Config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
+    seed = hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
     settings = SearchSettings(population=0, overlay=0, generations=1, expand=1)
     ranked = rank_space(HOPPER, problem, score, seeds=[seed], rng=random.Random(4), settings=settings)
     assert ranked[0][0].split_k_scope == "tail" and (ranked[0][0].blk_m, ranked[0][0].blk_n) == (128, 128)
@@ -244,7 +246,7 @@ def _measure(factory: sessionmaker[Session], problem: Problem, config: Config, r
 
 
 def test_the_database_gives_the_correct_trials_of_one_gpu_and_source_in_order(db_factory) -> None:  # type: ignore[no-untyped-def]
-    a, b = Config(blk_n=64), Config(blk_n=192)
+    a, b = hopper_config(blk_n=64), hopper_config(blk_n=192)
     _measure(db_factory, WIDE, a, 1.1)
     _measure(db_factory, WIDE, b, 0.9, outcome=Outcome.WRONG_RESULT)
     _measure(db_factory, WIDE, b, 1.2, stack=replace(STACK, gpu_name="NVIDIA H100 80GB HBM3"))
@@ -264,14 +266,14 @@ def test_the_guides_local_trees_reorder_what_the_job_measured(model) -> None:  #
     """The job finds that one knob (k_rotate here) costs a fifth on this problem: configs with it
     fall below their twins without it, though the global model ranked them alike."""
     guide = Guide(model, HOPPER, Problem(16, 4096, 4096), rng=random.Random(5), settings=SMALL)
-    plain = [c for c, _ in guide.ranked if not c.k_rotate and HOPPER.is_valid(replace(c, k_rotate=True), guide.problem)]
+    plain = [c for c, _ in guide.ranked if not c.k_rotate and HOPPER.is_valid(c.replace(k_rotate=True), guide.problem)]
     assert len(plain) >= 8
     for c in plain[:6]:
         base = guide.predicted(c)
         guide.tell(c, base)
-        guide.tell(replace(c, k_rotate=True), base * 0.8)
+        guide.tell(c.replace(k_rotate=True), base * 0.8)
     twin = plain[6]
-    assert guide.predicted(replace(twin, k_rotate=True)) < guide.predicted(twin)
+    assert guide.predicted(twin.replace(k_rotate=True)) < guide.predicted(twin)
 
 
 def test_a_guided_job_starts_from_the_models_picks_and_searches_by_it(db_url: str) -> None:
@@ -319,13 +321,12 @@ def test_a_guided_jobs_last_trials_refine_its_best_config(model, tmp_path: Path)
     """With a trial budget, the guided local picks among the last REFINE_LAST proposals are the
     best config's own one-knob neighbours, marked `refine`; before them, and without a budget,
     the picks range over the neighbours and jumps of the two best and the ranked pool."""
-    from dataclasses import fields
 
     from tirtune.tuner.optuna_proposer import REFINE_LAST, OptunaProposer
     from tirtune.tuner.proposer import Feedback
 
     def one_knob(a: Config, b: Config) -> bool:
-        return sum(getattr(a, f.name) != getattr(b, f.name) for f in fields(Config)) == 1
+        return sum(getattr(a, f.name) != getattr(b, f.name) for f in HOPPER_KNOBS) == 1
 
     guide = Guide(model, HOPPER, WIDE, rng=random.Random(7), settings=SMALL)
     starts = guide.first(2)
@@ -359,7 +360,7 @@ def test_a_refused_tpe_sample_is_repaired_to_the_models_best_near_it(model, tmp_
     guide = Guide(model, HOPPER, WIDE, rng=random.Random(7), settings=SMALL)
     proposer = OptunaProposer(f"sqlite:///{tmp_path / 'study.db'}", "repair", HOPPER, problem=WIDE, guide=guide,
                               local_share=0.0)
-    nearest = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
+    nearest = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8,
                      epilogue="tma_chunked")
     assert HOPPER.is_valid(nearest, WIDE)
     repaired = proposer._guided_repair(nearest)

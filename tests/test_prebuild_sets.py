@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from tirtune.space import HOPPER, Config, Problem
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 # sha256 of json.dumps([[config.canonical(), str(problem)], ...]) of each set as it ran.
 RAN = {
@@ -99,7 +101,6 @@ def test_the_bisect_kit_starts_from_the_suites_wrong_config_and_holds_only_point
 
 
 def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_every_path() -> None:
-    from dataclasses import replace
 
     from bench.prebuild import SET_TRIM_CHECK, SET_TRIM_PERF
     from tirtune.space.hopper.rules import trim_work
@@ -107,7 +108,7 @@ def test_the_trim_kit_times_each_tile_untrimmed_then_trimmed_and_checks_trim_on_
     pairs = _pairs("trim")
     assert all(HOPPER.is_valid(c, p) for c, p in pairs) and len(set(pairs)) == len(pairs)
     for (base, problem), (trimmed, same) in zip(SET_TRIM_PERF[::2], SET_TRIM_PERF[1::2], strict=True):
-        assert same == problem and not base.trim and trimmed == replace(base, trim=True)
+        assert same == problem and not base.trim and trimmed == base.replace(trim=True)
     works = [trim_work(c, p) for c, p in SET_TRIM_CHECK]
     assert all(c.trim for c, _ in SET_TRIM_CHECK)
     assert any(n for n, _, _ in works) and any(k for _, k, _ in works) and any(m for _, _, m in works)
@@ -139,7 +140,6 @@ def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
     is the first kernel of each, and every rotated decode tile of decode-rotate has its unrotated
     twin in the same kit, on the same problem, so a run reads the rotation's effect in one
     process."""
-    from dataclasses import replace
 
     from bench.prebuild import _DECODE_BEST
 
@@ -154,7 +154,7 @@ def test_the_rotation_kits_pair_each_rotated_tile_with_its_plain_twin() -> None:
         for c, p in pairs
         if c.k_rotate and c.stages == 8 and c.blk_k == 128 and c.split_k == 1 and not c.prefetch_tensormap
     ]
-    assert len(twins) == 5 and all((replace(c, k_rotate=False), p) in pairs for c, p in twins)
+    assert len(twins) == 5 and all((c.replace(k_rotate=False), p) in pairs for c, p in twins)
 
 
 def test_the_rotation_sweep_draws_valid_rotated_configs_over_every_path() -> None:
@@ -214,9 +214,8 @@ def test_every_kernel_of_a_kit_gets_a_folder_of_its_own(name: str) -> None:
 
 def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
     """Each knob flipped from the default config (to a value the label shows) changes the folder name."""
-    from dataclasses import fields, replace
 
-    base, problem = Config(), Problem(4096, 4096, 4096, "float16")
+    base, problem = hopper_config(), Problem(4096, 4096, 4096, "float16")
     other = {bool: lambda v: not v, int: lambda v: v * 2 if v else 1}
     strings = {
         "epilogue": "tma",
@@ -230,13 +229,13 @@ def test_every_knob_that_names_a_config_also_names_its_folder() -> None:
         "split_k_scope": "tail",
         "stream_k_scope": "tail",
     }
-    for f in fields(Config):
+    for f in HOPPER_KNOBS:
         value = getattr(base, f.name)
-        changed = replace(base, **{f.name: strings[f.name] if isinstance(value, str) else other[type(value)](value)})
+        changed = base.replace(**{f.name: strings[f.name] if isinstance(value, str) else other[type(value)](value)})
         if f.name == "split_k_reduce":
-            base_, changed = replace(base, split_k=2), replace(changed, split_k=2)
+            base_, changed = base.replace(split_k=2), changed.replace(split_k=2)
         elif f.name == "cluster_dim":
-            base_, changed = replace(base, cluster=2), replace(changed, cluster=2)
+            base_, changed = base.replace(cluster=2), changed.replace(cluster=2)
         else:
             base_ = base
         if changed.label() != base_.label():
@@ -247,7 +246,6 @@ def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
     """Kit `ragged-starts` (bench/results/kits/2026-12-01-ragged-starts.md) holds, per ragged suite
     problem, the first five configs the branch hands a job there, in that order, each valid; the
     ping-pong head also unpeeled; then the peeled path's correctness edges."""
-    from dataclasses import replace
 
     from bench.prebuild import SET_PEEL_CHECK
     from tirtune.space.branches import branch
@@ -262,7 +260,7 @@ def test_the_ragged_starts_kit_times_what_a_ragged_job_asks_first() -> None:
     ]
     assert pairs[:20] == [(c, p) for p in problems for c in hopper.start_configs(p)[:5]]
     head = pairs[0][0]
-    assert head.schedule == "pingpong" and head.peel_k and pairs[20] == (replace(head, peel_k=False), problems[0])
+    assert head.schedule == "pingpong" and head.peel_k and pairs[20] == (head.replace(peel_k=False), problems[0])
     assert pairs[21:] == SET_PEEL_CHECK
     assert all(HOPPER.is_valid(c, p) for c, p in pairs)
 
@@ -305,7 +303,7 @@ def test_the_stream_k_tail_sets_run_data_parallel_rounds_before_the_share() -> N
     for (base, p0), (whole, p1), (tail, p2) in zip(perf[::3], perf[1::3], perf[2::3], strict=True):
         assert p0 == p1 == p2 and plan(tail, p2).stream_rounds > 0
         assert (base.stream_k, whole.stream_k_scope, tail.stream_k_scope) == (False, "all", "tail")
-        assert replace(tail, stream_k=False, stream_k_scope="all") == base == replace(whole, stream_k=False)
+        assert tail.replace(stream_k=False, stream_k_scope="all") == base == whole.replace(stream_k=False)
     assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)
 
 
@@ -340,7 +338,7 @@ def test_the_losers_kit_holds_each_draws_kept_config_below_the_line_and_valid_no
             continue
         for row in json.loads(path.read_text())["problems"]:
             if row.get("ratio") is not None and row["ratio"] < LOSER_RATIO:
-                kept.setdefault(Problem.parse(row["problem"], row["dtype"]), []).append(Config.from_json(row["config"]))
+                kept.setdefault(Problem.parse(row["problem"], row["dtype"]), []).append(Config.from_json(row["config"], HOPPER_KNOBS))
     for config, problem in kit:
         assert problem.m >= LOSER_MIN_M and config in kept[problem] and HOPPER.is_valid(config, problem)
 
@@ -423,10 +421,10 @@ def test_the_fp8_paths_template_lifts_its_two_rules_for_one_build_and_keeps_the_
     kept = fp8_paths.config_rules()
     assert not set(rules.FP8_UNCHECKED_PATHS) & set(kept)
     assert len(kept) == len(rules.CONFIG_RULES) - len(rules.FP8_UNCHECKED_PATHS) + 1  # stream-K still refused
-    split = Config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial")
+    split = hopper_config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial")
     problem = Problem(16, 4096, 8192, "float8_e4m3fn")
     assert fp8_paths.build(split, problem) is not None
     with pytest.raises(Exception, match="FP8 problems run unsplit"):  # the product's template still refuses it
         build(split, problem)
     with pytest.raises(Exception, match="stream_k"):
-        fp8_paths.build(replace(split, split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))
+        fp8_paths.build(split.replace(split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))

@@ -8,11 +8,12 @@ import uuid
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from tirtune.core import BuildResult, Candidate, Config, Outcome, Problem, Roofline, Stack
+from tirtune.core import BuildResult, Candidate, Outcome, Problem, Roofline, Stack
 from tirtune.db import repo, transaction
 from tirtune.runner.gpu_runner import merge_replies, reply_to_result
 from tirtune.runner.measure import MeasureReply
 from tirtune.space import TEMPLATE_VERSION
+from tirtune.space.hopper.knobs import config as hopper_config
 
 H200 = Stack("NVIDIA H200", "580.159.04", "13.0", "0.27.0", "9.0")
 DECODE = Problem(16, 4096, 4096)
@@ -42,7 +43,7 @@ def test_an_unknown_ceiling_leaves_the_roofline_unknown() -> None:
 
 
 def _build() -> BuildResult:
-    return BuildResult(Candidate(Config(), DECODE, TEMPLATE_VERSION), Outcome.OK, artifact="k.so")
+    return BuildResult(Candidate(hopper_config(), DECODE, TEMPLATE_VERSION), Outcome.OK, artifact="k.so")
 
 
 def test_the_runner_carries_the_childs_ceilings_into_the_provenance() -> None:

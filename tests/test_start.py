@@ -13,6 +13,7 @@ from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunRes
 from tirtune.db import repo, transaction
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.branches import branch
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.shapes import ShapeClass, shape_class
 from tirtune.tuner.optuna_proposer import OptunaProposer
 from tirtune.tuner.start import PER_PROBLEM, start_configs
@@ -35,8 +36,8 @@ def measured(factory: Factory, problem: Problem, config: Config, ratio: float, s
 
 
 def test_a_new_problem_starts_from_the_bests_of_its_nearest_tuned_problems(db_factory: Factory) -> None:
-    near_best, near_second, near_third = (Config(blk_n=n, stages=6) for n in (64, 128, 256))
-    far_best = Config(blk_m=128, blk_n=256, stages=3)
+    near_best, near_second, near_third = (hopper_config(blk_n=n, stages=6) for n in (64, 128, 256))
+    far_best = hopper_config(blk_m=128, blk_n=256, stages=3)
     for config, ratio in ((near_best, 1.4), (near_second, 1.3), (near_third, 1.2)):
         measured(db_factory, Problem(8, 4096, 4096), config, ratio)
     measured(db_factory, Problem(4096, 4096, 4096), far_best, 1.03)
@@ -48,8 +49,8 @@ def test_a_new_problem_starts_from_the_bests_of_its_nearest_tuned_problems(db_fa
 
 
 def test_transfer_stays_on_the_gpu_model_and_the_source(db_factory: Factory) -> None:
-    measured(db_factory, Problem(8, 4096, 4096), Config(blk_n=64, stages=6), 1.4, stack=H100)
-    measured(db_factory, Problem(8, 4096, 4096), Config(blk_n=32, stages=6), 1.5, source=Source.REPLAY)
+    measured(db_factory, Problem(8, 4096, 4096), hopper_config(blk_n=64, stages=6), 1.4, stack=H100)
+    measured(db_factory, Problem(8, 4096, 4096), hopper_config(blk_n=32, stages=6), 1.5, source=Source.REPLAY)
     starts = start_configs(db_factory, HOPPER, DECODE, gpu_name="NVIDIA H200", source=Source.GPU)
     assert starts == HOPPER.start_configs(DECODE)  # nothing tuned on an H200 from a GPU: the class alone
 
@@ -60,7 +61,7 @@ def test_without_anything_tuned_a_job_starts_from_its_shape_class(db_factory: Fa
 
 
 def test_the_proposer_asks_the_start_configs_first(db_url: str, db_factory: Factory) -> None:
-    first = Config(blk_n=64, stages=6)
+    first = hopper_config(blk_n=64, stages=6)
     measured(db_factory, Problem(8, 4096, 4096), first, 1.4)
     starts = start_configs(db_factory, HOPPER, DECODE, gpu_name="NVIDIA H200", source=Source.GPU)
     proposer = OptunaProposer(db_url, f"start-{uuid.uuid4().hex}", HOPPER.space, start_with=starts, problem=DECODE)
@@ -71,8 +72,8 @@ def test_the_proposer_asks_the_start_configs_first(db_url: str, db_factory: Fact
 
 
 def test_a_bf16_job_starts_from_the_same_shape_tuned_in_fp16_first(db_factory: Factory) -> None:
-    fp16_same = Config(blk_n=16, stages=8)
-    bf16_near = Config(blk_n=32, stages=8)
+    fp16_same = hopper_config(blk_n=16, stages=8)
+    bf16_near = hopper_config(blk_n=32, stages=8)
     measured(db_factory, Problem(16, 4096, 4096, "float16"), fp16_same, 1.3)
     measured(db_factory, Problem(8, 4096, 4096, "bfloat16"), bf16_near, 1.4)
     starts = start_configs(db_factory, HOPPER, Problem(16, 4096, 4096, "bfloat16"), gpu_name="NVIDIA H200",
@@ -84,8 +85,8 @@ def test_a_best_the_space_no_longer_searches_is_not_transferred(db_factory: Fact
     """A trimmed config measured best on a ragged problem (trim was searched until
     bench/results/kits/2026-11-30-trim.md) is not a start of the next ragged problem: the space no
     longer draws trim, and Optuna could not take it."""
-    ragged = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
-    trimmed = Config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
+    ragged = hopper_config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked")
+    trimmed = hopper_config(blk_m=128, blk_n=192, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
                      trim=True)
     measured(db_factory, Problem(3000, 5000, 2000), trimmed, 1.2)
     measured(db_factory, Problem(3000, 5000, 2000), ragged, 1.1)

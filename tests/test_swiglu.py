@@ -23,6 +23,7 @@ from tirtune.runner.inputs import baseline, baseline_label, draw_inputs, operand
 from tirtune.runner.verify import TOLERANCE, reference, verify
 from tirtune.space import HOPPER
 from tirtune.space.branches import branch
+from tirtune.space.hopper.knobs import config as hopper_config
 
 SWIGLU = EpilogueSpec.parse("swiglu")
 
@@ -142,15 +143,15 @@ def _rules(config: Config, problem: Problem) -> set[str]:
 
 
 def test_the_rules_refuse_every_path_that_does_not_pair_whole_sums_in_a_thread() -> None:
-    base = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
+    base = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
     assert HOPPER.is_valid(base, PREFILL)
     refused = {
-        "swiglu_register_epilogue": [Config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma"),
-                                     Config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma_chunked")],
-        "swiglu_whole_sums": [Config(128, 128, 64, 4, 2, True, split_k=2),
-                              Config(128, 128, 64, 4, 2, True, split_k=2, split_k_reduce="serial"),
-                              Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, stream_k=True)],
-        "swiglu_pairs_in_thread": [Config(128, 120, 64, 4, 2, True), Config(128, 136, 64, 4, 2, True)],
+        "swiglu_register_epilogue": [hopper_config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma"),
+                                     hopper_config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma_chunked")],
+        "swiglu_whole_sums": [hopper_config(128, 128, 64, 4, 2, True, split_k=2),
+                              hopper_config(128, 128, 64, 4, 2, True, split_k=2, split_k_reduce="serial"),
+                              hopper_config(128, 128, 64, 4, 2, True, persistent=True, raster_group=8, stream_k=True)],
+        "swiglu_pairs_in_thread": [hopper_config(128, 120, 64, 4, 2, True), hopper_config(128, 136, 64, 4, 2, True)],
     }  # fmt: skip
     for rule, configs in refused.items():
         for config in configs:
@@ -158,10 +159,10 @@ def test_the_rules_refuse_every_path_that_does_not_pair_whole_sums_in_a_thread()
             assert HOPPER.is_valid(config, plain), config.label()
             assert rule in _rules(config, PREFILL), (rule, config.label(), _rules(config, PREFILL))
     # swap_ab: B's rows are the kernel's rows, any blk_n (the problem's M) pairs in a thread.
-    swapped = Config(blk_m=64, blk_n=24, blk_k=128, stages=8, consumers=1, swap_ab=True)
+    swapped = hopper_config(blk_m=64, blk_n=24, blk_k=128, stages=8, consumers=1, swap_ab=True)
     assert HOPPER.is_valid(swapped, Problem.parse("24x4096x4096", "float16", "swiglu"))
     # The kernel's shape is the GEMM's, 2N wide: 128 output columns are 2 tiles of 128 along N.
-    clustered = Config(128, 128, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n")
+    clustered = hopper_config(128, 128, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n")
     assert "cluster_divides_grid" in _rules(clustered, Problem.parse("256x128x256", "float16"))
     assert HOPPER.is_valid(clustered, Problem.parse("256x128x256", "float16", "swiglu"))
 
@@ -199,7 +200,7 @@ def test_the_starts_and_the_search_find_valid_configs(problem: Problem) -> None:
 
 
 def test_the_model_and_the_shape_class_see_the_gemms_width() -> None:
-    config = Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
+    config = hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2)
     wide = Problem(4096, 28672, 4096, "float16")
     assert features(config, PREFILL) == features(config, wide)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,10 +17,11 @@ from tirtune.builder import toolchain
 from tirtune.kernels import build, plan
 from tirtune.space import Config, Problem, SpaceError
 from tirtune.space.hopper import rules
+from tirtune.space.hopper.knobs import config as hopper_config
 
 
 def _c(bm: int, bn: int, bk: int, st: int, cons: int, ws: bool, **v2: object) -> Config:
-    return Config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
+    return hopper_config(blk_m=bm, blk_n=bn, blk_k=bk, stages=st, consumers=cons, warp_specialized=ws, **v2)  # type: ignore[arg-type]
 
 
 # Between them: ws and not, 1 and 2 consumers, 64- and 128-row consumers (1 and 2 m64 blocks),
@@ -396,7 +397,7 @@ def test_a_tail_split_runs_the_whole_waves_then_splits_the_last(name: str) -> No
     if p.k_tiles % config.split_k == 0:
         assert f"condval = {p.cta_k_tiles};" in source and uneven is None
         # The same config with every tile split launches split_k CTAs a tile.
-        everywhere = plan(replace(config, split_k_scope="all"), problem)
+        everywhere = plan(config.replace(split_k_scope="all"), problem)
         assert everywhere.ctas == p.tiles * config.split_k and everywhere.split_tiles == p.tiles
     else:
         assert uneven is not None
@@ -473,7 +474,7 @@ def test_a_stream_k_kernel_launches_one_cta_an_sm_with_a_workspace_slot_each(nam
     assert f"static int sem[{rules.SMS}];" in source
     assert "ld.acquire.gpu.global.b32" in source and "st.release.gpu.global.b32" in source
     # The same config without stream_k walks whole tiles: no workspace.
-    assert "static float ws[" not in lower_device(replace(config, stream_k=False, stream_k_scope="all"), problem)[0]
+    assert "static float ws[" not in lower_device(config.replace(stream_k=False, stream_k_scope="all"), problem)[0]
 
 
 def test_lowering_failure_carries_the_cause() -> None:
@@ -694,18 +695,17 @@ def test_a_peeled_kernel_issues_only_the_last_k_tiles_live_steps(name: str) -> N
     """peel_k: the consumers' loop keeps its full k-tile of wgmmas and the peeled last k-tile adds
     its live k16 steps, PEEL_K of BK/16 for every run of the loop's wgmma calls; unpeeled, the
     same config's kernel has no such tail (and with one k-tile in all, no loop)."""
-    from dataclasses import replace
 
     config, problem = PEEL_LOWERED[name]
     p = plan(config, problem)
     assert p.peel_k == rules.k_tail_steps(config, problem) > 0
-    assert plan(replace(config, peel_k=False), problem).peel_k == 0
+    assert plan(config.replace(peel_k=False), problem).peel_k == 0
 
     def calls(source: str) -> int:
         return len(re.findall(rf"m64n{config.blk_n}k16\w*\(acc", source))
 
     peeled, plain = calls(toolchain.lower_to_cuda(config, problem)), calls(
-        toolchain.lower_to_cuda(replace(config, peel_k=False), problem))
+        toolchain.lower_to_cuda(config.replace(peel_k=False), problem))
     steps = config.blk_k // 16
     assert plain > 0 and plain % steps == 0, plain
     # With one k-tile in all the loop runs no iteration and is gone: only the peeled steps stay.
@@ -720,7 +720,6 @@ KROT_CASES = sorted(n for n, (c, _) in CASES.items() if c.k_rotate)
 def test_a_rotated_kernel_differs_only_in_its_loads_k_coordinate(name: str) -> None:
     """k_rotate: the lowered kernel takes its k-tile modulo the CTA's k-tiles where the plain one
     does not, and issues the same wgmmas and TMA loads (only the producer's k index moves)."""
-    from dataclasses import replace
 
     config, problem = CASES[name]
     kt = plan(config, problem).cta_k_tiles
@@ -730,10 +729,10 @@ def test_a_rotated_kernel_differs_only_in_its_loads_k_coordinate(name: str) -> N
         return [line for line in source.splitlines() if "cp_async_bulk_tensor_g2s" in line and "__device__" not in line]
 
     rotated = loads(toolchain.lower_to_cuda(config, problem))
-    plain = loads(toolchain.lower_to_cuda(replace(config, k_rotate=False), problem))
+    plain = loads(toolchain.lower_to_cuda(config.replace(k_rotate=False), problem))
     assert len(rotated) == len(plain) > 0
     assert all(modulo in line for line in rotated) and not any(modulo in line for line in plain), modulo
-    assert plan(config, problem).k_rotate and not plan(replace(config, k_rotate=False), problem).k_rotate
+    assert plan(config, problem).k_rotate and not plan(config.replace(k_rotate=False), problem).k_rotate
 
 
 @pytest.mark.nvcc
@@ -748,7 +747,6 @@ def test_sass_of_a_rotated_kernel(built: dict[str, Built], name: str) -> None:
 def test_a_trimmed_kernel_issues_no_mma_past_the_problem(name: str) -> None:
     """trim: the last column's narrower wgmma beside the full one, the m64 blocks and k16 steps
     past M and K behind uniform conditions; the same config untrimmed has neither."""
-    from dataclasses import replace
 
     from tirtune.space.hopper.rules import trim_work
 
@@ -757,11 +755,11 @@ def test_a_trimmed_kernel_issues_no_mma_past_the_problem(name: str) -> None:
     assert narrow and steps and dead == (config.blk_m == 128)  # the 64-row tiles have no block to skip
     source = toolchain.lower_to_cuda(config, problem)
     assert f"m64n{narrow}k16" in source and f"m64n{config.blk_n}k16" in source
-    plain = toolchain.lower_to_cuda(replace(config, trim=False), problem)
+    plain = toolchain.lower_to_cuda(config.replace(trim=False), problem)
     assert f"m64n{narrow}k16" not in plain
     p = plan(config, problem)
     assert (p.trim_n, p.trim_k, p.trim_m) == (narrow, steps, dead)
-    assert (plan(replace(config, trim=False), problem).trim_n, plan(replace(config, trim=False), problem).trim_m) == (
+    assert (plan(config.replace(trim=False), problem).trim_n, plan(config.replace(trim=False), problem).trim_m) == (
         0, False)
 
 

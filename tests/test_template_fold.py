@@ -41,6 +41,8 @@ from tirtune.kernels import gemm
 from tirtune.space import HOPPER, HOPPER_V3, Config, Problem
 from tirtune.space.blackwell import BLACKWELL
 from tirtune.space.blackwell import JOURNEY as BLACKWELL_JOURNEY
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+from tirtune.space.hopper.knobs import config as hopper_config
 
 HASHES = Path(__file__).parent / "data" / "kernel_source_hashes.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,118 +58,118 @@ DRAW_PROBLEMS = (
 # Paths the sets and the draw miss.
 PICKED = (
     # Thread loader, three consumers: 192 rows x 8 chunks do not divide by 384 threads (guarded round).
-    ("sm_90a", Config(192, 128, 64, 1, 3, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
-    ("sm_90a", Config(192, 64, 64, 1, 3, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
+    ("sm_90a", hopper_config(192, 128, 64, 1, 3, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
+    ("sm_90a", hopper_config(192, 64, 64, 1, 3, False, loader="threads"), Problem(1000, 1000, 1000, "float16")),
     # Two k-tiles, five stages: the prefetch prologue loads fewer than stages-1 tiles.
-    ("sm_90a", Config(128, 128, 64, 5, 2, False), Problem(1000, 1000, 128, "float16")),
+    ("sm_90a", hopper_config(128, 128, 64, 5, 2, False), Problem(1000, 1000, 128, "float16")),
     (
         "sm_90a",
-        Config(128, 128, 64, 5, 2, False, persistent=True, raster_group=8, epilogue="tma"),
+        hopper_config(128, 128, 64, 5, 2, False, persistent=True, raster_group=8, epilogue="tma"),
         Problem(1000, 1000, 128, "float16"),
     ),
     # N % 8 != 0: the register epilogue stores element by element.
-    ("sm_100a", Config(128, 128, 64, 2, 1, False, persistent=True, raster_group=8), Problem(1000, 1004, 1000)),
+    ("sm_100a", hopper_config(128, 128, 64, 2, 1, False, persistent=True, raster_group=8), Problem(1000, 1004, 1000)),
     (
         "sm_100a",
-        Config(256, 64, 64, 4, 2, False, persistent=True, raster_group=8),
+        hopper_config(256, 64, 64, 4, 2, False, persistent=True, raster_group=8),
         Problem(1000, 1004, 1000, "bfloat16"),
     ),
-    ("sm_100a", Config(256, 128, 64, 1, 2, False, loader="threads"), Problem(1000, 1004, 1000)),
+    ("sm_100a", hopper_config(256, 128, 64, 1, 2, False, loader="threads"), Problem(1000, 1004, 1000)),
     # Two k-tiles, four stages: the single-thread pipeline preloads fewer than `stages` tiles.
-    ("sm_100a", Config(128, 128, 64, 4, 1, False), Problem(1000, 1000, 128)),
+    ("sm_100a", hopper_config(128, 128, 64, 4, 1, False), Problem(1000, 1000, 128)),
     # hopper-gemm/4: the epilogue warpgroup (chunked and whole-tile staging, cooperative and
     # ping-pong, with a cluster) and four consumer warpgroups (with and without setmaxnreg).
     (
         "sm_90a",
-        Config(256, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+        hopper_config(256, 128, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
                epilogue_warpgroup=True, reg_split="232/24"),
         Problem(4096, 4096, 4096, "float16"),
     ),
     (
         "sm_90a",
-        Config(128, 128, 64, 6, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked",
+        hopper_config(128, 128, 64, 6, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked",
                schedule="pingpong", epilogue_warpgroup=True, reg_split="232/24"),
         Problem(4096, 4096, 4096, "float16"),
     ),
     (
         "sm_90a",
-        Config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong",
+        hopper_config(128, 128, 64, 4, 2, True, persistent=True, epilogue="tma", schedule="pingpong",
                epilogue_warpgroup=True, reg_split="232/24", cluster=2, cluster_dim="n"),
         Problem(777, 512, 136, "bfloat16"),
     ),
     (
         "sm_90a",
-        Config(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="112/24"),
+        hopper_config(256, 128, 64, 3, 4, True, persistent=True, raster_group=8, epilogue="tma_chunked", reg_split="112/24"),
         Problem(1000, 1000, 1000, "float16"),
     ),
-    ("sm_90a", Config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
+    ("sm_90a", hopper_config(256, 64, 64, 4, 4, True, epilogue="tma_chunked", epilogue_warpgroup=True),
      Problem(300, 200, 136, "bfloat16")),
-    ("sm_90a", Config(256, 128, 64, 3, 4, False, persistent=True, epilogue="tma"), Problem(1000, 1000, 1000)),
+    ("sm_90a", hopper_config(256, 128, 64, 3, 4, False, persistent=True, epilogue="tma"), Problem(1000, 1000, 1000)),
     # hopper-gemm/4's column-major raster (raster_group 0), ping-pong and in a 2-CTA cluster.
     (
         "sm_90a",
-        Config(128, 128, 64, 6, 2, True, persistent=True, raster_group=0, epilogue="tma_chunked",
+        hopper_config(128, 128, 64, 6, 2, True, persistent=True, raster_group=0, epilogue="tma_chunked",
                schedule="pingpong"),
         Problem(4096, 4096, 4096, "float16"),
     ),
     (
         "sm_90a",
-        Config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0, cluster=2),
+        hopper_config(128, 128, 64, 4, 2, True, persistent=True, raster_group=0, cluster=2),
         Problem(1000, 1024, 200, "float16"),
     ),
     # hopper-gemm/5: swap_ab (with split-K, a cluster, ping-pong), narrow tiles, split-K clusters
     # (2, 4 and 8 CTAs; one and two consumers; two m64 blocks), one-row operands.
-    ("sm_90a", Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16")),
-    ("sm_90a", Config(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
-    ("sm_90a", Config(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
-    ("sm_90a", Config(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
-    ("sm_90a", Config(128, 32, 64, 4, 1, True, swap_ab=True, split_k=8), Problem(100, 4096, 4096, "bfloat16")),
+    ("sm_90a", hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16")),
+    ("sm_90a", hopper_config(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
+    ("sm_90a", hopper_config(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
+    ("sm_90a", hopper_config(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
+    ("sm_90a", hopper_config(128, 32, 64, 4, 1, True, swap_ab=True, split_k=8), Problem(100, 4096, 4096, "bfloat16")),
     (
         "sm_90a",
-        Config(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
+        hopper_config(64, 24, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True),
         Problem(33, 4095, 136, "bfloat16"),
     ),
     (
         "sm_90a",
-        Config(128, 16, 64, 4, 2, True, persistent=True, cluster=2, swap_ab=True),
+        hopper_config(128, 16, 64, 4, 2, True, persistent=True, cluster=2, swap_ab=True),
         Problem(16, 4096, 4096, "float16"),
     ),
     (
         "sm_90a",
-        Config(128, 48, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"),
+        hopper_config(128, 48, 64, 4, 2, True, persistent=True, cluster=2, cluster_dim="n"),
         Problem(1000, 1024, 200, "float16"),
     ),
     # Serial split-K (a global workspace, per-tile semaphores): swapped, and two consumers without
     # a producer.
     (
         "sm_90a",
-        Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
+        hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
         Problem(16, 4096, 4096, "float16"),
     ),
     (
         "sm_90a",
-        Config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
+        hopper_config(128, 64, 64, 4, 2, False, split_k=2, split_k_reduce="serial"),
         Problem(100, 200, 4096, "bfloat16"),
     ),
     # The TMA loads' L2 options (eviction priorities, 256-byte promotion, descriptor prefetch of the
     # load and store maps) and four swizzle atoms a stage, added later under hopper-gemm/5.
     (
         "sm_90a",
-        Config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/last", l2_promotion="256B",
+        hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2, l2_hint="first/last", l2_promotion="256B",
                prefetch_tensormap=True),
         Problem(16, 4096, 4096, "float16"),
     ),
-    ("sm_90a", Config(64, 16, 256, 5, 1, True, swap_ab=True, split_k=2, l2_hint="first/none"),
+    ("sm_90a", hopper_config(64, 16, 256, 5, 1, True, swap_ab=True, split_k=2, l2_hint="first/none"),
      Problem(16, 4096, 4096, "float16")),
     (
         "sm_90a",
-        Config(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first",
+        hopper_config(128, 32, 64, 8, 2, True, persistent=True, cluster=4, cluster_dim="n", l2_hint="last/first",
                prefetch_tensormap=True),
         Problem(128, 4096, 4096, "bfloat16"),
     ),
     (
         "sm_90a",
-        Config(128, 64, 64, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+        hopper_config(128, 64, 64, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
                prefetch_tensormap=True),
         Problem(1024, 1024, 1024, "float16"),
     ),
@@ -175,12 +177,12 @@ PICKED = (
     # and the last k-tile's steps past K, cooperative with chunked stores and swapped ping-pong.
     (
         "sm_90a",
-        Config(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True),
+        hopper_config(128, 192, 64, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked", trim=True),
         Problem(3000, 5000, 2000, "float16"),
     ),
     (
         "sm_90a",
-        Config(64, 64, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True,
+        hopper_config(64, 64, 64, 4, 2, True, persistent=True, raster_group=8, schedule="pingpong", swap_ab=True,
                trim=True),
         Problem(100, 4095, 200, "float16"),
     ),
@@ -234,12 +236,12 @@ def collect_cases() -> list[dict[str, Any]]:
 
 def _decode(case: dict[str, Any]) -> tuple[Config, Problem]:
     p = case["problem"]
-    return Config.from_json(case["config"]), Problem(p["m"], p["n"], p["k"], p["dtype"])
+    return Config.from_json(case["config"], HOPPER_KNOBS), Problem(p["m"], p["n"], p["k"], p["dtype"])
 
 
 def kernel_sha256(arch: str, config_json: dict[str, Any], problem_json: dict[str, Any]) -> str:
     """sha256 of the CUDA source (kernel + host wrapper) lowered through `gemm.build` for `arch`."""
-    config = Config.from_json(config_json)
+    config = Config.from_json(config_json, HOPPER_KNOBS)
     problem = Problem(problem_json["m"], problem_json["n"], problem_json["k"], problem_json["dtype"])
     template = functools.partial(gemm.build, arch=arch)
     source = toolchain.lower_to_cuda(config, problem, template, arch=arch)

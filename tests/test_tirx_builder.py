@@ -14,11 +14,12 @@ from tirtune.builder.builder import Builder
 from tirtune.builder.tirx_builder import BUILD_MARK, TirxBuilder
 from tirtune.core import Candidate, Outcome
 from tirtune.core.artifacts import DIGEST_FIELD, sha256_hex
-from tirtune.space import TEMPLATE_VERSION, Config, Problem
+from tirtune.space import TEMPLATE_VERSION, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 ray = pytest.importorskip("ray")
 
-SIMPLE = Candidate(Config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False),
+SIMPLE = Candidate(hopper_config(blk_m=64, blk_n=64, blk_k=64, stages=2, consumers=1, warp_specialized=False),
                    Problem(256, 128, 64, "float16"), TEMPLATE_VERSION)
 OTHER = Candidate(SIMPLE.config, Problem(128, 256, 64, "float16"), TEMPLATE_VERSION)
 # Our own seam: a "template" that returns a KernelPlan instead of a PrimFunc, so lowering fails.

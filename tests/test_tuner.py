@@ -21,6 +21,7 @@ from tirtune.db import open_database, repo, transaction
 from tirtune.db.records import MeasurementRecord
 from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
 from tirtune.space import HOPPER_V1, Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.tuner.job import JobLoop, Progress
 from tirtune.tuner.proposer import Feedback, Proposal
 
@@ -188,7 +189,7 @@ def test_the_proposer_offers_only_valid_configs_and_tells_tpe_what_it_refused(tm
     refused = [t for t in proposer.study.trials if t.user_attrs.get("outcome") == "INVALID"]
     assert len(refused) == sum(proposer.refused.values())
     assert all(t.state is TrialState.COMPLETE and t.system_attrs["constraints:works"] == 1.0 for t in refused)
-    assert all(not HOPPER.is_valid(Config(**t.params), P) for t in refused)
+    assert all(not HOPPER.is_valid(hopper_config(**t.params), P) for t in refused)
 
 
 def test_the_study_writes_sqlite_in_wal_mode_without_a_sync_per_parameter(tmp_path: Path) -> None:
@@ -216,6 +217,7 @@ def test_a_job_over_a_small_space_stops_when_every_valid_config_was_tried(db_url
         arch="sm_90a",
         template_version=HOPPER_V1.template_version,
         knobs={"blk_m": (64, 128, 256), "blk_n": (128, 256), "stages": (4, 6), "consumers": (1, 2)},
+        table=HOPPER_V1.table,
         problem_rules=PROBLEM_RULES,
         config_rules=CONFIG_RULES,
     )
@@ -265,7 +267,7 @@ def test_a_refused_sample_is_repaired_to_a_nearest_unproposed_valid_config(tmp_p
         assert repaired is not None and HOPPER_V1.is_valid(repaired, P) and repaired not in proposer._proposed
         assert distance(repaired, refused) == min(distance(c, refused) for c in valid[1::2])
     proposer._proposed.update(valid)
-    assert proposer._nearest_valid(Config(stages=6, blk_m=256, blk_n=256)) is None  # nothing left: exhausted
+    assert proposer._nearest_valid(hopper_config(stages=6, blk_m=256, blk_n=256)) is None  # nothing left: exhausted
 
 
 def test_a_replay_of_a_sample_proposes_only_recorded_configs(db_url: str, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from tirtune.builder import toolchain, tvm_patches
 from tirtune.core import Config, Problem
+from tirtune.space.hopper.knobs import config as hopper_config
 
 
 def _lower_with(method: object, config: Config, problem: Problem) -> str:
@@ -24,9 +25,9 @@ def _lower_with(method: object, config: Config, problem: Problem) -> str:
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
-        (Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+        (hopper_config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
          Problem(1000, 1000, 1000)),
-        (Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, warp_specialized=True, swap_ab=True,
+        (hopper_config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, warp_specialized=True, swap_ab=True,
                 l2_hint="first/none"), Problem(16, 4096, 4096, "bfloat16")),
     ],
 )

@@ -39,6 +39,7 @@ from typing import Any
 from bench.faults import FAULTS_DIR_ENV
 from tirtune.core import Config, Problem
 from tirtune.kernels import hopper
+from tirtune.space.hopper.knobs import config as hopper_config
 
 __all__ = ["FAULTS", "PACKAGE", "Fault", "patched_sources"]
 
@@ -56,7 +57,7 @@ class Fault:
     message_has: str  # a fragment the result's message must contain
 
 
-_WS = Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
+_WS = hopper_config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True)
 # The plain paired store (its next line names the fused value; swiglu's paired store has the same
 # first line and multiplies two registers instead).
 _NEXT = "\n                                                        fuse(acc[2 * q], row, col),"
@@ -87,7 +88,7 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (
     Fault("smem_overflow", "the shared-memory rule is skipped: 5 stages of (128+256)x64 fp16 need 240 KiB > 227 KiB",
           (("plan.py", "    refuse_if_broken(TEMPLATE_NAME, config, problem, PROBLEM_RULES, config_rules)\n",
             "    pass  # fault injection: no rule may refuse\n"),),
-          Config(blk_m=128, blk_n=256, blk_k=64, stages=5, consumers=2, warp_specialized=True),
+          hopper_config(blk_m=128, blk_n=256, blk_k=64, stages=5, consumers=2, warp_specialized=True),
           "LAUNCH_ERROR", ""),
 )}
 

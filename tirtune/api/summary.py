@@ -18,16 +18,18 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from tirtune.core import Outcome
 from tirtune.db import MeasurementRecord
 from tirtune.db.best import Ranked
-from tirtune.space import Config
+from tirtune.space.branches import DEFAULT_ARCH, branch
 
 __all__ = ["Failure", "Importance", "StudySummary", "Trial", "failure_reasons", "importance", "summarize"]
 
-KNOBS = tuple(f.name for f in fields(Config))
+# The knobs the dashboard lists, in the default branch's table order (every branch's table holds
+# the same knobs: Blackwell's carries Hopper's at their defaults).
+KNOBS = branch(DEFAULT_ARCH).knobs.names
 TOP = 10
 _RULE = re.compile(r"^\s*([a-z][a-z0-9_]*):")  # "smem_fits: 6 stages ..." -> smem_fits
 REASON_CHARS = 80

@@ -48,6 +48,9 @@ def _serve(conn: Any, template: str, arch: str) -> None:
 
     from tirtune.builder import device_build
     from tirtune.kernels.gemm import load
+    from tirtune.space.branches import branch
+
+    table = branch(arch).knobs
 
     build = load(template)
     conn.send(("ready", os.getpid()))
@@ -58,7 +61,7 @@ def _serve(conn: Any, template: str, arch: str) -> None:
             return
         cpu = time.process_time()
         try:
-            config, problem = Config.from_json(config_json), Problem(**problem_json)
+            config, problem = Config.from_json(config_json, table), Problem(**problem_json)
             source, spec = device_build.lower_device(config, problem, build, arch)
             conn.send(("ok", source, spec.to_json(), time.process_time() - cpu))
         except toolchain.ToolchainError as exc:

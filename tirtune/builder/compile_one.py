@@ -92,7 +92,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    config = Config.from_json(json.loads(args.config))
+    config = Config.from_json(json.loads(args.config), branch_for_template(args.template).knobs)
     problem = Problem(**json.loads(args.problem))
     try:
         record = compile_into(args.out, config, problem, args.template, args.cache_dir)

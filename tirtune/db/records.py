@@ -10,6 +10,7 @@ from typing import Any
 
 from tirtune.core import Config, EpilogueSpec, Outcome, Problem, Roofline, Source, Stack
 from tirtune.db.models import Job, Measurement, Remeasurement
+from tirtune.space.branches import branch_for_version
 
 __all__ = ["TERMINAL_STATES", "JobRecord", "JobState", "MeasurementRecord", "RemeasurementRecord"]
 
@@ -127,7 +128,7 @@ class MeasurementRecord:
         return cls(
             **{
                 **values,
-                "config": Config.from_json(row.config),
+                "config": Config.from_json(row.config, branch_for_version(row.template_version).knobs),
                 "outcome": Outcome(row.outcome),
                 "source": Source(row.source),
             }
@@ -140,7 +141,7 @@ class MeasurementRecord:
         return cls(
             **{
                 **values,
-                "config": Config.from_json(values["config"]),
+                "config": Config.from_json(values["config"], branch_for_version(values["template_version"]).knobs),
                 "outcome": Outcome(values["outcome"]),
                 "source": Source(values["source"]),
             }

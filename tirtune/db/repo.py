@@ -37,7 +37,7 @@ from tirtune.db.best import BestChoice, Figures, Ranked, choose, order
 from tirtune.db.errors import DbError, NotFound
 from tirtune.db.models import Job, Measurement, Remeasurement, utcnow
 from tirtune.db.records import JobRecord, JobState, MeasurementRecord, RemeasurementRecord
-from tirtune.space.branches import BRANCHES
+from tirtune.space.branches import BRANCHES, branch_for_version
 
 __all__ = [
     "ProblemStats",
@@ -866,12 +866,15 @@ def training_samples(
     samples: list[Sample] = []
     newest = after_id
     seen: set[str] = set()
+    table = branch_for_version(version_prefix).knobs  # every row's version starts with the prefix
     for row_id, m, n, k, dtype, config, ratio, key in s.execute(stmt):
         newest = row_id
         if key in seen:
             continue
         seen.add(key)
-        samples.append(Sample(Problem(m, n, k, dtype), Config.from_json(config), float(ratio), f"measurement {row_id}"))
+        samples.append(
+            Sample(Problem(m, n, k, dtype), Config.from_json(config, table), float(ratio), f"measurement {row_id}")
+        )
     return samples, newest
 
 

@@ -13,6 +13,7 @@ from tirtune.core import Config, Problem
 from tirtune.db import repo, transaction
 from tirtune.dispatch.errors import DispatchError
 from tirtune.dispatch.http import Http
+from tirtune.space.branches import branch_for_version
 
 __all__ = ["BestFinder", "Chosen", "LocalBest", "ServiceBest"]
 
@@ -90,7 +91,7 @@ class ServiceBest:
         return Chosen(
             problem,
             gpu_name,
-            Config.from_json(body["config"]),
+            Config.from_json(body["config"], branch_for_version(body["provenance"]["template_version"]).knobs),
             body["provenance"]["template_version"],
             body["key"],
             float(body["ratio"]),

@@ -25,6 +25,7 @@ from tirtune.db import repo, transaction
 from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import Chosen
 from tirtune.dispatch.errors import DispatchError
+from tirtune.space.branches import branch_for_version
 
 __all__ = ["MANIFEST", "ExportReport", "ManifestBest", "export"]
 
@@ -132,7 +133,7 @@ class ManifestBest:
         return Chosen(
             problem,
             gpu_name,
-            Config.from_json(k["config"]),
+            Config.from_json(k["config"], branch_for_version(k["template_version"]).knobs),
             k["template_version"],
             k["key"],
             float(k["ratio"]),

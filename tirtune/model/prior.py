@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from tirtune.core import Config, Problem, Sample
+from tirtune.space.branches import branch_for_version
 
 __all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_path", "shipped_gpus"]
 
@@ -67,7 +68,7 @@ def load_prior(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
     samples = tuple(
         Sample(
             Problem(int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"]),
-            Config.from_json(json.loads(r["config"])),
+            Config.from_json(json.loads(r["config"]), branch_for_version(r["template_version"]).knobs),
             float(r["ratio"]),
             r["origin"],
         )

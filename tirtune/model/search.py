@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -117,7 +117,7 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
                         space,
                         problem,
                         (
-                            replace(config, blk_m=blk_m, blk_n=blk_n, swap_ab=swap, consumers=c, schedule=s, stages=d)
+                            config.replace(blk_m=blk_m, blk_n=blk_n, swap_ab=swap, consumers=c, schedule=s, stages=d)
                             for c, s in roles
                             for d in depths
                         ),

@@ -30,6 +30,7 @@ from typing import Any
 
 from tirtune.core import BuildResult, Config, Outcome, Problem, Provenance, RunResult, Source, SpaceError, Stack
 from tirtune.runner.errors import WorkerError
+from tirtune.space.branches import branch_for_version
 from tirtune.space.hopper import TEMPLATE_VERSION
 from tirtune.space.space import SearchSpace
 
@@ -68,7 +69,7 @@ def to_record(result: RunResult) -> dict[str, Any]:
 
 def from_record(data: dict[str, Any]) -> tuple[tuple[str, Problem, Config], dict[str, Any]]:
     problem = Problem(**data["problem"])
-    config = Config.from_json(data["config"])
+    config = Config.from_json(data["config"], branch_for_version(data["template_version"]).knobs)
     return (data["template_version"], problem, config), data
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from enum import Enum
 
 from tirtune.core import Config, Problem
@@ -85,7 +84,7 @@ def fitted(config: Config, problem: Problem, widths: Sequence[int]) -> Config:
     if not config.swap_ab and config.blk_n <= extent:
         return config
     fits = sorted(w for w in widths if w >= extent)
-    return replace(config, blk_n=fits[0] if fits else max(widths))
+    return config.replace(blk_n=fits[0] if fits else max(widths))
 
 
 # Fills within this share of the best count as equal: the wider tile is taken (more reuse per byte).
@@ -101,7 +100,7 @@ def wave_fill(config: Config, problem: Problem, sms: int = SMS) -> float:
     m, n = (problem.gemm_n, problem.m) if config.swap_ab else (problem.m, problem.gemm_n)
     tiles = math.ceil(m / config.blk_m) * math.ceil(n / config.blk_n)
     rounds = math.ceil(tiles / sms)
-    return m * n / (sms * rounds * config.blk_m * config.blk_n)
+    return float(m * n / (sms * rounds * config.blk_m * config.blk_n))
 
 
 def wave_fitted(
@@ -117,7 +116,7 @@ def wave_fitted(
     widest. 3000x5000
     with 128-row tiles: blk_n 152 fills 97.3% (792 tiles, 6 rounds) where 192 fills 92.5% (648
     tiles: 5 rounds, padding 3000 -> 3072 and 5000 -> 5056). `config` itself if no width is valid."""
-    ok = [replace(config, blk_n=w) for w in widths if w >= config.blk_n]
+    ok = [config.replace(blk_n=w) for w in widths if w >= config.blk_n]
     ok = [c for c in ok if valid is None or valid(c)]
     if not ok:
         return config

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tirtune.core import Config, Problem
+from tirtune.core import Config, KnobTable, Problem
 from tirtune.space.errors import SpaceError
 from tirtune.space.validity import ConfigRule, ProblemRule, Violation, knobs_off_default, knobs_read
 
@@ -22,6 +22,7 @@ class SearchSpace:
     arch: str
     template_version: str
     knobs: Mapping[str, Sequence[Any]]
+    table: KnobTable  # the branch's knob table: every config of the space is a point of it
     problem_rules: Sequence[ProblemRule] = field(default_factory=tuple)
     config_rules: Sequence[ConfigRule] = field(default_factory=tuple)
     # A finite sub-space (see `restricted`): the only configs each problem may take, or None for
@@ -120,7 +121,7 @@ class SearchSpace:
         """Every point of the knob grid, valid or not."""
         names = list(self.knobs)
         for values in itertools.product(*(self.knobs[n] for n in names)):
-            yield Config(**dict(zip(names, values, strict=True)))
+            yield Config(self.table, **dict(zip(names, values, strict=True)))
 
     def valid_configs(self, problem: Problem) -> list[Config]:
         """Every valid point of the grid, in `configs()` order."""
@@ -141,11 +142,11 @@ class SearchSpace:
         at = self._rules_by_depth(names)
         found: list[Config] = []
         chosen: dict[str, Any] = {}
-        partial = _Partial()
+        partial = _Partial(self.table)
 
         def walk(i: int) -> None:
             if i == len(names):
-                found.append(Config(**chosen))
+                found.append(Config(self.table, **chosen))
                 return
             for value in self.knobs[names[i]]:
                 chosen[names[i]] = partial.set(names[i], value)
@@ -158,8 +159,8 @@ class SearchSpace:
 
         if names:
             walk(0)
-        elif not any(rule(Config(), problem) for rule in self.config_rules):
-            found.append(Config())
+        elif not any(rule(Config(self.table), problem) for rule in self.config_rules):
+            found.append(Config(self.table))
         return found
 
     def nearest_valid(
@@ -205,14 +206,14 @@ class SearchSpace:
         best = [len(names) + 1]
         ties: list[Config] = []
         chosen: dict[str, Any] = {}
-        partial = _Partial()
+        partial = _Partial(self.table)
         nodes = [0]
-        defaults = [_DEFAULTS[name] for name in names]
+        defaults = [self.table[name].default for name in names]
         pc, put, depth = partial.config, object.__setattr__, len(names)
 
         def walk(i: int, changed: int) -> None:
             if i == depth:
-                found = Config(**chosen)
+                found = Config(self.table, **chosen)
                 if found in excluded:
                     return
                 if changed < best[0]:
@@ -275,7 +276,7 @@ class SearchSpace:
         """`sample_valid`'s one walk: knob values in a random order, the first valid config, or
         None after `budget` partial configs."""
         chosen: dict[str, Any] = {}
-        partial = _Partial()
+        partial = _Partial(self.table)
         nodes = 0
 
         def walk(i: int) -> bool:
@@ -297,7 +298,7 @@ class SearchSpace:
             partial.reset(names[i])
             return False
 
-        return Config(**chosen) if walk(0) else None
+        return Config(self.table, **chosen) if walk(0) else None
 
     def neighbours(
         self,
@@ -333,7 +334,7 @@ class SearchSpace:
             for i, value in enumerate(values):
                 if value == own:
                     continue
-                moved = replace(config, **{name: value})
+                moved = config.replace(**{name: value})
                 if same(moved) in excluded or not self.holds(moved) or not self.is_valid(moved, problem):
                     continue
                 excluded.add(same(moved))  # one of the configs that build the same kernel
@@ -390,24 +391,22 @@ def _knobs_changed(a: Config, b: Config, names: Sequence[str]) -> int:
     return sum(getattr(a, n) != getattr(b, n) for n in names)
 
 
-_DEFAULTS = {f.name: f.default for f in fields(Config)}
-
-
 class _Partial:
     """One Config the searches change in place, knob by knob, as their walk goes down and back:
     the knobs not chosen yet sit at their defaults. Building a checked Config per node of the
     walk took two thirds of its time. The rules only read it; what a search returns is built the
     checked way."""
 
-    def __init__(self) -> None:
-        self.config = Config()
+    def __init__(self, table: KnobTable) -> None:
+        self.config = Config(table)
+        self._table = table
 
     def set(self, name: str, value: Any) -> Any:
         object.__setattr__(self.config, name, value)
         return value
 
     def reset(self, name: str) -> None:
-        object.__setattr__(self.config, name, _DEFAULTS[name])
+        object.__setattr__(self.config, name, self._table[name].default)
 
 
 def _named(rule: Any, reason: str | None) -> Violation | None:

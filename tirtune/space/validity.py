@@ -11,7 +11,7 @@ chosen. Each branch's rules are in its package (`tirtune.space.hopper.rules`,
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TypeVar
 
 from tirtune.core.config import Config
@@ -53,18 +53,15 @@ def knobs_read(rule: ConfigRule) -> frozenset[str] | None:
 
 
 def knobs_off_default(config: Config, knobs: Collection[str]) -> list[str]:
-    """The knobs of `config` outside `knobs` that are off their defaults, as "name=value" in the
-    Config's order. A space or branch without a knob has no code path for its other values: this
+    """The knobs of `config` outside `knobs` that are off their defaults, as "name=value" in its
+    table's order. A space or branch without a knob has no code path for its other values: this
     is the one check that holds such knobs at their defaults (`SearchSpace`'s
     `knobs_of_this_space` and `holds`, the Blackwell branch's `hopper_knobs_at_default`)."""
     return [
-        f"{name}={getattr(config, name)!r}"
-        for name, default in _KNOB_DEFAULTS
-        if name not in knobs and getattr(config, name) != default
+        f"{knob.name}={getattr(config, knob.name)!r}"
+        for knob in config.table
+        if knob.name not in knobs and getattr(config, knob.name) != knob.default
     ]
-
-
-_KNOB_DEFAULTS: tuple[tuple[str, object], ...] = tuple((f.name, f.default) for f in fields(Config))
 
 
 @dataclass(frozen=True, slots=True)

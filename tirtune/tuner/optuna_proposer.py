@@ -158,7 +158,7 @@ class OptunaProposer:
             if trial.state is TrialState.WAITING or not all(name in trial.params for name in self.space.knobs):
                 continue
             try:
-                config = Config(**{name: trial.params[name] for name in self.space.knobs})
+                config = Config(self.space.table, **{name: trial.params[name] for name in self.space.knobs})
             except (TypeError, ValueError):  # SpaceError is a ValueError
                 continue
             self._proposed.add(config)
@@ -290,7 +290,7 @@ class OptunaProposer:
     def _sample(self) -> tuple[optuna.trial.Trial, Config]:
         trial = self.study.ask()
         knobs = {name: trial.suggest_categorical(name, list(values)) for name, values in self.space.knobs.items()}
-        return trial, Config(**knobs)
+        return trial, Config(self.space.table, **knobs)
 
     def _refuse(self, trial: optuna.trial.Trial, config: Config, message: str) -> tuple[Any, Config] | None:
         """Tell the refused sample as infeasible; ask its nearest unproposed valid config instead."""

@@ -360,7 +360,8 @@ def _counts(outcomes: dict[str, int]) -> str:
 def _label(config: dict[str, Any] | None) -> str:
     from tirtune.space import Config
 
-    return "none" if config is None else Config.from_json(config).label()
+    # A config of any branch labels the same (every table holds the same knobs): the default's table.
+    return "none" if config is None else Config.from_json(config, branches.branch(branches.DEFAULT_ARCH).knobs).label()
 
 
 def _default_version() -> str:

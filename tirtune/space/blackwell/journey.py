@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tirtune.core import Config, Problem
+from tirtune.space.blackwell.knobs import config
 
 __all__ = ["JOURNEY", "JourneyStep"]
 
@@ -30,7 +31,7 @@ def _step(problem: str, tflops: float | None, note: str, **knobs: object) -> Jou
         "consumers": 1,
         "warp_specialized": False,
     }
-    return JourneyStep(Config(**{**base, **knobs}), Problem.parse(problem), tflops, note)  # type: ignore[arg-type]
+    return JourneyStep(config(**{**base, **knobs}), Problem.parse(problem), tflops, note)
 
 
 # The nine steps. V1-V3 copy A and B with all threads (loader="threads"); V1 and V2 are the seed's

@@ -1,21 +1,24 @@
 """The Blackwell (sm_100a) branch's knobs: each knob's type, default, values and meaning, stated once.
 
 `KNOBS` is the table: what each knob does in the Blackwell template (`tirtune.kernels.blackwell`),
-and the values its space (blackwell-gemm/1, `tirtune.space.blackwell.spaces`) draws. Every other
-`Config` knob (the Hopper branch's schedule, reg_split, epilogue warpgroup, swap_ab, split-K, the
-TMA loads' L2 options, and any later one) has no code path here: the rule
-`hopper_knobs_at_default` holds it at its default, so a new knob is refused until it is
-implemented and declared below. `Config` carries the same names, types and defaults (checked when
-this module loads: `Config.conform`).
+and the values its space (blackwell-gemm/1, `tirtune.space.blackwell.spaces`) draws. The table
+holds every other knob of the Hopper table (the Hopper branch's schedule, reg_split, epilogue
+warpgroup, swap_ab, split-K, the TMA loads' L2 options, and any later one) at its default: the
+template has no code path for it, the rule `hopper_knobs_at_default` refuses any other value, and
+a new one is refused until it is implemented and declared below. A Blackwell `Config` is a point of
+this table (`config(...)` builds one).
 
 docs/design.md shows the table (`KNOBS.markdown()`; tests/test_knob_tables.py keeps it current).
 """
 
 from __future__ import annotations
 
-from tirtune.core import Config, Knob, KnobTable
+from typing import Any
 
-__all__ = ["CLUSTERS", "CONSUMERS", "EPILOGUES", "KNOBS"]
+from tirtune.core import Config, Knob, KnobTable
+from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
+
+__all__ = ["CLUSTERS", "CONSUMERS", "EPILOGUES", "KNOBS", "config"]
 
 CONSUMERS = (1, 2)
 EPILOGUES = ("register", "tma")
@@ -89,5 +92,18 @@ KNOBS = KnobTable(
         '"tma", or "threads" (one stage, no producer: every thread copies 16-byte chunks; the seed\'s '
         "synchronous first steps).",
     ),
+    home="tirtune.space.blackwell.knobs:KNOBS",
+    # Every knob of the Hopper table this branch does not declare (schedule, reg_split, the epilogue
+    # warpgroup, swap_ab, split-K, the L2 options, ... and any later one) is carried at its default
+    # only: a Blackwell config has the same knobs, first knobs and label as a Hopper one, and so the
+    # same digest, and a Hopper knob added later is held here without an edit (`hopper_knobs_at_default`
+    # refuses any other value).
+    holds=HOPPER_KNOBS,
+    held_meaning="A Hopper knob the Blackwell template has no code path for: held at its default.",
 )
-Config.conform(KNOBS)
+
+
+def config(*values: Any, **knobs: Any) -> Config:
+    """A Blackwell config: the knobs given (by name, or by position in the table's order) checked
+    against the table, every other knob at its default."""
+    return Config(KNOBS, *values, **knobs)

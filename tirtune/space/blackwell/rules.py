@@ -53,12 +53,12 @@ MAX_STAGES = 8
 # The knobs this branch's template has a code path for: its table's. Every other knob (schedule,
 # reg_split and any later Hopper one) builds here only at its default, so a new knob is refused
 # until implemented.
-IMPLEMENTED_KNOBS = frozenset(KNOBS.names)
+IMPLEMENTED_KNOBS = frozenset(knob.name for knob in KNOBS.own)
 
 
 def b_rows(config: Config) -> int:
     """Rows of the B tile each CTA loads: all of blk_n, or its half of the pair's."""
-    return config.blk_n // max(config.cluster, 1)
+    return int(config.blk_n // max(config.cluster, 1))
 
 
 def staging_bytes(config: Config) -> int:
@@ -68,7 +68,7 @@ def staging_bytes(config: Config) -> int:
 
 def smem_bytes(config: Config) -> int:
     stage = (config.blk_m + b_rows(config)) * config.blk_k * 2
-    return config.stages * stage + staging_bytes(config) + SMEM_OVERHEAD_BYTES
+    return int(config.stages * stage + staging_bytes(config) + SMEM_OVERHEAD_BYTES)
 
 
 def consumers_own_128_rows(config: Config, problem: Problem) -> str | None:

@@ -40,6 +40,7 @@ BLACKWELL = SearchSpace(
     arch=ARCH,
     template_version=TEMPLATE_VERSION,
     knobs=KNOBS.grid(_WALK),
+    table=KNOBS,
     problem_rules=BLACKWELL_PROBLEM_RULES,
     config_rules=BLACKWELL_CONFIG_RULES,
 )

@@ -13,8 +13,6 @@ binding to its template.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tirtune.core import Config, Problem
 from tirtune.space.branch import Branch
 from tirtune.space.hopper.knobs import KNOBS
@@ -58,7 +56,7 @@ __all__ = [
 
 def _wave_fitted(config: Config) -> bool:
     """The ragged starts whose blk_n is fitted per problem (`starts.WAVE_FITTED`), peeled or not."""
-    return replace(config, peel_k=False) in WAVE_FITTED
+    return config.replace(peel_k=False) in WAVE_FITTED
 
 
 def _fit_start(config: Config, problem: Problem) -> Config:
@@ -69,17 +67,12 @@ def _fit_start(config: Config, problem: Problem) -> Config:
     (rules.fp8_*), the start's TMA-loaded, register-stored, unsplit, untrimmed twin with its
     k-tile twice as deep (the same bytes a stage, at 1-byte elements) up to MAX_BLK_K."""
     if config.peel_k and k_tail_steps(config, problem) == 0:
-        config = replace(config, peel_k=False)
+        config = config.replace(peel_k=False)
     if problem.is_fp8:
-        config = replace(
-            config,
-            **FP8_KNOBS,  # type: ignore[arg-type]
-            blk_k=max(FP8_SWIZZLE_ELEMENTS, min(2 * config.blk_k, MAX_BLK_K)),
-        )
+        config = config.replace(**FP8_KNOBS, blk_k=max(FP8_SWIZZLE_ELEMENTS, min(2 * config.blk_k, MAX_BLK_K)))
     if problem.epilogue.gated:
-        config = replace(
-            config,
-            **SWIGLU_KNOBS,  # type: ignore[arg-type]
+        config = config.replace(
+            **SWIGLU_KNOBS,
             blk_n=config.blk_n if config.swap_ab else -(-config.blk_n // SWIGLU_TILE_ALIGN) * SWIGLU_TILE_ALIGN,
         )
     return config

@@ -4,15 +4,20 @@
 the values the current space (hopper-gemm/5, `tirtune.space.hopper.spaces`) draws. The rules
 (`tirtune.space.hopper.rules`) read the value lists from here; the older template versions'
 spaces hold narrower ranges (their own, in `spaces.py`) and every knob they lack at its default.
-Where the template builds more than the search draws, the meaning says so. `Config` carries the
-same names, types and defaults (checked when this module loads: `Config.conform`).
+Where the template builds more than the search draws, the meaning says so. A Hopper `Config` is a
+point of this table (`config(...)` builds one), checked against it; its knobs' order is the order
+configs sort in, and `first` names the knobs every canonical text holds (`Config.canonical`).
+Adding a knob: its row here, its rules, its kernel code (and a label word in `labels.py`).
 
 docs/design.md shows the table (`KNOBS.markdown()`; tests/test_knob_tables.py keeps it current).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from tirtune.core import Config, Knob, KnobTable
+from tirtune.space.hopper.labels import LABELS
 from tirtune.space.tma_rules import LOADERS
 
 __all__ = [
@@ -29,6 +34,7 @@ __all__ = [
     "SCHEDULES",
     "SPLIT_KS",
     "SPLIT_K_REDUCES",
+    "config",
 ]
 
 # 136..248: tile widths off the 64-wide TMA-store box, above 128 (the chunked store's last box is
@@ -138,6 +144,20 @@ KNOBS = KnobTable(
         "store).",
     ),
     Knob(
+        "cluster",
+        int,
+        1,
+        CLUSTER_SIZES,
+        "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA.",
+    ),
+    Knob(
+        "cluster_dim",
+        str,
+        "m",
+        CLUSTER_DIMS,
+        'The axis ("m" or "n") along which the cluster\'s CTAs lie; ignored without a cluster.',
+    ),
+    Knob(
         "schedule",
         str,
         "cooperative",
@@ -152,20 +172,6 @@ KNOBS = KnobTable(
         REG_SPLITS,
         '"consumer/others": the registers a consumer thread and a producer (or epilogue warpgroup) thread '
         "hold after setmaxnreg, where the kernel rebalances.",
-    ),
-    Knob(
-        "cluster",
-        int,
-        1,
-        CLUSTER_SIZES,
-        "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA.",
-    ),
-    Knob(
-        "cluster_dim",
-        str,
-        "m",
-        CLUSTER_DIMS,
-        'The axis ("m" or "n") along which the cluster\'s CTAs lie; ignored without a cluster.',
     ),
     Knob(
         "loader",
@@ -296,5 +302,15 @@ KNOBS = KnobTable(
         "Built; the search does not draw it until its correctness sweep has run on the GPU "
         f"(values: {', '.join(STREAM_K_SCOPES)}).",
     ),
+    home="tirtune.space.hopper.knobs:KNOBS",
+    # The knobs of hopper-gemm/1, always in a config's canonical text; every knob added since is
+    # written only off its default (the hopper-gemm/1 behaviour), so older configs keep their digests.
+    first=("blk_m", "blk_n", "blk_k", "stages", "consumers", "warp_specialized"),
+    labels=LABELS,
 )
-Config.conform(KNOBS)
+
+
+def config(*values: Any, **knobs: Any) -> Config:
+    """A Hopper config: the knobs given (by name, or by position in the table's order) checked
+    against the table, every other knob at its default."""
+    return Config(KNOBS, *values, **knobs)

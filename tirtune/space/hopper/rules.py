@@ -200,13 +200,13 @@ def consumer_rows(config: Config) -> int:
     """Rows of the output tile one consumer warpgroup owns: cooperative consumers split blk_m,
     ping-pong consumers each compute a whole tile."""
     if config.schedule == "pingpong":
-        return config.blk_m
-    return config.blk_m // max(config.consumers, 1)
+        return int(config.blk_m)
+    return int(config.blk_m // max(config.consumers, 1))
 
 
 def accumulators(config: Config) -> int:
     """fp32 accumulators one consumer thread holds: its rows x blk_n over the warpgroup's 128 threads."""
-    return consumer_rows(config) * config.blk_n // 128
+    return int(consumer_rows(config) * config.blk_n // 128)
 
 
 def staging_bytes(config: Config) -> int:
@@ -214,10 +214,10 @@ def staging_bytes(config: Config) -> int:
     whole output rows (the tile, or two tiles with ping-pong consumers); "tma_chunked" two 64x64
     boxes per consumer."""
     if config.epilogue == "tma":
-        return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 2
+        return int(max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 2)
     if config.epilogue == "tma_chunked":
         tail = config.blk_n % STORE_BOX  # the narrower last box's own two buffers
-        return max(config.consumers, 1) * 2 * STORE_BOX * (STORE_BOX + tail) * 2
+        return int(max(config.consumers, 1) * 2 * STORE_BOX * (STORE_BOX + tail) * 2)
     return 0
 
 
@@ -227,14 +227,14 @@ def split_k_bytes(config: Config) -> int:
     none for the serial reduction (its workspace is in global memory)."""
     if config.split_k <= 1 or config.split_k_reduce == "serial":
         return 0
-    return max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4
+    return int(max(config.consumers, 1) * consumer_rows(config) * config.blk_n * 4)
 
 
 def smem_bytes(config: Config, element_bytes: int = 2) -> int:
     """Shared memory of a kernel: the ring's stages (A and B tiles of `element_bytes` elements: 2
     for f16 and bf16, 1 for e4m3), the output staging, split-K's parked fragments and overhead."""
     stage = (config.blk_m + config.blk_n) * config.blk_k * element_bytes
-    return config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES
+    return int(config.stages * stage + staging_bytes(config) + split_k_bytes(config) + SMEM_OVERHEAD_BYTES)
 
 
 @reads("blk_m", "blk_n", "blk_k", "stages", "consumers", "schedule", "epilogue", "split_k", "split_k_reduce")
@@ -305,7 +305,9 @@ def schedule_supported(config: Config, problem: Problem) -> str | None:
 
 def warpgroups(config: Config) -> int:
     """Warpgroups of the CTA: the consumers, the producer, the epilogue warpgroup."""
-    return max(config.consumers, 1) + (1 if config.warp_specialized else 0) + (1 if config.epilogue_warpgroup else 0)
+    return int(
+        max(config.consumers, 1) + (1 if config.warp_specialized else 0) + (1 if config.epilogue_warpgroup else 0)
+    )
 
 
 def launch_share(warpgroups: int) -> int:
@@ -404,7 +406,7 @@ def kernel_shape(config: Config, problem: Problem) -> tuple[int, int]:
 def kernel_tiles(config: Config, problem: Problem) -> int:
     """Output tiles of the kernel's grid: blk_m x blk_n tiles over its (M, N) (`kernel_shape`)."""
     m, n = kernel_shape(config, problem)
-    return -(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1))
+    return int(-(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1)))
 
 
 @reads("cluster", "cluster_dim", "blk_m", "blk_n", "swap_ab")

@@ -7,8 +7,6 @@ hold their own, narrower ranges, below, and every knob they lack at its default.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tirtune.core import Config, Problem
 from tirtune.space.errors import SpaceError
 from tirtune.space.hopper.knobs import KNOBS, REG_SPLITS
@@ -67,6 +65,7 @@ HOPPER_V3 = SearchSpace(
     arch="sm_90a",
     template_version="hopper-gemm/3",
     knobs=_V3_KNOBS,
+    table=KNOBS,
     problem_rules=PROBLEM_RULES,
     config_rules=V3_CONFIG_RULES,
 )
@@ -87,6 +86,7 @@ HOPPER_V4 = SearchSpace(
     arch="sm_90a",
     template_version="hopper-gemm/4",
     knobs=_V4_KNOBS,
+    table=KNOBS,
     problem_rules=PROBLEM_RULES,
     config_rules=V4_CONFIG_RULES,
 )
@@ -97,9 +97,9 @@ def same_kernel(config: Config) -> Config:
     cluster_dim without a cluster (no cluster to lay along M or N) and split_k_reduce without a
     split (nothing to reduce). Checked by lowering both (tests/test_local_search.py)."""
     if config.cluster == 1 and config.cluster_dim != "m":
-        config = replace(config, cluster_dim="m")
+        config = config.replace(cluster_dim="m")
     if config.split_k == 1 and config.split_k_reduce != "dsmem":
-        config = replace(config, split_k_reduce="dsmem")
+        config = config.replace(split_k_reduce="dsmem")
     return config
 
 
@@ -150,8 +150,7 @@ def tail_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG00
     split of the knob table: one CTA a tile (not persistent, no cluster, cooperative consumers),
     the register epilogue, the serial reduction, a producer. Five knobs or more from `config`, so
     no one-knob neighbour reaches it; the space keeps the valid ones (`SearchSpace.jumps_from`)."""
-    base = replace(
-        config,
+    base = config.replace(
         persistent=False,
         raster_group=1,
         cluster=1,
@@ -164,7 +163,7 @@ def tail_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG00
         split_k_reduce="serial",
         split_k_scope="tail",
     )
-    return [replace(base, split_k=s) for s in KNOBS["split_k"].values if isinstance(s, int) and s > 1]
+    return [base.replace(split_k=s) for s in KNOBS["split_k"].values if isinstance(s, int) and s > 1]
 
 
 def ring_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG001 (a move's signature)
@@ -175,9 +174,9 @@ def ring_twins(config: Config, problem: Problem) -> list[Config]:  # noqa: ARG00
     on file, about 60% by more than 2% (docs/perf-notes.md, "Ring twins")."""
     twins = []
     if config.blk_k % 2 == 0:
-        twins.append(replace(config, blk_k=config.blk_k // 2, stages=config.stages * 2))
+        twins.append(config.replace(blk_k=config.blk_k // 2, stages=config.stages * 2))
     if config.stages % 2 == 0:
-        twins.append(replace(config, blk_k=config.blk_k * 2, stages=config.stages // 2))
+        twins.append(config.replace(blk_k=config.blk_k * 2, stages=config.stages // 2))
     return twins
 
 
@@ -185,6 +184,7 @@ HOPPER = SearchSpace(
     arch="sm_90a",
     template_version=TEMPLATE_VERSION,
     knobs=KNOBS.grid(_WALK),
+    table=KNOBS,
     problem_rules=PROBLEM_RULES,
     config_rules=CONFIG_RULES,
     normal_form=same_kernel,
@@ -197,6 +197,7 @@ HOPPER_V2 = SearchSpace(
     arch="sm_90a",
     template_version="hopper-gemm/2",
     knobs=_V2_KNOBS,
+    table=KNOBS,
     problem_rules=PROBLEM_RULES,
     config_rules=V2_CONFIG_RULES,
 )
@@ -208,6 +209,7 @@ HOPPER_V1 = SearchSpace(
     arch="sm_90a",
     template_version="hopper-gemm/1",
     knobs=_V1_KNOBS,
+    table=KNOBS,
     problem_rules=PROBLEM_RULES,
     config_rules=V2_CONFIG_RULES,
 )

@@ -10,10 +10,10 @@ wgmma's N, a narrow N) is fitted by `shapes.fitted`, so one list serves M = 1 an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from types import MappingProxyType
 
 from tirtune.core import Config
+from tirtune.space.hopper.knobs import config
 from tirtune.space.shapes import ShapeClass
 
 __all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
@@ -24,7 +24,7 @@ __all__ = ["HOPPER_START", "HOPPER_STARTS", "WAVE_FITTED"]
 # and the cooperative 128x256 with chunked stores (1.026x fp16, 1.020x bf16); then the best
 # hopper-gemm/2 point (0.985x) and the hand-tuned v1 shapes (docs/perf-notes.md, "hopper-gemm/1").
 HOPPER_START: tuple[Config, ...] = (
-    Config(
+    config(
         blk_m=128,
         blk_n=128,
         blk_k=64,
@@ -36,7 +36,7 @@ HOPPER_START: tuple[Config, ...] = (
         epilogue="tma_chunked",
         schedule="pingpong",
     ),
-    Config(
+    config(
         blk_m=128,
         blk_n=256,
         blk_k=64,
@@ -47,7 +47,7 @@ HOPPER_START: tuple[Config, ...] = (
         raster_group=8,
         epilogue="tma_chunked",
     ),
-    Config(
+    config(
         blk_m=128,
         blk_n=256,
         blk_k=64,
@@ -58,11 +58,11 @@ HOPPER_START: tuple[Config, ...] = (
         raster_group=8,
         epilogue="tma",
     ),
-    Config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    config(blk_m=128, blk_n=256, blk_k=64, stages=4, consumers=2, warp_specialized=True),
+    config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, warp_specialized=True),
 )
 
-# Config's default is warp_specialized=True (a producer warpgroup), which every list below uses.
+# The table's default is warp_specialized=True (a producer warpgroup), which every list below uses.
 # Decode (M <= 16): swap-AB puts the small M on wgmma's N (fitted to M), 64 rows of N per CTA,
 # deep rings of 128-wide k-tiles, and the streamed weights (the kernel's A) loaded evict_first, so
 # the L2's dirty lines stop being written back under them (kits/2026-11-30-hopper-gemm-5-l2-options.md:
@@ -73,12 +73,12 @@ HOPPER_START: tuple[Config, ...] = (
 # 1x4096x4096 1.116x -> 1.157x in the same processes (decode/2026-12-02-probes-k-rotate.md); with
 # 256-byte L2 promotion 1.309x against the rotated tile's 1.282x (decode/2026-12-02-probes-narrow.md,
 # within its spread).
-_DECODE_HEAD = Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none")
+_DECODE_HEAD = config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, l2_hint="first/none")
 DECODE: tuple[Config, ...] = (
-    replace(_DECODE_HEAD, k_rotate=True, l2_promotion="256B"),
-    replace(_DECODE_HEAD, k_rotate=True),
+    _DECODE_HEAD.replace(k_rotate=True, l2_promotion="256B"),
+    _DECODE_HEAD.replace(k_rotate=True),
     _DECODE_HEAD,
-    Config(
+    config(
         blk_m=64,
         blk_n=16,
         blk_k=128,
@@ -90,9 +90,9 @@ DECODE: tuple[Config, ...] = (
         l2_promotion="256B",
         prefetch_tensormap=True,
     ),
-    Config(blk_m=64, blk_n=16, blk_k=256, stages=5, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
-    Config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4, l2_hint="first/none"),
+    config(blk_m=64, blk_n=16, blk_k=256, stages=5, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    config(blk_m=64, blk_n=16, blk_k=128, stages=8, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    config(blk_m=64, blk_n=16, blk_k=128, stages=4, consumers=1, swap_ab=True, split_k=4, l2_hint="first/none"),
 )
 
 # Small batch (M <= 512): 128x4096x4096's best were 128x64 tiles with K split in two and the
@@ -101,11 +101,11 @@ DECODE: tuple[Config, ...] = (
 # swapped 64x128 tiles 0.864x in the first kit (kits/2026-11-30-hopper-gemm-5.md; 4 stages here, so a
 # swapped M of 256 fits).
 SMALL_BATCH: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, split_k=2, l2_hint="none/first"),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2, l2_hint="none/first"),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, l2_hint="none/first"),
-    Config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
-    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2, l2_hint="none/first"),
+    config(blk_m=128, blk_n=64, blk_k=128, stages=4, consumers=2, split_k=2, l2_hint="none/first"),
+    config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2, l2_hint="none/first"),
+    config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, l2_hint="none/first"),
+    config(blk_m=64, blk_n=128, blk_k=64, stages=4, consumers=1, swap_ab=True, split_k=2, l2_hint="first/none"),
+    config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=2, l2_hint="none/first"),
 )
 
 # Fewer 128x128 tiles than SMs (1024^3): 128x64 tiles give 128 CTAs; persistent with chunked TMA
@@ -113,10 +113,10 @@ SMALL_BATCH: tuple[Config, ...] = (
 # 0.954x (kits/2026-11-30-hopper-gemm-5-l2-options.md); 128x128 split-K 0.76x, ping-pong 0.82x
 # (kits/2026-11-30-hopper-gemm-5.md).
 FEW_TILES: tuple[Config, ...] = (
-    Config(
+    config(
         blk_m=128, blk_n=64, blk_k=64, stages=8, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
     ),
-    Config(
+    config(
         blk_m=128,
         blk_n=64,
         blk_k=64,
@@ -127,10 +127,10 @@ FEW_TILES: tuple[Config, ...] = (
         epilogue="tma_chunked",
         prefetch_tensormap=True,
     ),
-    Config(
+    config(
         blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
     ),
-    Config(
+    config(
         blk_m=128,
         blk_n=64,
         blk_k=128,
@@ -141,7 +141,7 @@ FEW_TILES: tuple[Config, ...] = (
         epilogue="tma_chunked",
         prefetch_tensormap=True,
     ),
-    Config(
+    config(
         blk_m=64, blk_n=128, blk_k=64, stages=8, consumers=1, persistent=True, raster_group=8, epilogue="tma_chunked"
     ),
 )
@@ -173,12 +173,12 @@ FEW_TILES: tuple[Config, ...] = (
 # 128x256's 0.969x. What
 # 128x152 loses there is K's (3072x5016x2000: 0.976x, M and N ragged alone 0.998-1.003x, padded
 # 1.001x); the template's 2-CTA clusters lose more than they save (kits/2026-12-01-ragged-cluster.md).
-WAVE_FITTED_TWO = Config(
+WAVE_FITTED_TWO = config(
     blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
 )
 WAVE_FITTED: frozenset[Config] = frozenset({WAVE_FITTED_TWO})
 
-_RAGGED_256 = Config(
+_RAGGED_256 = config(
     blk_m=128,
     blk_n=256,
     blk_k=64,
@@ -189,7 +189,7 @@ _RAGGED_256 = Config(
     epilogue="tma_chunked",
     prefetch_tensormap=True,
 )
-_RAGGED_192 = Config(
+_RAGGED_192 = config(
     blk_m=128, blk_n=192, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
 )
 
@@ -204,7 +204,7 @@ _RAGGED_192 = Config(
 # 4000^3 0.977x / 0.979x. The unpeeled tiles follow; where K has no tail the branch's fit drops
 # the peel (Branch.start_configs), so those problems start as before.
 RAGGED: tuple[Config, ...] = (
-    Config(
+    config(
         blk_m=128,
         blk_n=152,
         blk_k=64,
@@ -217,33 +217,33 @@ RAGGED: tuple[Config, ...] = (
         reg_split="240/24",
         peel_k=True,
     ),
-    replace(_RAGGED_256, peel_k=True),
-    replace(WAVE_FITTED_TWO, peel_k=True),
+    _RAGGED_256.replace(peel_k=True),
+    WAVE_FITTED_TWO.replace(peel_k=True),
     _RAGGED_256,
     WAVE_FITTED_TWO,
     _RAGGED_192,
-    Config(
+    config(
         blk_m=192, blk_n=128, blk_k=64, stages=4, consumers=3, persistent=True, raster_group=8, epilogue="tma_chunked"
     ),
     HOPPER_START[0],
-    Config(
+    config(
         blk_m=256, blk_n=128, blk_k=64, stages=4, consumers=2, persistent=True, raster_group=8, epilogue="tma_chunked"
     ),
 )
 
 # Narrow output (N <= 64): narrow tiles, K split so the few tiles fill the SMs.
 TALL_SKINNY: tuple[Config, ...] = (
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
-    Config(blk_m=128, blk_n=32, blk_k=128, stages=4, consumers=2, split_k=2),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8),
-    Config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=4),
+    config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
+    config(blk_m=128, blk_n=32, blk_k=128, stages=4, consumers=2, split_k=2),
+    config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, persistent=True, raster_group=8),
+    config(blk_m=64, blk_n=64, blk_k=128, stages=6, consumers=1, split_k=4),
 )
 
 # K-heavy: the squares' points, then K split over a cluster.
 K_HEAVY: tuple[Config, ...] = (
     *HOPPER_START[:2],
-    Config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, split_k=2),
-    Config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
+    config(blk_m=128, blk_n=128, blk_k=64, stages=4, consumers=2, split_k=2),
+    config(blk_m=128, blk_n=64, blk_k=64, stages=6, consumers=2, split_k=2),
     *HOPPER_START[2:],
 )
 
