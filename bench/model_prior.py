@@ -10,7 +10,9 @@ took against same-run cuBLAS with L2 flushed: the suite runs' trial tables (`*tr
 config named by its label) and the prebuilt kits timed by bench/best_vs_cublas.py (`records`
 with whole configs), plus, with `--database`, the OK GPU trials of a run's database (a
 generalization run brought back from the GPU host, say). Every row keeps where it came from.
-Rows of configs the current Hopper space does not hold are left out, and said so.
+Rows of configs the current Hopper space does not hold are left out, and said so, as are FP8 rows
+(the model's features count 2-byte elements and a 16-bit MMA peak: it learns 16-bit GEMMs only, as
+the service's own samples do, `repo.training_samples`).
 
 Writes tirtune/model/data/<gpu>.csv.gz (gzip with a fixed mtime, rows sorted: the same inputs give
 the same bytes, which the model's provenance digests).
@@ -30,6 +32,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from tirtune.core import Config, Problem, SpaceError
+from tirtune.core.problem import HALF_DTYPES
 from tirtune.model.prior import COLUMNS, PRIOR_DIR, prior_path
 from tirtune.space.hopper import HOPPER
 from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
@@ -130,7 +133,8 @@ def _number(text: str | None) -> float | None:
 
 
 def build(results: Path, databases: Sequence[str] = ()) -> tuple[list[dict[str, str]], int]:
-    """The prior's rows (sorted, each once) and how many rows were left out (not in the space)."""
+    """The prior's rows (sorted, each once) and how many rows were left out (not 16-bit, or not in
+    the space)."""
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     left_out = 0
     sources = [trial_tables(results), kit_records(results), *(database_rows(u) for u in databases)]
@@ -138,6 +142,9 @@ def build(results: Path, databases: Sequence[str] = ()) -> tuple[list[dict[str, 
         for row in source:
             config = Config.from_json(json.loads(row["config"]), HOPPER_KNOBS)
             problem = Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"])
+            if problem.dtype not in HALF_DTYPES:
+                left_out += 1
+                continue
             if not HOPPER.holds(config) or not HOPPER.is_valid(config, problem):
                 left_out += 1
                 continue
@@ -173,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or prior_path(GPU)
     write(rows, out)
     problems = {(r["m"], r["n"], r["k"], r["dtype"]) for r in rows}
-    print(f"{len(rows)} rows over {len(problems)} problems -> {out} ({left_out} left out: not in the space)")
+    print(f"{len(rows)} rows over {len(problems)} problems -> {out} ({left_out} left out: not 16-bit, or not in the space)")
     return 0
 
 
