@@ -34,7 +34,6 @@ from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
 from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
-from tirtune.space.hopper import rules
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
 from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 from tirtune.space.hopper.knobs import config as hopper_config
@@ -1383,17 +1382,29 @@ FP8_PROBLEMS: tuple[Problem, ...] = tuple(
 )
 
 
+# What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
+# epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
+FP8_FUZZ_KNOBS: dict[str, object] = {
+    **FP8_KNOBS,
+    "epilogue": "register",
+    "epilogue_warpgroup": False,
+    "split_k": 1,
+    "split_k_reduce": "dsmem",
+    "split_k_scope": "all",
+}
+
+
 def _fuzz_fp8(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points over FP8_PROBLEMS in turn, the knobs drawn from the whole grid
-    with what an FP8 kernel takes laid over them (TMA loads, the register epilogue, whole sums:
-    rules.FP8_KNOBS), blk_k 128 or 256 as drawn: every path an FP8 problem can be tuned over
+    with what an FP8 kernel took when it was drawn laid over them (TMA loads, the register epilogue,
+    whole sums: FP8_FUZZ_KNOBS), blk_k 128 or 256 as drawn: every path an FP8 problem can be tuned over
     (swapped, ping-pong, persistent, clusters with multicast, L2 hints, k_rotate)."""
-    return _fuzz_forced(count, seed, FP8_PROBLEMS, lambda rng, turn: dict(FP8_KNOBS), accept=HOPPER.is_valid)
+    return _fuzz_forced(count, seed, FP8_PROBLEMS, lambda rng, turn: dict(FP8_FUZZ_KNOBS), accept=HOPPER.is_valid)
 
 
-# The FP8 paths still refused (rules.FP8_UNCHECKED_PATHS) drawn and built without those rules
-# (bench/fp8_paths.py): split-K over DSMEM clusters and the serial workspace, the tail split, the
-# staged epilogues with and without the epilogue warpgroup; every other rule holds.
+# The FP8 paths refused until this sweep ran (fp8_paths.SWEPT), drawn and built through their own
+# template (bench/fp8_paths.py): split-K over DSMEM clusters and the serial workspace, the tail
+# split, the staged epilogues with and without the epilogue warpgroup; every other rule holds.
 FP8_PATHS_SPACE = replace(HOPPER, config_rules=fp8_paths.config_rules())
 FP8_PATHS_EPILOGUES = ("register", "tma", "tma_chunked")
 
@@ -1402,7 +1413,7 @@ def _fuzz_fp8_paths(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid points of FP8_PATHS_SPACE over FP8_PROBLEMS in turn, two turns of three split (2 to
     16 CTAs, either reduction, all tiles or the tail), the third staged (the two staged epilogues
     in turn, the epilogue warpgroup as drawn), TMA loads, no trim or peel, no stream-K: the sweep
-    that decides whether the two FP8 refusals can go."""
+    that decided that the two FP8 refusals could go."""
 
     def forced(rng: Any, turn: int) -> dict[str, Any]:
         base: dict[str, Any] = {"loader": "tma", "trim": False, "peel_k": False, "stream_k": False}
@@ -1413,7 +1424,7 @@ def _fuzz_fp8_paths(count: int, seed: int) -> list[tuple[Config, Problem]]:
         return {**base, "split_k": 1, "epilogue": FP8_PATHS_EPILOGUES[1 + (turn // 3) % 2]}
 
     def uses_a_refused_path(config: Config, problem: Problem) -> bool:
-        return any(rule(config, problem) for rule in rules.FP8_UNCHECKED_PATHS) and FP8_PATHS_SPACE.is_valid(
+        return any(rule(config, problem) for rule in fp8_paths.SWEPT) and FP8_PATHS_SPACE.is_valid(
             config, problem
         )
 

@@ -391,20 +391,19 @@ def test_the_fp8_sweep_draws_valid_fp8_configs_over_every_scaling() -> None:
     assert max(p.k for _, p in fuzz) == 16384
 
 
-def test_the_fp8_paths_sweep_takes_only_what_the_product_still_refuses_and_builds_it_apart() -> None:
-    """fp8-paths-fuzz: every config uses a path the FP8 rules still refuse (split-K, a staged
-    epilogue) and breaks no other rule; the product's space refuses each of them, and they are
-    built by their own template (a build key of their own)."""
+def test_the_fp8_paths_sweep_took_only_what_the_product_refused_then_and_built_it_apart() -> None:
+    """fp8-paths-fuzz: every config uses a path the FP8 rules refused until the sweep ran (split-K,
+    a staged epilogue: fp8_paths.SWEPT) and breaks no other rule; since the sweep, the product's
+    space takes each of them; they are built by their own template (a build key of their own)."""
     from bench import fp8_paths, prebuild
-    from tirtune.space.hopper import rules
 
     fuzz = _pairs("fp8-paths-fuzz")
     assert len(fuzz) == len(set(fuzz)) == 200
     space, template = prebuild.SET_SPACES["fp8-paths-fuzz"]
     assert template == fp8_paths.TEMPLATE != prebuild.DEFAULT_TEMPLATE
     for c, p in fuzz:
-        assert p.is_fp8 and space.is_valid(c, p) and not HOPPER.is_valid(c, p)
-        assert {v.rule for v in HOPPER.violations(c, p)} <= {r.__name__ for r in rules.FP8_UNCHECKED_PATHS}
+        assert p.is_fp8 and space.is_valid(c, p) and HOPPER.is_valid(c, p)
+        assert any(rule(c, p) for rule in fp8_paths.SWEPT)
         assert not c.stream_k and c.loader == "tma"
     splits = [c for c, _ in fuzz if c.split_k > 1]
     assert len(splits) >= 90 and {c.split_k_reduce for c in splits} == {"dsmem", "serial"}
@@ -413,18 +412,15 @@ def test_the_fp8_paths_sweep_takes_only_what_the_product_still_refuses_and_build
     assert {c.epilogue for c in staged} == {"tma", "tma_chunked"} and any(c.epilogue_warpgroup for c in staged)
 
 
-def test_the_fp8_paths_template_lifts_its_two_rules_for_one_build_and_keeps_the_rest() -> None:
+def test_the_fp8_paths_template_plans_with_the_product_rules_now_that_the_sweep_ran() -> None:
     from bench import fp8_paths
     from tirtune.kernels.hopper import build
     from tirtune.space.hopper import rules
 
-    kept = fp8_paths.config_rules()
-    assert not set(rules.FP8_UNCHECKED_PATHS) & set(kept)
-    assert len(kept) == len(rules.CONFIG_RULES) - len(rules.FP8_UNCHECKED_PATHS) + 1  # stream-K still refused
+    assert fp8_paths.config_rules() == tuple(rules.CONFIG_RULES)
     split = hopper_config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial")
     problem = Problem(16, 4096, 8192, "float8_e4m3fn")
-    assert fp8_paths.build(split, problem) is not None
-    with pytest.raises(Exception, match="FP8 problems run unsplit"):  # the product's template still refuses it
-        build(split, problem)
-    with pytest.raises(Exception, match="stream_k"):
+    assert fp8_paths.whole_sums(split, problem) and not fp8_paths.register_epilogue(split, problem)
+    assert fp8_paths.build(split, problem) is not None and build(split, problem) is not None
+    with pytest.raises(Exception, match="stream_k"):  # stream-K stays refused for FP8
         fp8_paths.build(split.replace(split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))

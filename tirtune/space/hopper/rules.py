@@ -113,14 +113,12 @@ __all__ = [
     "SWIGLU_KNOBS",
     "FP8_KNOBS",
     "FP8_SWIZZLE_ELEMENTS",
-    "FP8_UNCHECKED_PATHS",
     "fp8_blk_k_fills_swizzle",
     "fp8_epilogue_supported",
+    "fp8_no_stream_k",
     "fp8_one_row_operand",
-    "fp8_register_epilogue",
     "fp8_tma_loader",
     "fp8_whole_k_tiles",
-    "fp8_whole_sums",
     "swiglu_n_aligned",
     "swiglu_pairs_in_thread",
     "swiglu_register_epilogue",
@@ -1014,19 +1012,16 @@ def swiglu_pairs_in_thread(config: Config, problem: Problem) -> str | None:
 
 
 # --- FP8 (e4m3 operands, bf16 D: core/problem.py) ---------------------------------------------------
-# The first FP8 kernels are TMA-fed, register-stored and unsplit: what the rules below refuse is
-# built around 2-byte elements or fp16/bf16 staging, and is not checked with 1-byte ones yet. Each
-# passes on every other problem.
+# The FP8 kernels are TMA-fed and sum whole tiles or split K; D leaves from registers or staged
+# through shared memory. What the rules below refuse is built around 2-byte elements and is not
+# checked with 1-byte ones yet. Each passes on every other problem. Split-K (both reductions, the
+# tail split) and the staged epilogues (with the epilogue warpgroup too) were refused until their
+# sweep ran on the H200: 200 of 200 correct (bench/results/sweeps/2026-12-06-fp8-paths-fuzz.md).
 # A 128-byte swizzle row holds this many e4m3 elements: the least k-tile of an FP8 stage.
 FP8_SWIZZLE_ELEMENTS = 2 * SWIZZLE_ELEMENTS  # SWIZZLE_ELEMENTS counts 2-byte elements
 # The knob values the FP8 rules leave (laid over a start to make its FP8 twin).
 FP8_KNOBS: dict[str, object] = {
     "loader": "tma",
-    "epilogue": "register",
-    "epilogue_warpgroup": False,
-    "split_k": 1,
-    "split_k_reduce": "dsmem",
-    "split_k_scope": "all",
     "stream_k": False,
     "stream_k_scope": "all",
     "trim": False,
@@ -1078,28 +1073,12 @@ def fp8_tma_loader(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("epilogue", "epilogue_warpgroup")
-def fp8_register_epilogue(config: Config, problem: Problem) -> str | None:
-    """The staged epilogues (stmatrix into a swizzled tile, then a TMA store; the epilogue
-    warpgroup that stores it) are not built with a D whose dtype differs from the operands' yet;
-    the register epilogue converts the fp32 fragment to bf16 as it stores."""
-    if problem.is_fp8 and (config.epilogue != "register" or config.epilogue_warpgroup):
-        return (
-            f"dtype={problem.dtype}: epilogue={config.epilogue}, epilogue_warpgroup={config.epilogue_warpgroup}: "
-            "FP8 problems store D from registers only (epilogue=register, no epilogue warpgroup)"
-        )
-    return None
-
-
-@reads("split_k", "stream_k")
-def fp8_whole_sums(config: Config, problem: Problem) -> str | None:
-    """split-K's reductions (DSMEM or the serial workspace) and stream-K's hand-over are not built
-    or checked with FP8 operands yet: an FP8 tile is summed by one CTA over the whole K."""
-    if problem.is_fp8 and (config.split_k > 1 or config.stream_k):
-        return (
-            f"dtype={problem.dtype}: split_k={config.split_k}, stream_k={config.stream_k}: FP8 problems run "
-            "unsplit (split_k=1, no stream_k) for now"
-        )
+@reads("stream_k")
+def fp8_no_stream_k(config: Config, problem: Problem) -> str | None:
+    """Stream-K's hand-over of a shared tile has not run with FP8 operands (the search does not
+    draw it for any problem: the knob table), so an FP8 tile is summed by one CTA or split K."""
+    if problem.is_fp8 and config.stream_k:
+        return f"dtype={problem.dtype}: stream_k: not built for FP8 operands yet (split_k is)"
     return None
 
 
@@ -1114,11 +1093,6 @@ def fp8_whole_k_tiles(config: Config, problem: Problem) -> str | None:
         )
     return None
 
-
-# The FP8 rules that refuse paths which build but have not run on a GPU with 1-byte operands:
-# split-K's reductions and the staged epilogues. Their sweep (bench/prebuild.py set
-# fp8-paths-fuzz) builds them through bench/fp8_paths.py, which plans without these two.
-FP8_UNCHECKED_PATHS: tuple[ConfigRule, ...] = (fp8_register_epilogue, fp8_whole_sums)
 
 PROBLEM_RULES: tuple[ProblemRule, ...] = (
     tma_row_stride_aligned,
@@ -1171,8 +1145,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     # FP8 (core/problem.py): pass on every other problem
     fp8_blk_k_fills_swizzle,
     fp8_tma_loader,
-    fp8_register_epilogue,
-    fp8_whole_sums,
+    fp8_no_stream_k,
     fp8_whole_k_tiles,
 )
 
