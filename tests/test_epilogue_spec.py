@@ -12,7 +12,10 @@ import json
 import pytest
 
 from tirtune.core import EPILOGUE_NONE, Candidate, EpilogueSpec, Operand, Problem, SpaceError, Stack
-from tirtune.core.epilogue import OPS
+from tirtune.core.epilogue import BLOCK_OPS, OPS
+
+# The ops applied to the whole sum (every op but the block scales, which stand apart from the scales).
+SUM_OPS = tuple(op for op in OPS if op not in BLOCK_OPS)
 from tirtune.space.hopper.knobs import config as hopper_config
 
 STACK = Stack("NVIDIA H200", "570.1", "13.0", "0.27.0")
@@ -41,10 +44,10 @@ RECORDED = (
         ("scale_col", ("scale_col",), "scale_col"),
         (" SwiGLU ", ("swiglu",), "swiglu"),
         ("scale_b+SCALE_A", ("scale_a", "scale_b"), "scale_a+scale_b"),
-        ("residual+bias+scale_col+scale_row", OPS[2:], "scale_row+scale_col+bias+residual"),
+        ("residual+bias+scale_col+scale_row", SUM_OPS[2:], "scale_row+scale_col+bias+residual"),
         (
             "residual+bias+scale_col+scale_row+scale_b+scale_a",
-            OPS,
+            SUM_OPS,
             "scale_a+scale_b+scale_row+scale_col+bias+residual",
         ),
     ],
@@ -78,6 +81,7 @@ def test_bad_text_is_refused_with_the_reason(text: str, message: str) -> None:
     with pytest.raises(SpaceError, match=message) as refused:
         EpilogueSpec.parse(text)
     assert "of scale_a, scale_b, scale_row, scale_col, bias, residual (e.g. 'bias+residual')" in str(refused.value)
+    assert "or the block scales scale_a_block+scale_b_block with bias and residual at most" in str(refused.value)
     assert len(str(refused.value)) < 300  # never echoes a long input
 
 
@@ -97,7 +101,7 @@ def test_bad_values_are_refused() -> None:
 
 
 def test_each_op_brings_its_operand_in_parameter_order() -> None:
-    everything = EpilogueSpec(OPS).operands(300, 200, "bfloat16")
+    everything = EpilogueSpec(SUM_OPS).operands(300, 200, "bfloat16")
     assert everything == (
         Operand("scale_a", (1,), "float32"),
         Operand("scale_b", (1,), "float32"),
@@ -151,7 +155,7 @@ def test_an_epilogue_problem_round_trips_and_keys_apart() -> None:
 
 def test_swiglu_is_a_gemm_twice_as_wide_with_no_operand() -> None:
     spec = EpilogueSpec.parse("swiglu")
-    assert spec.gated and not EPILOGUE_NONE.gated and not EpilogueSpec(OPS).gated
+    assert spec.gated and not EPILOGUE_NONE.gated and not EpilogueSpec(SUM_OPS).gated
     assert spec.operands(16, 14336, "float16") == ()
     assert spec.gemm_n(14336) == 28672 and EPILOGUE_NONE.gemm_n(14336) == 14336
     problem = Problem.parse("16x14336x4096", "bf16", "swiglu")

@@ -3,7 +3,11 @@
 `EpilogueSpec` is a set of ops, each at most once, always applied in one fixed order (`OPS`),
 whatever order the text named them in:
 
-    acc = A @ B.T                         (fp32)
+    acc = sum over k blocks kb of         "scale_a_block" + "scale_b_block" (together, FP8 only):
+          (A_kb @ B_kb.T)                 the blocks' scales, inside the k loop (below)
+          * scale_a_block[kb, m]
+          * scale_b_block[n // 128, kb]
+    acc = A @ B.T                         (fp32; without the block scales)
     acc = acc * scale_a[0]                "scale_a": one fp32 value (A's per-tensor scale)
     acc = acc * scale_b[0]                "scale_b": one fp32 value (B's per-tensor scale)
     acc = acc * scale_row[m]              "scale_row": an fp32 vector of length M
@@ -16,6 +20,15 @@ Each op brings one extra kernel operand, named like the op, passed after A, B an
 order (`operands`). The text form is "none" or the ops joined by "+" ("bias+residual"); `parse`
 takes any order and case and `str` gives the canonical one. docs/design.md, "Epilogues", says
 where the Hopper template applies it and what is refused.
+
+The block scales are DeepSeek-V3's FP8 quantization (`BLOCK_OPS`, the scaling "block"): A is
+scaled per row and 128-deep block of K (1 x 128), B per 128 x 128 block, and the product of each
+128-deep k block (`BLOCK_K`) is multiplied by its two scales before it joins the fp32 sum, so they
+are applied inside the k loop, not after it. scale_a_block is (ceil(K / 128), M), its k blocks
+outermost (a block's M scales contiguous, as torch._scaled_mm's 1x128 scales lie in memory);
+scale_b_block is (ceil(N / 128), ceil(K / 128)), as a checkpoint's `weight_scale_inv` is stored.
+They come together, with bias and residual after them if any, never with the per-tensor or
+per-row scales (a SpaceError says so), and take K to shape (`operands(..., k=K)`).
 
 "swiglu" (`SWIGLU`, a gated MLP's up-projection) stands alone, with no operand: a problem
 (M, N, K) with it writes D (M, N) from a B of 2N rows, its gate and up weights interleaved in
@@ -38,6 +51,8 @@ from itertools import combinations
 from tirtune.core.errors import SpaceError
 
 __all__ = [
+    "BLOCK_K",
+    "BLOCK_OPS",
     "EPILOGUE_NONE",
     "EPILOGUE_TEXTS",
     "GATE_GROUP",
@@ -52,10 +67,16 @@ __all__ = [
     "with_scaling",
 ]
 
+# The block scales (DeepSeek-V3's FP8 scaling), applied to each 128-deep k block's product.
+BLOCK_OPS: tuple[str, ...] = ("scale_a_block", "scale_b_block")
+# The depth of a block scale's k block, and the rows of B one scale_b_block value covers.
+BLOCK_K = 128
 # The ops that take an operand, in the order they are applied (and their operands passed).
-OPS: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col", "bias", "residual")
+OPS: tuple[str, ...] = (*BLOCK_OPS, "scale_a", "scale_b", "scale_row", "scale_col", "bias", "residual")
 # The scaling ops: what dequantizes a quantized (FP8) product, applied first.
-SCALE_OPS: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col")
+SCALE_OPS: tuple[str, ...] = (*BLOCK_OPS, "scale_a", "scale_b", "scale_row", "scale_col")
+# The scales applied to the whole sum, which the block scales do not combine with.
+_WHOLE_SUM_SCALES: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col")
 # The gated activation: D = silu(A @ gate.T) * (A @ up.T), B holding both weights interleaved.
 SWIGLU = "swiglu"
 # Every op a spec may hold ("swiglu" only alone).
@@ -94,6 +115,14 @@ class EpilogueSpec:
         if SWIGLU in ops and len(ops) > 1:
             others = ", ".join(op for op in ops if op != SWIGLU)
             raise SpaceError(f"swiglu stands alone (got it with {_short(others)}): expected {_expected()}")
+        blocks = [op for op in BLOCK_OPS if op in ops]
+        if blocks and len(blocks) != len(BLOCK_OPS):
+            raise SpaceError(f"the block scales come together ({' and '.join(BLOCK_OPS)}), got {blocks[0]} alone")
+        if blocks and any(op in ops for op in _WHOLE_SUM_SCALES):
+            raise SpaceError(
+                "the block scales do not combine with the per-tensor or per-row scales (fold those into the "
+                "block scales): expected scale_a_block+scale_b_block with bias and residual at most"
+            )
         object.__setattr__(self, "ops", tuple(op for op in KNOWN_OPS if op in ops))
 
     @classmethod
@@ -126,6 +155,11 @@ class EpilogueSpec:
         return tuple(op for op in self.ops if op in OPS)
 
     @property
+    def block_scaled(self) -> bool:
+        """The spec scales each 128-deep k block's product (scale_a_block, scale_b_block)."""
+        return BLOCK_OPS[0] in self.ops
+
+    @property
     def gated(self) -> bool:
         """The spec is "swiglu": B holds the gate and up weights, 2N rows for an N-wide D."""
         return SWIGLU in self.ops
@@ -134,10 +168,16 @@ class EpilogueSpec:
         """The width of the GEMM behind an N-wide D: 2N with swiglu (B's rows), else N."""
         return 2 * n if self.gated else n
 
-    def operands(self, m: int, n: int, dtype: str) -> tuple[Operand, ...]:
-        """The extra kernel operands of an (M, N) output of `dtype`, in parameter order (none
-        for swiglu, whose second weight is B's other half)."""
+    def operands(self, m: int, n: int, dtype: str, k: int | None = None) -> tuple[Operand, ...]:
+        """The extra kernel operands of an (M, N) output of `dtype` over depth `k`, in parameter
+        order (none for swiglu, whose second weight is B's other half). The block scales' shapes
+        need K; SpaceError without it."""
+        if self.block_scaled and k is None:
+            raise SpaceError("the block scales' shapes follow K: pass k")
+        kb, nb = -(-(k or 0) // BLOCK_K), -(-n // BLOCK_K)
         shapes = {
+            "scale_a_block": ((kb, m), "float32"),
+            "scale_b_block": ((nb, kb), "float32"),
             "scale_a": ((1,), "float32"),
             "scale_b": ((1,), "float32"),
             "scale_row": ((m,), "float32"),
@@ -155,20 +195,22 @@ EPILOGUE_NONE = EpilogueSpec()
 
 # How a quantized (FP8) product is dequantized, by name, and the epilogue ops that do it: per
 # tensor (A's and B's one scale each), per token x per channel (a scale per row of A and per row
-# of B, i.e. per column of D). "block" (DeepSeek-V3's 1x128 / 128x128 scales along K) scales the
-# sum inside the k loop, which the template does not build.
+# of B, i.e. per column of D), per block (DeepSeek-V3's 1x128 scales of A and 128x128 of B along
+# K, applied to each 128-deep k block's product inside the k loop).
 SCALINGS: dict[str, tuple[str, ...]] = {
     "none": (),
     "tensor": ("scale_a", "scale_b"),
     "rowcol": ("scale_row", "scale_col"),
+    "block": BLOCK_OPS,
 }
-UNBUILT_SCALINGS = ("block",)
+UNBUILT_SCALINGS: tuple[str, ...] = ()
 
 
 def with_scaling(spec: EpilogueSpec, scaling: str) -> EpilogueSpec:
     """`spec` with the scaling's ops added ("tensor": scale_a+scale_b, "rowcol":
-    scale_row+scale_col, "none": itself), beside any scale `spec` already names (each op applies
-    once; `scaling_of` then says "custom"); SpaceError for an unknown or unbuilt scaling."""
+    scale_row+scale_col, "block": scale_a_block+scale_b_block, "none": itself), beside any scale
+    `spec` already names (each op applies once; `scaling_of` then says "custom"); SpaceError for an
+    unknown or unbuilt scaling, or one the spec's ops do not combine with."""
     name = str(scaling).strip().lower()
     if name in UNBUILT_SCALINGS:
         raise SpaceError(
@@ -195,18 +237,29 @@ def scaling_of(spec: EpilogueSpec) -> str:
     return "custom"
 
 
-# Every valid epilogue's canonical text: "none", each combination of OPS, and "swiglu".
+def _valid(ops: tuple[str, ...]) -> bool:
+    try:
+        EpilogueSpec(ops)
+    except SpaceError:
+        return False
+    return True
+
+
+# Every valid epilogue's canonical text: "none", each valid combination of OPS, and "swiglu".
 EPILOGUE_TEXTS: tuple[str, ...] = (
-    *(str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size)),
+    *(str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size) if _valid(ops)),
     SWIGLU,
 )
 
 
 def _expected() -> str:
     return (
-        f"'{_NONE_TEXT}', '{SWIGLU}' (alone), or ops joined by '+', each once, of {', '.join(OPS)} "
-        "(e.g. 'bias+residual')"
+        f"'{_NONE_TEXT}', '{SWIGLU}' (alone), or ops joined by '+', each once, of {', '.join(_SUM_OPS)} "
+        f"(e.g. 'bias+residual'), or the block scales {'+'.join(BLOCK_OPS)} with bias and residual at most"
     )
+
+
+_SUM_OPS: tuple[str, ...] = tuple(op for op in OPS if op not in BLOCK_OPS)
 
 
 def _short(value: object, limit: int = 64) -> str:

@@ -12,8 +12,10 @@ element) and writes D in bfloat16 (`out_dtype`): e4m3 holds too few mantissa bit
 product's sums, and bfloat16 keeps their range. Its epilogue operands of D's dtype (bias,
 residual) are bfloat16 too; the scaling of a quantized product is the epilogue's: per tensor
 "scale_a+scale_b" (one fp32 value each), per token x per channel "scale_row+scale_col" (fp32
-vectors of length M and N). Every dtype of `DTYPES` is served end to end; `HALF_DTYPES`, the
-16-bit ones, are what the cost model learns from and what tuned problems transfer between."""
+vectors of length M and N), per block "scale_a_block+scale_b_block" (DeepSeek-V3's 1 x 128 and
+128 x 128 scales, applied to each 128-deep k block's product; FP8 only: `block_scales_fp8`). Every
+dtype of `DTYPES` is served end to end; `HALF_DTYPES`, the 16-bit ones, are what the cost model
+learns from and what tuned problems transfer between."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ __all__ = [
     "normalize_dtype",
     "out_dtype_of",
     "quoted",
+    "block_scales_fp8",
     "swiglu_n_aligned",
 ]
 
@@ -180,7 +183,7 @@ class Problem:
         """Bytes a GEMM must move through device memory at least: A and B (gemm_n rows) read once,
         D written once, and each of the epilogue's operands read once."""
         gemm = (self.m * self.k + self.gemm_n * self.k) * self.element_bytes + self.m * self.n * self.out_bytes
-        return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.out_dtype))
+        return gemm + sum(_bytes(o) for o in self.epilogue.operands(self.m, self.n, self.out_dtype, self.k))
 
     @property
     def operands(self) -> tuple[Operand, ...]:
@@ -189,7 +192,7 @@ class Problem:
             Operand("A", (self.m, self.k), self.dtype),
             Operand("B", (self.gemm_n, self.k), self.dtype),
             Operand("D", (self.m, self.n), self.out_dtype),
-            *self.epilogue.operands(self.m, self.n, self.out_dtype),
+            *self.epilogue.operands(self.m, self.n, self.out_dtype, self.k),
         )
 
     def tflops(self, milliseconds: float) -> float:
@@ -244,5 +247,16 @@ def swiglu_n_aligned(problem: Problem) -> str | None:
         return (
             f"N={problem.n}: epilogue swiglu needs N a multiple of {GATE_GROUP} (B interleaves its gate and up "
             f"weights in groups of {GATE_GROUP} rows)"
+        )
+    return None
+
+
+def block_scales_fp8(problem: Problem) -> str | None:
+    """The block scales dequantize an FP8 product (core/epilogue.py): a 16-bit problem has no
+    quantized blocks to scale (each branch's problem rule)."""
+    if problem.epilogue.block_scaled and not problem.is_fp8:
+        return (
+            f"dtype={problem.dtype}: the block scales (scale_a_block, scale_b_block) dequantize FP8 operands "
+            "(dtype float8_e4m3fn) only"
         )
     return None

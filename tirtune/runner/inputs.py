@@ -12,7 +12,9 @@ kernel that does not name them (a `.so`'s tvm-ffi wrapper, whose parameters are 
 `baseline` is the same-run reference a ratio is taken against: cuBLAS alone (`torch.mm`) for a
 plain problem, and for a fused one what a user runs without tirtune, cuBLAS and then the
 epilogue's ops as separate eager kernels (docs/design.md, "Epilogues"). For FP8 operands it is
-torch._scaled_mm with the problem's scales (`_fp8_baseline`).
+torch._scaled_mm with the problem's scales (`_fp8_baseline`); with block scales, torch._scaled_mm
+where this torch takes them, else a Triton kernel written here (`_fp8_block_baseline`, labelled
+so), since a baseline must be what a user can run.
 
 swiglu: B is the packed weight (2N, K), the gate and up rows interleaved in groups of 8, drawn
 standard normal over sqrt(K) (so that g and u are about standard normal and silu(g) * u stays far
@@ -24,18 +26,20 @@ concatenated (`unpack_gate_up`, made once before timing): cuBLAS `torch.mm(A, W.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, SCALE_OPS, EpilogueSpec
+from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, GATE_GROUP, SCALE_OPS, EpilogueSpec
 from tirtune.core.problem import FP8, out_dtype_of
 
 __all__ = [
     "Inputs",
     "baseline",
     "baseline_label",
+    "block_scaled_product",
     "draw_inputs",
     "operand_mismatch",
     "swiglu_unfused",
@@ -93,7 +97,7 @@ def draw_inputs(
     else:
         b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
     operands = {}
-    for operand in epilogue.operands(m, n, out_dtype_of(dtype)):
+    for operand in epilogue.operands(m, n, out_dtype_of(dtype), k):
         value = torch.randn(operand.shape, dtype=torch.float32, device=device, generator=gen)
         if operand.name in ("bias", "residual"):
             value = value * math.sqrt(k)
@@ -178,6 +182,9 @@ SCALED_MM_ALIGN = 16
 
 
 def _fp8_label(epilogue: EpilogueSpec, n: int | None) -> str:
+    if epilogue.block_scaled:
+        label = BLOCK_TORCH_LABEL if torch_takes_block_scales() else BLOCK_TRITON_LABEL
+        return label + "".join(f" + {op}" for op in ("bias", "residual") if epilogue.has(op))
     rowwise = epilogue.has("scale_row") or epilogue.has("scale_col")
     tensor = epilogue.has("scale_a") or epilogue.has("scale_b")
     label = "torch._scaled_mm(" + ("rowwise scales" if rowwise else "tensor scales" if tensor else "tensor scale 1")
@@ -200,6 +207,8 @@ def _fp8_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     torch._scaled_mm refuses an N that is not a multiple of 16: B and scale_col are then padded
     with zero rows once, outside what is timed, and each call writes an (M, N16) buffer whose
     first N columns are copied into D."""
+    if inputs.epilogue.block_scaled:
+        return _fp8_block_baseline(torch, inputs, d)
     a, b, ops = inputs.a, inputs.b, inputs.operands
     m, n = a.shape[0], b.shape[0]
     f32 = dict(dtype=torch.float32, device=a.device)
@@ -232,6 +241,74 @@ def _fp8_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
             d.add_(residual)
 
     return scaled
+
+
+BLOCK_TORCH_LABEL = "torch._scaled_mm(1x128 and 128x128 block scales)"
+# Where this torch's _scaled_mm takes no block scales: the Triton kernel of tirtune/runner/triton_fp8.py.
+BLOCK_TRITON_LABEL = "Triton block-scaled GEMM written here (torch._scaled_mm takes no block scales)"
+
+
+@functools.cache
+def torch_takes_block_scales() -> bool:
+    """Whether this process's torch runs an FP8 GEMM with 1x128 / 128x128 block scales
+    (torch._scaled_mm with CUDA 12.9+ on Hopper): tried once on a small problem; False off a GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return False
+        a = torch.ones(128, 256, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.ones(128, 256, device="cuda").to(torch.float8_e4m3fn)
+        _block_scaled_mm_torch(torch, a, b, torch.ones(2, 128, device="cuda"), torch.ones(1, 2, device="cuda"), None)
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # any refusal (dispatch, shapes, cuBLASLt) means: not here
+        return False
+
+
+def _block_scaled_mm_torch(torch: Any, a: Any, b: Any, sa: Any, sb: Any, out: Any) -> Any:
+    # A's 1x128 scales as torch reads them: (M, KB) with M contiguous (`sa`, (KB, M), transposed);
+    # B's 128x128 ones for b.T (K, N): (KB, NB), i.e. `sb` (NB, KB) transposed.
+    return torch._scaled_mm(a, b.T, sa.T, sb.T, out_dtype=torch.bfloat16, use_fast_accum=False, out=out)
+
+
+def _fp8_block_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
+    """A block-scaled problem's same-run reference: torch._scaled_mm with the block scales where
+    this torch takes them (no fast accumulation: it refuses it with block scales), else the Triton
+    kernel written here (`runner.triton_fp8`, its fastest tile for the problem, chosen once,
+    outside what is timed); a bias or residual is an eager add after it. Off a GPU, the product in
+    eager float32 (`block_scaled_product`)."""
+    from tirtune.runner import triton_fp8
+
+    a, b, ops = inputs.a, inputs.b, inputs.operands
+    sa, sb = ops["scale_a_block"].contiguous(), ops["scale_b_block"].contiguous()
+    tail = [ops[op] for op in ("bias", "residual") if op in ops]
+    if not a.is_cuda:  # off a GPU (a CPU call of tirtune.scaled_gemm): the product in eager float32
+        first: Callable[[], Any] = lambda: d.copy_(block_scaled_product(a, b, sa, sb))  # noqa: E731
+    elif torch_takes_block_scales():
+        first = lambda: _block_scaled_mm_torch(torch, a, b, sa, sb, d)  # noqa: E731
+    else:
+        config = triton_fp8.fastest_config(torch, a, b, sa, sb, d)
+        first = lambda: triton_fp8.block_scaled_mm(a, b, sa, sb, d, config)  # noqa: E731
+    if not tail:
+        return first
+
+    def unfused() -> None:
+        first()
+        for operand in tail:
+            d.add_(operand)
+
+    return unfused
+
+
+def block_scaled_product(a: Any, b: Any, scale_a_block: Any, scale_b_block: Any) -> Any:
+    """float32 sum over the 128-deep k blocks kb of (A_kb @ B_kb.T) * scale_a_block[kb, m] *
+    scale_b_block[n // 128, kb] (core/epilogue.py), as the product of A and B each scaled element
+    by element by its block's scale (the same sums in another order)."""
+    k = a.shape[1]
+    sa = scale_a_block.float().repeat_interleave(BLOCK_K, dim=0)[:k].T  # (M, K): A's scale of each element
+    sb = scale_b_block.float().repeat_interleave(BLOCK_K, dim=0).repeat_interleave(BLOCK_K, dim=1)
+    return (a.float() * sa) @ (b.float() * sb[: b.shape[0], :k]).T
 
 
 def unpack_gate_up(b: Any) -> tuple[Any, Any]:

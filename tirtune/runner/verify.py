@@ -16,9 +16,9 @@ live on any torch device; the check synchronizes with the GPU after each run whe
 and runs as well on CPU tensors (tests/test_verify.py).
 
 `reference(a, b, epilogue, **operands)` is the float32 reference of a GEMM with a fused epilogue
-(core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual, applied in that order to the fp32
-product), the operands passed by name; `verify` judges against `reference(a, b, epilogue,
-**operands)`.
+(core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual, applied in that order to
+the fp32 product, each 128-deep k block's product scaled first with block scales), the operands
+passed by name; `verify` judges against `reference(a, b, epilogue, **operands)`.
 
 Where the tolerance comes from, fused or not: a kernel accumulates in fp32 and rounds once, to
 D's dtype, when it stores D; TOLERANCE is that one rounding (measured) with a 5x margin. A fused
@@ -50,16 +50,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tirtune.core.epilogue import EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
+from tirtune.core.epilogue import BLOCK_OPS, EPILOGUE_NONE, GATE_GROUP, EpilogueSpec
 from tirtune.core.errors import SpaceError
 from tirtune.core.problem import FP8, out_dtype_of
-from tirtune.runner.inputs import torch_dtypes, unpack_gate_up
+from tirtune.runner.inputs import block_scaled_product, torch_dtypes, unpack_gate_up
 
 __all__ = [
     "FP8_ACCUMULATION_PER_K",
     "GUARD_ROWS",
     "TOLERANCE",
     "Verdict",
+    "block_scaled_product",
     "reference",
     "relative_error",
     "tolerance",
@@ -116,7 +117,8 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
     packed B (module docstring). SpaceError for an operand missing, unexpected or of another
     shape than the op's (core.epilogue.EpilogueSpec.operands)."""
     m, n = a.shape[0], b.shape[0] // 2 if epilogue.gated else b.shape[0]
-    wanted = {o.name: o.shape for o in epilogue.operands(m, n, out_dtype_of(str(a.dtype).removeprefix("torch.")))}
+    out_dtype = out_dtype_of(str(a.dtype).removeprefix("torch."))
+    wanted = {o.name: o.shape for o in epilogue.operands(m, n, out_dtype, a.shape[1])}
     if set(operands) != set(wanted):
         raise SpaceError(
             f"epilogue {epilogue} takes the operands ({', '.join(wanted) or 'none'}), "
@@ -133,8 +135,13 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
         gate, up = unpack_gate_up(b.float())
         g, u = a.float() @ gate.T, a.float() @ up.T
         return g * torch.sigmoid(g) * u  # silu(g) * u
-    out = a.float() @ b.float().T
+    if epilogue.block_scaled:
+        out = block_scaled_product(a, b, operands["scale_a_block"], operands["scale_b_block"])
+    else:
+        out = a.float() @ b.float().T
     for op in epilogue.ops:
+        if op in BLOCK_OPS:
+            continue  # in the product above
         value = operands[op].float()
         if op in ("scale_a", "scale_b"):  # one value for the whole product
             out = out * value.reshape(())
