@@ -1382,6 +1382,37 @@ FP8_PROBLEMS: tuple[Problem, ...] = tuple(
 )
 
 
+# The block-scaled FP8 sweep's problems (DeepSeek-V3's 1x128 / 128x128 scales, core/epilogue.py):
+# decode to large, M and N off the tiles, N off 128 (B's last block partial), K off 128 (the last
+# k block partial) and up to 16384, with a bias or a residual after the scales.
+FP8_BLOCK_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(m, n, k, FP8, epilogue)
+    for m, n, k, epilogue in (
+        (16, 7168, 2048, "scale_a_block+scale_b_block"),
+        (7, 4608, 7168, "scale_a_block+scale_b_block"),
+        (100, 1000, 2048, "scale_a_block+scale_b_block+bias"),
+        (333, 2056, 1552, "scale_a_block+scale_b_block"),
+        (1000, 3584, 3584, "scale_a_block+scale_b_block+residual"),
+        (3000, 104, 512, "scale_a_block+scale_b_block"),
+        (4096, 4096, 4096, "scale_a_block+scale_b_block"),
+        (257, 18944, 3584, "scale_a_block+scale_b_block"),
+        (13, 1000, 1040, "scale_a_block+scale_b_block+bias+residual"),
+        (2048, 2048, 16384, "scale_a_block+scale_b_block"),
+        (64, 7168, 8192, "scale_a_block+scale_b_block"),
+        (8192, 1536, 7168, "scale_a_block+scale_b_block"),
+    )
+)
+
+
+def _fuzz_fp8_block(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points over FP8_BLOCK_PROBLEMS in turn, the knobs drawn from the whole
+    grid with what a block-scaled FP8 kernel takes laid over them (TMA loads, 128-deep k-tiles, no
+    trim, peel or stream-K): every path its k loop runs in (swapped, cooperative and ping-pong,
+    persistent, clusters, split-K over both reductions and the tail, every store)."""
+    forced = {"loader": "tma", "blk_k": 128, "trim": False, "peel_k": False, "stream_k": False}
+    return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=HOPPER.is_valid)
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1636,6 +1667,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "fp8-fuzz": lambda: _fuzz_fp8(200, seed=47),
     # The FP8 paths still refused, built without those two rules (bench/fp8_paths.py): 200 points, seed 49.
     "fp8-paths-fuzz": lambda: _fuzz_fp8_paths(200, seed=49),
+    "fp8-block-fuzz": lambda: _fuzz_fp8_block(200, seed=51),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

@@ -391,6 +391,19 @@ def test_the_fp8_sweep_draws_valid_fp8_configs_over_every_scaling() -> None:
     assert max(p.k for _, p in fuzz) == 16384
 
 
+def test_the_block_scaled_fp8_sweep_draws_valid_configs_over_every_path_its_k_loop_runs_in() -> None:
+    """fp8-block-fuzz: 200 valid configs, none twice, over block-scaled e4m3 problems (K and N off
+    128 among them), 128-deep k-tiles, swapped and not, split and not, ping-pong, staged stores."""
+    fuzz = _pairs("fp8-block-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 200
+    assert all(p.is_fp8 and p.epilogue.block_scaled and HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert {c.blk_k for c, _ in fuzz} == {128} and {c.swap_ab for c, _ in fuzz} == {False, True}
+    assert {c.schedule for c, _ in fuzz} == {"cooperative", "pingpong"}
+    assert {c.epilogue for c, _ in fuzz} == {"register", "tma", "tma_chunked"}
+    assert {c.split_k_reduce for c, _ in fuzz if c.split_k > 1} == {"dsmem", "serial"}
+    assert any(p.k % 128 for _, p in fuzz) and any(p.n % 128 for _, p in fuzz)
+
+
 def test_the_fp8_paths_sweep_took_only_what_the_product_refused_then_and_built_it_apart() -> None:
     """fp8-paths-fuzz: every config uses a path the FP8 rules refused until the sweep ran (split-K,
     a staged epilogue: fp8_paths.SWEPT) and breaks no other rule; since the sweep, the product's

@@ -15,11 +15,12 @@ and stored under guards on M and N:
 The serial split-K reduction's last rank stores through `store_block` too, and the DSMEM
 reduction's pairs through `store2` (`splitk.py`). The staged epilogues are `staging.py`.
 
-A problem's fused epilogue (core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual, in that
-order) is applied to each fp32 value as it is written to D, inside the same guards on M and N
-(`fuse`: the value at the kernel's (row, col), which with swap_ab is the problem's (n, m)):
-`store_block` on every path, the DSMEM reduction on each summed value (`splitk.py`), and, before
-a staged epilogue's stmatrix, to the fragment in place (`fuse_block`, called by `roles.py`).
+A problem's fused epilogue (core/epilogue.py: scale_a, scale_b, scale_row, scale_col, bias, residual,
+in that order; its block scales are the k loop's, `mma.py`) is applied to each fp32 value as it is
+written to D, inside the same guards on M and N (`fuse`: the value at the kernel's (row, col),
+which with swap_ab is the problem's (n, m)): `store_block` on every path, the DSMEM reduction on
+each summed value (`splitk.py`), and, before a staged epilogue's stmatrix, to the fragment in
+place (`fuse_block`, called by `roles.py`).
 Partial sums (split-K's parked fragments and workspace, stream-K's hand-over) stay unfused. With
 no epilogue `fuse` gives the value back unchanged, so the kernel is the one it was before.
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tirtune.core.epilogue import BLOCK_OPS
 from tirtune.core.errors import SpaceError
 from tirtune.kernels.hopper.frame import Frame, FusedOperands
 from tirtune.kernels.hopper.plan import KernelPlan
@@ -58,7 +60,7 @@ def declare_operands(p: KernelPlan) -> FusedOperands:
     from tvm import tirx
 
     pm, pn = p.problem_shape
-    operands = p.fused.operands(pm, pn, p.out_dtype)
+    operands = p.fused.operands(pm, pn, p.out_dtype, p.k)
     buffers = {o.name: tirx.decl_buffer(o.shape, o.dtype, name=o.name) for o in operands}
     return FusedOperands(**buffers)
 
@@ -113,6 +115,8 @@ class Epilogue:
                 raise SpaceError("swiglu pairs registers in store_block only (rules.swiglu_whole_sums)")
             pm, pn = (col, row) if SWAP else (row, col)
             for op in OPS:
+                if op in BLOCK_OPS:
+                    continue  # applied to each k-tile's product in the k loop (mma.py)
                 if op == "scale_a":
                     value = value * X.scale_a[0]
                 elif op == "scale_b":

@@ -28,6 +28,8 @@ class FusedOperands:
     """The fused epilogue's extra operands (core/epilogue.py), TIR buffers in the problem's axes,
     each None where the problem's epilogue lacks its op."""
 
+    scale_a_block: Any = None
+    scale_b_block: Any = None
     scale_a: Any = None
     scale_b: Any = None
     scale_row: Any = None
@@ -37,7 +39,16 @@ class FusedOperands:
 
     def params(self) -> tuple[Any, ...]:
         """The buffers present, in parameter order (core.epilogue.OPS)."""
-        ordered = (self.scale_a, self.scale_b, self.scale_row, self.scale_col, self.bias, self.residual)
+        ordered = (
+            self.scale_a_block,
+            self.scale_b_block,
+            self.scale_a,
+            self.scale_b,
+            self.scale_row,
+            self.scale_col,
+            self.bias,
+            self.residual,
+        )
         return tuple(b for b in ordered if b is not None)
 
 

@@ -69,6 +69,8 @@ class Loads:
         stages-1 k-tiles (j0: the k-tiles before the tile).
     thread_load(c, kt, m0, n0): loader "threads": consumer c's threads copy their chunks of k-tile
         kt into the one stage.
+    k_index(kt, m0, n0): a Python function: the k-tile of K that the tile at (m0, n0) loads as its
+        kt-th (split-K's rank, the tail split, k_rotate), which the block scales are read by.
     """
 
     zero_ring: Any
@@ -76,6 +78,7 @@ class Loads:
     load_tile_at: Any
     prologue: Any
     thread_load: Any
+    k_index: Any
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, sk: Skeleton, f: Frame) -> Loads:
@@ -102,6 +105,17 @@ class Loads:
             # index modulo KT, so CTAs that stream at the same time read different columns of their
             # rows; without it, kt itself (the kernel traced as before the knob existed).
             return (kt + (m0 // BM + n0 // BN * GM) % KT) % KT if K_ROTATE else kt
+
+        def k_index(kt: Any, m0: Any, n0: Any) -> Any:
+            # The k-tile of K (0 .. k-tiles - 1) that the tile at (m0, n0) holds as its kt-th:
+            # split_k_scope "tail": rank r of a tail tile from r*K_TILES // SPLIT on (uneven shares
+            # where SPLIT does not divide K_TILES; no rotation; rank 0 for a whole wave's tile);
+            # split-K: this CTA's k-tiles rank*KT + kt; else kt, rotated with k_rotate.
+            if TAIL:
+                return rank * K_TILES // SPLIT + kt
+            if SPLIT > 1:
+                return rank * KT + rotated(kt, m0, n0)
+            return rotated(kt, m0, n0)
 
         # fmt: off
         @T.inline
@@ -183,15 +197,7 @@ class Loads:
             full.arrive(ring.slot(j), TX_BYTES)
             # One box per 128-byte swizzle atom along K: a box row may span at most 128 B with
             # 128B swizzle, and this keeps the tensor map 2-D whatever K is.
-            if TAIL:
-                # A tail tile's rank r: k-tiles from r*K_TILES // SPLIT on (uneven shares where
-                # SPLIT does not divide K_TILES; no rotation); rank 0 for a whole wave's tile.
-                load_atoms(j, rank * K_TILES // SPLIT + kt, m0, n0)
-            elif SPLIT > 1:
-                # This CTA's k-tiles of the split: rank*KT + kt.
-                load_atoms(j, rank * KT + rotated(kt, m0, n0), m0, n0)
-            else:
-                load_atoms(j, rotated(kt, m0, n0), m0, n0)
+            load_atoms(j, k_index(kt, m0, n0), m0, n0)
 
         @T.inline
         def load_tile_at(j, kt, tm, tn):
@@ -232,4 +238,4 @@ class Loads:
             copy_rows(Bs, XB, BN, n0, N, kt, tid)
         # fmt: on
 
-        return cls(zero_ring, load_tile, load_tile_at, prologue, thread_load)
+        return cls(zero_ring, load_tile, load_tile_at, prologue, thread_load, k_index)

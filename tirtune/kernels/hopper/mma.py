@@ -23,6 +23,17 @@
   issuing only its k16 steps that start before K: the tail's zero-padded MMAs are skipped with no
   branch in the loop (measured against trim in docs/perf-notes.md, "peel_k").
 
+* Block scales (FP8, core/epilogue.py; `block_mainloop`): a k-tile is one 128-deep k block
+  (rules.fp8_block_k_tile). Its product goes to fragments of its own (tmp0, tmp1: the first k32
+  step overwrites them, scale-d false; one array a m64 block holds the sums, the product and the
+  scales, `fragment_regs`), the block's scales are read while the wgmma run (without
+  swap_ab A's scales of the thread's two rows of each m64 block and B's one a 128 columns of the
+  tile; with it B's one of the block's 64 rows and A's of the thread's blk_n/4 columns), then the
+  consumer waits for the k-tile (wait_group 0: the fragments are read next), hands its stage back
+  and adds tmp * scale_a * scale_b to the tile's sums: one FFMA a register. The k block a k-tile
+  holds is the loads' (`Loads.k_index`: split-K's rank, the tail split, k_rotate). The consumer
+  holds twice the accumulators (rules.fp8_block_registers).
+
 `Mma.trace` builds the macros from the plan, the skeleton's ring, the kernel body's `Frame` and
 the loads (which the non-specialized mainloop issues itself).
 """
@@ -35,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tirtune.core.epilogue import BLOCK_K
 from tirtune.kernels.hopper.frame import Frame
 from tirtune.kernels.hopper.loads import Loads
 from tirtune.kernels.hopper.plan import WGMMA_M, KernelPlan
@@ -61,11 +73,17 @@ class Mma:
         cluster).
     mainloop_span(c, acc0, acc1, desc_a, desc_b, j0, count, m0, n0): stream_k: the same over
         `count` consecutive k-tiles of the tile (a run-time count), from ring position j0.
+    block_mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0): the block scales' k loop: each
+        k-tile's product into the second part of acc0 (acc1), scaled and added to its first part.
+    fragment_regs: the fp32 registers of one m64 block's fragment array: acc_regs, or with block
+        scales twice that plus the scales a thread reads for the block.
     """
 
     mainloop: Any
     release: Any
     mainloop_span: Any
+    block_mainloop: Any
+    fragment_regs: int
 
     @classmethod
     def trace(cls, T: Any, p: KernelPlan, ring: Ring, f: Frame, loads: Loads) -> Mma:
@@ -85,6 +103,20 @@ class Mma:
         PEELED = PEEL_K > 0
         # f.k_count: KT, or (split_k_scope "tail") the CTA's own count, an expression.
         LOOP_KT = f.k_count - 1 if PEELED else f.k_count
+        # Block scales (FP8, core/epilogue.py): each k-tile (one 128-deep k block) is multiplied into
+        # fragments of its own (`tmp0`, `tmp1`), which are then scaled by the block's two scales and
+        # added to the tile's sums (`promote`).
+        BLOCK, SWAP, X = p.block_scaled, p.swap_ab, f.fused
+        PM, NBLK = p.problem_shape[0], -(-p.problem_shape[1] // BLOCK_K)  # rows of A, 128-row blocks of B
+        # Scales a thread reads for one m64 block: without swap_ab A's two rows' and B's (one a
+        # 128 columns of the tile); with it B's one (the block's 64 rows lie in one 128-row block)
+        # and A's, one a column of the fragment (blk_n / 4).
+        B_GROUPS = max(1, BN // BLOCK_K)
+        SCALES = (BN // 4 + 1) if SWAP else (2 + B_GROUPS)
+        # A block-scaled consumer's fragment: the sums (NACC), the k-tile's product (from TMP), the
+        # scales (from SCL): `fragment_regs` in all, one array a m64 block.
+        TMP, SCL = NACC, 2 * NACC
+        k_index = loads.k_index
         wgmma = T.ptx[p.wgmma_name]
         wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
         As, Bs, full, empty, order, warp, lane = f.As, f.Bs, f.full, f.empty, f.order, f.warp, f.lane
@@ -102,6 +134,82 @@ class Mma:
                     else:
                         for r in range(CL):
                             empty.arrive(stage, remote=r)
+
+        @T.inline
+        def block_steps(acc, desc_a, desc_b, s, row):
+            # Block scales: the k-tile's product alone into the fragment's second part (TMP on),
+            # its first step overwriting (scale-d false), the rest adding.
+            for ki in T.unroll(BK // WGMMA_K):
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                T.cuda.wgmma.encode_matrix_descriptor(
+                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
+                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                wgmma(*[acc[TMP + i] for i in range(NACC)], desc_a[0], desc_b[0], ki > 0, 1, 1, *TRANS)
+
+        @T.inline
+        def read_scales(acc, row0, n0, kb):
+            # The block's scales this thread's fragment needs (module docstring), read before the
+            # k-tile's wgmma retire so that their latency hides under them. Rows and columns past
+            # the problem read its last ones (their sums are never stored).
+            if SWAP:
+                # The kernel's rows are the problem's N (B's rows), its columns the problem's M.
+                acc[SCL] = X.scale_b_block[T.min(row0 // BLOCK_K, NBLK - 1), kb]
+                for q in T.unroll(BN // 8):
+                    for e in T.unroll(2):
+                        acc[SCL + 1 + 2 * q + e] = X.scale_a_block[kb, T.min(n0 + 8 * q + 2 * (lane % 4) + e, PM - 1)]
+            else:
+                for h in T.unroll(2):
+                    acc[SCL + h] = X.scale_a_block[kb, T.min(row0 + 16 * warp + lane // 4 + 8 * h, PM - 1)]
+                for g in T.unroll(B_GROUPS):
+                    acc[SCL + 2 + g] = X.scale_b_block[T.min(n0 // BLOCK_K + g, NBLK - 1), kb]
+
+        @T.inline
+        def promote(acc):
+            # sum += product * (A's scale x B's scale), register r at row 16*warp + lane/4 +
+            # 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block.
+            for r in T.unroll(NACC):
+                if SWAP:
+                    acc[r] = acc[r] + acc[TMP + r] * (acc[SCL] * acc[SCL + 1 + 2 * (r >> 2) + (r & 1)])
+                else:
+                    sb = T.meta_var(acc[SCL + 2 + 8 * (r >> 2) // BLOCK_K])  # B's scale of the column's block
+                    acc[r] = acc[r] + acc[TMP + r] * (acc[SCL + ((r >> 1) & 1)] * sb)
+
+        @T.inline
+        def block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt):
+            # Block scales: one k-tile (a 128-deep k block, rules.fp8_block_k_tile) into the
+            # fragments' second parts, its scales read while it runs, then wait for it (the
+            # fragments are read next), hand the stage back and add the scaled product to the sums.
+            if not WS:
+                if S == 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                load_tile(j0 + kt, kt, m0, n0)
+            full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+            s = T.meta_var(ring.slot(j0 + kt))
+            kb = T.meta_var(k_index(kt, m0, n0))
+            T.ptx.wgmma.fence.sync.aligned()
+            block_steps(acc0, desc_a, desc_b, s, c * ROW_BASE)
+            if MB == 2:
+                block_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            read_scales(acc0, m0 + c * ROW_BASE, n0, kb)
+            if MB == 2:
+                read_scales(acc1, m0 + c * ROW_BASE + WGMMA_M, n0, kb)
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            release(s)
+            promote(acc0)
+            if MB == 2:
+                promote(acc1)
+            if not WS:
+                if S > 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                if kt + S - 1 < KT:
+                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
 
         @T.inline
         def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
@@ -211,6 +319,17 @@ class Mma:
                     acc1[i] = T.float32(0)
 
         @T.inline
+        def block_mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
+            # Block scales: every k-tile's stage is handed back as soon as its product is summed.
+            zero_fragments(acc0, acc1)
+            for kt in range(f.k_count):
+                block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt)
+            if PINGPONG:
+                if warp == 0:
+                    if lane == 0:
+                        order.arrive(c)
+
+        @T.inline
         def mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
             # j0: k-tiles this CTA consumed before this output tile (0 without a persistent loop).
             zero_fragments(acc0, acc1)
@@ -244,4 +363,4 @@ class Mma:
             release(ring.slot(j0 + count - 1))
         # fmt: on
 
-        return cls(mainloop, release, mainloop_span)
+        return cls(mainloop, release, mainloop_span, block_mainloop, 2 * NACC + SCALES if BLOCK else NACC)

@@ -31,7 +31,8 @@ their constants from it; nothing in it needs TVM.
 * Epilogue. The TMA-store epilogues' 64x64 boxes (`store_boxes`, `staging_boxes`), the narrow
   last box of "tma_chunked" (`tail_cols`), and the pieces handed to the epilogue warpgroup
   (`store_chunks`).
-* Fused epilogue: the problem's ops (`fused`, core/epilogue.py), applied where D is written.
+* Fused epilogue: the problem's ops (`fused`, core/epilogue.py), applied where D is written; its
+  block scales (FP8) to each k-tile's product in the consumers' loop (`block_scaled`).
 * Variants derived from the rules: trim (`trim_n`, `trim_k`, `trim_m`: rules.trim_work), peel_k
   (`peel_k`: rules.k_tail_steps), the L2 options of the TMA loads (`load_options`).
 """
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core.config import Config
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, EpilogueSpec
 from tirtune.core.problem import Problem
 from tirtune.kernels.skeleton import GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
@@ -163,6 +164,18 @@ class KernelPlan(GemmPlan):
         """128-byte swizzle atoms along K in one stage (`atom_k` elements each): one TMA box each
         per operand."""
         return self.blk_k // self.atom_k
+
+    @property
+    def block_scaled(self) -> bool:
+        """The fused epilogue's block scales (FP8, core/epilogue.py): each k-tile, one 128-deep k
+        block (rules.fp8_block_k_tile), is multiplied into a fragment of its own, then scaled and
+        added to the tile's fp32 sum (`mma.py`)."""
+        return self.fused.block_scaled
+
+    @property
+    def k_blocks(self) -> int:
+        """The block scales' k blocks: ceil(K / 128)."""
+        return -(-self.k // BLOCK_K)
 
     @property
     def wgmma_k(self) -> int:

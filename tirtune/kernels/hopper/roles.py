@@ -69,7 +69,7 @@ class Roles:
         staging: Staging,
         splitk: SplitK,
     ) -> Roles:
-        C, KT, MB, NACC, ROW_BASE = p.consumers, p.cta_k_tiles, p.m_blocks, p.acc_regs, p.row_base
+        C, KT, MB, ROW_BASE = p.consumers, p.cta_k_tiles, p.m_blocks, p.row_base
         WS, PERSIST, PINGPONG, REBALANCE = p.warp_specialized, p.persistent, p.pingpong, p.rebalances_registers
         SPLIT, SERIAL, EWG, TAIL = p.split_k, p.serial_split, p.epilogue_warpgroup, p.split_tail
         TMA_EPI, CHUNKED = p.epilogue == "tma", p.epilogue == "tma_chunked"
@@ -78,7 +78,10 @@ class Roles:
         set_regs_dec = T.ptx["setmaxnreg.dec.sync.aligned.u32"]
         set_regs_inc = T.ptx["setmaxnreg.inc.sync.aligned.u32"]
         order, wg, warp, lane, rank, cid, m0, n0 = f.order, f.wg, f.warp, f.lane, f.rank, f.cid, f.m0, f.n0
-        load_tile, load_tile_at, prologue, mainloop = loads.load_tile, loads.load_tile_at, loads.prologue, mma.mainloop
+        load_tile, load_tile_at, prologue = loads.load_tile, loads.load_tile_at, loads.prologue
+        # Block scales (FP8): the k loop that scales each k-tile's product (its fragments hold the
+        # product and the scales after the sums: `Mma.fragment_regs`).
+        mainloop, FRAG = (mma.block_mainloop if p.block_scaled else mma.mainloop), mma.fragment_regs
         store_block, park, serial_epilogue = epilogue.store_block, splitk.park, splitk.serial_epilogue
         fuse_block, FUSED = epilogue.fuse_block, not p.fused.is_none
         tma_epilogue, chunked_epilogue = staging.tma_epilogue, staging.chunked_epilogue
@@ -202,9 +205,9 @@ class Roles:
 
         @T.inline
         def consume(c):
-            acc0 = T.alloc_local((NACC,), "float32")
+            acc0 = T.alloc_local((FRAG,), "float32")
             if MB == 2:  # a 128-row consumer: a second m64 block with its own accumulators
-                acc1 = T.alloc_local((NACC,), "float32")
+                acc1 = T.alloc_local((FRAG,), "float32")
             else:
                 acc1 = T.meta_var(acc0)  # never read: the macros use it under MB == 2 only
             desc_a = T.alloc_local((1,), "uint64")

@@ -14,6 +14,7 @@ binding to its template.
 from __future__ import annotations
 
 from tirtune.core import Config, Problem
+from tirtune.core.epilogue import BLOCK_K
 from tirtune.space.branch import Branch
 from tirtune.space.hopper.knobs import KNOBS
 from tirtune.space.hopper.rules import (
@@ -64,11 +65,18 @@ def _fit_start(config: Config, problem: Problem) -> Config:
     unpeeled twin. For swiglu (which takes the register epilogue, whole sums and tiles of whole
     16-column gate/up pairs: rules.swiglu_*), the start's register-stored twin: no staged store
     or epilogue warpgroup, no split or stream-K, blk_n rounded up to a multiple of 16. For FP8
-    (rules.fp8_*), the start's TMA-loaded, register-stored, unsplit, untrimmed twin with its
-    k-tile twice as deep (the same bytes a stage, at 1-byte elements) up to MAX_BLK_K."""
+    (rules.fp8_*), the start's TMA-loaded, untrimmed, unpeeled twin without stream-K, its k-tile
+    twice as deep (the same bytes a stage, at 1-byte elements) up to MAX_BLK_K; with block scales
+    one 128-deep block (rules.fp8_block_k_tile), its ring as many stages deeper as the same bytes
+    hold (a start the other block rules refuse is repaired by the job, as any refused start is)."""
     if config.peel_k and k_tail_steps(config, problem) == 0:
         config = config.replace(peel_k=False)
-    if problem.is_fp8:
+    if problem.is_fp8 and problem.epilogue.block_scaled:
+        # A 16-bit start's k-tile of blk_k elements is 2 * blk_k bytes a row; the block's 128 e4m3
+        # are 128: the ring holds blk_k / 64 times the stages in the same bytes.
+        stages = min(config.stages * max(1, config.blk_k // 64), max(int(v) for v in KNOBS["stages"].values))
+        config = config.replace(**FP8_KNOBS, blk_k=BLOCK_K, stages=stages)
+    elif problem.is_fp8:
         config = config.replace(**FP8_KNOBS, blk_k=max(FP8_SWIZZLE_ELEMENTS, min(2 * config.blk_k, MAX_BLK_K)))
     if problem.epilogue.gated:
         config = config.replace(

@@ -10,7 +10,8 @@ same thing there (TMA strides, the swizzle atom, raster groups, the loader) from
 from __future__ import annotations
 
 from tirtune.core.config import Config
-from tirtune.core.problem import Problem, swiglu_n_aligned
+from tirtune.core.epilogue import BLOCK_K
+from tirtune.core.problem import Problem, block_scales_fp8, swiglu_n_aligned
 from tirtune.space.hopper.knobs import (
     CLUSTER_DIMS,
     CLUSTER_SIZES,
@@ -114,6 +115,9 @@ __all__ = [
     "FP8_KNOBS",
     "FP8_SWIZZLE_ELEMENTS",
     "fp8_blk_k_fills_swizzle",
+    "fp8_block_b_blocks",
+    "fp8_block_k_tile",
+    "fp8_block_registers",
     "fp8_epilogue_supported",
     "fp8_no_stream_k",
     "fp8_one_row_operand",
@@ -1094,11 +1098,54 @@ def fp8_whole_k_tiles(config: Config, problem: Problem) -> str | None:
     return None
 
 
+@reads("blk_k")
+def fp8_block_k_tile(config: Config, problem: Problem) -> str | None:
+    """The block scales change every 128 of K (core/epilogue.py BLOCK_K), and the consumers scale a
+    k-tile's product as a whole (`mma.py`): one k block a k-tile, blk_k 128."""
+    if problem.epilogue.block_scaled and config.blk_k != BLOCK_K:
+        return (
+            f"blk_k={config.blk_k}: the block scales change every {BLOCK_K} of K, so a k-tile is one block "
+            f"(blk_k={BLOCK_K})"
+        )
+    return None
+
+
+@reads("blk_n", "swap_ab")
+def fp8_block_b_blocks(config: Config, problem: Problem) -> str | None:
+    """B's block scales cover 128 of its rows: without swap_ab they are the tile's columns, which
+    must lie in one such block (blk_n dividing 128) or in whole ones (a multiple of 128), so a
+    thread reads one scale a 128 columns; with swap_ab B's rows are the kernel's, whose 64-row
+    wgmma blocks always lie in one."""
+    if problem.epilogue.block_scaled and not config.swap_ab and BLOCK_K % config.blk_n and config.blk_n % BLOCK_K:
+        return (
+            f"blk_n={config.blk_n}: B's block scales cover {BLOCK_K} columns of D, so a tile's width divides "
+            f"{BLOCK_K} or is a multiple of it"
+        )
+    return None
+
+
+@reads("blk_m", "blk_n", "consumers", "schedule", "warp_specialized", "epilogue_warpgroup", "reg_split")
+def fp8_block_registers(config: Config, problem: Problem) -> str | None:
+    """With block scales a consumer thread holds each k-tile's product beside the sums: twice the
+    accumulators, plus the scales it reads, within the same limits (`accumulator_fits_registers`,
+    `registers_fit`)."""
+    if not problem.epilogue.block_scaled:
+        return None
+    held = 2 * accumulators(config)
+    if held > MAX_ACCUMULATOR_REGS or held + REGISTER_OVERHEAD > register_budget(config):
+        return (
+            f"the block scales hold each k-tile's product beside the sums: {held} fp32 registers a consumer "
+            f"thread, more than {min(MAX_ACCUMULATOR_REGS, register_budget(config) - REGISTER_OVERHEAD)} fit"
+        )
+    return None
+
+
 PROBLEM_RULES: tuple[ProblemRule, ...] = (
     tma_row_stride_aligned,
     swiglu_n_aligned,
     fp8_epilogue_supported,
     fp8_one_row_operand,
+    block_scales_fp8,
 )
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
@@ -1147,6 +1194,9 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     fp8_tma_loader,
     fp8_no_stream_k,
     fp8_whole_k_tiles,
+    fp8_block_k_tile,
+    fp8_block_b_blocks,
+    fp8_block_registers,
 )
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the
