@@ -5,11 +5,13 @@
 The problems (`SHAPES`): the public suite's ten shapes (bench/suite.py) and four decoder-layer
 GEMMs of Llama-3-8B at 16 to 8192 tokens (qkv, gate_up, down), M from 16 to 8192. Each is queued
 by `POST /tune {dtype: float8_e4m3fn, scaling}` once per scaling the template builds (`tensor`:
-one fp32 scale for A and one for B; `rowcol`: a scale per token and per channel) with one fixed
-trial budget, and scored by what `GET /best` serves: the re-measured same-run ratio against
-torch._scaled_mm with the same scales, fast accumulation and a bf16 D (the measuring child's FP8
-baseline, `runner.inputs.baseline`; `baseline` names it per problem). `block` scaling (scales per
-128-deep k block) is not built: it is listed, with no figure, so the table says what is missing.
+one fp32 scale for A and one for B; `rowcol`: a scale per token and per channel; `block`:
+DeepSeek-V3's 1x128 scales of A and 128x128 of B along K) with one fixed trial budget, and scored
+by what `GET /best` serves: the re-measured same-run ratio against torch._scaled_mm with the same
+scales, fast accumulation and a bf16 D, or for `block` torch._scaled_mm with block scales where
+this torch takes them, else a Triton block-scaled GEMM written here (the measuring child's FP8
+baseline, `runner.inputs.baseline`; `baseline` names it per problem). A scaling the template did
+not build would be listed with no figure, so that the table says what is missing.
 
 Writes OUT.json and OUT.md: {"date", "gpu", "torch", "trials_per_problem", "problems": [{"problem",
 "scaling", "ratio", "ratio_p10", "ratio_p90", "tflops", "baseline", "baseline_tflops",
@@ -45,7 +47,7 @@ DECODER = (
     ("8192x6144x4096", "Llama-3-8B qkv, 8192 tokens (prefill)"),
 )
 SHAPES = (*suite.SHAPES, *DECODER)
-BUILT = tuple(s for s in SCALINGS if s != "none")  # tensor, rowcol
+BUILT = tuple(s for s in SCALINGS if s != "none")  # tensor, rowcol, block
 _f = suite._f  # a figure in the table, "-" where there is none
 
 

@@ -50,8 +50,10 @@ def test_a_scaling_names_its_ops_and_the_ops_name_the_scaling() -> None:
     assert with_scaling(EpilogueSpec.parse("scale_row+scale_col"), "rowcol") == EpilogueSpec.parse("scale_row+scale_col")
     assert [scaling_of(EpilogueSpec.parse(t)) for t in ("none", "bias", "scale_a+scale_b", "scale_row+scale_col+residual",
                                                          "scale_row")] == ["none", "none", "tensor", "rowcol", "custom"]
-    with pytest.raises(SpaceError, match="'block' .* is not built yet"):
-        with_scaling(bias, "block")
+    block = with_scaling(bias, "block")
+    assert str(block) == "scale_a_block+scale_b_block+bias" and scaling_of(block) == "block"
+    with pytest.raises(SpaceError, match="do not combine with the per-tensor or per-row scales"):
+        with_scaling(EpilogueSpec.parse("scale_row"), "block")
     with pytest.raises(SpaceError, match="unknown scaling 'per-row'"):
         with_scaling(bias, "per-row")
     both = with_scaling(EpilogueSpec.parse("scale_row"), "tensor")  # beside a scale named already
@@ -77,8 +79,10 @@ def test_tune_takes_an_fp8_problem_with_its_scaling(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(("change", "status", "code", "reason"), [
-    ({"scaling": "block"}, 422, "validation_error", "'block' (scales per 128-deep k block"),
-    ({"scaling": "per-row"}, 422, "validation_error", "unknown scaling 'per-row': expected one of none, tensor, rowcol"),
+    ({"scaling": "block", "epilogue": "scale_row"}, 422, "invalid_problem", "do not combine with the per-tensor"),
+    ({"scaling": "block", "dtype": "bf16"}, 422, "invalid_problem", "dequantize FP8 operands"),
+    ({"scaling": "per-row"}, 422, "validation_error",
+     "unknown scaling 'per-row': expected one of none, tensor, rowcol, block"),
     ({"k": 4104}, 422, "invalid_problem", "K must be a multiple of 16"),
     ({"m": 1}, 422, "invalid_problem", "one-row operands are not built for FP8"),
     ({"epilogue": "swiglu"}, 422, "invalid_problem", "swiglu is not built for FP8"),
@@ -104,8 +108,9 @@ def test_best_keys_an_fp8_problem_by_its_scaling_and_predicts_nothing_for_it(
     message = refused(client.get("/best", params={"shape": "4096x4096x4096", "dtype": "fp8", "scaling": "tensor"}),
                       404, "not_found")
     assert "16-bit GEMMs only" in message
-    refused(client.get("/best", params={"shape": "4096x4096x4096", "dtype": "fp8", "scaling": "block"}), 422,
-            "invalid_problem")
+    message = refused(client.get("/best", params={"shape": "4096x4096x4096", "dtype": "fp8", "scaling": "block"}),
+                      404, "not_found")
+    assert "16-bit GEMMs only" in message
 
 
 # --- what the cost model and the transfers learn from -------------------------------------------------

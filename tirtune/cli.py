@@ -40,7 +40,8 @@ EPILOGUE_HELP = (
 DTYPE_HELP = "float16 (default), bfloat16 or float8_e4m3fn (fp8: e4m3 A and B, a bf16 D)"
 SCALING_HELP = (
     "the scaling of a quantized (FP8) product, added to the epilogue: none (default), tensor "
-    "(scale_a+scale_b, one fp32 value each) or rowcol (scale_row+scale_col, per token and per channel)"
+    "(scale_a+scale_b, one fp32 value each), rowcol (scale_row+scale_col, per token and per channel) or block "
+    "(scale_a_block+scale_b_block, 1x128 and 128x128 scales along K)"
 )
 
 

@@ -76,7 +76,7 @@ Epilogue = Annotated[str, Query(max_length=200, description=EPILOGUE_DOC, json_s
 
 SCALING_DOC = (
     "the scaling of a quantized (FP8) product, added to `epilogue`: none (default), tensor "
-    "(scale_a+scale_b), rowcol (scale_row+scale_col); block is not built (422)"
+    "(scale_a+scale_b), rowcol (scale_row+scale_col), block (scale_a_block+scale_b_block, FP8 only)"
 )
 Scaling = Annotated[str, Query(max_length=16, description=SCALING_DOC, json_schema_extra={"enum": list(SCALINGS)})]
 
@@ -211,7 +211,20 @@ async def best(
     Answers are cached per API process until the measurements or re-measurements change (checked
     every `best_cache_check_s`, 1 s by default; see tirtune.api.cache): hits wait on neither the
     database nor a worker thread."""
-    problem = parse_problem(shape, dtype, epilogue, scaling)
+    named = parse_epilogue(epilogue)  # a bad epilogue or scaling: 422 with the reason
+    if str(scaling).strip().lower() in SCALINGS:
+        try:
+            combined = with_scaling(named, scaling)
+        except SpaceError as e:
+            # Each parameter is valid alone, and the two name no problem that can exist (block scales
+            # beside a scaling of the whole sum, swiglu with any scaling): nothing can be found. (The
+            # schema cannot state a rule across two query parameters.)
+            raise ApiError(
+                404, "not_found", f"no problem has epilogue {epilogue!r} with scaling {scaling!r}: {e}"
+            ) from e
+    else:
+        combined = with_scaling(named, scaling)
+    problem = Problem.parse(shape, dtype, str(combined))
     cache: ResponseCache = request.app.state.best_cache
     if cache.claim_check():
         _check_in_background(factory, cache)

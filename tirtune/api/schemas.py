@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, f
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.core import EpilogueSpec, Outcome, Roofline, Source, epilogue
-from tirtune.core.epilogue import GATE_GROUP, OPS, scaling_of, with_scaling
+from tirtune.core.epilogue import BLOCK_OPS, GATE_GROUP, OPS, scaling_of, with_scaling
 from tirtune.core.problem import FP8, MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
@@ -132,6 +132,11 @@ _SWIGLU_N: JsonValue = {
     "if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
     "then": {"properties": {"n": {"multipleOf": GATE_GROUP}}},
 }
+# swiglu takes no scaling (core.epilogue.with_scaling: its ops do not combine with it).
+_SWIGLU_UNSCALED: JsonValue = {
+    "if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
+    "then": {"properties": {"scaling": {"const": "none"}}},
+}
 
 
 # FP8's problem rules: an e4m3 row of K bytes is a multiple of 16 bytes for TMA
@@ -150,6 +155,31 @@ _FP8_RULES: JsonValue = {
 }
 
 
+# The block scales (core/epilogue.py BLOCK_OPS, problem rule block_scales_fp8): FP8 only, beside bias
+# and residual only; a scaling "block" is those ops added to the epilogue, which must then hold no
+# other scale.
+_BLOCK_TEXTS: list[JsonValue] = [t for t in EPILOGUE_TEXTS if BLOCK_OPS[0] in t]
+_BLOCK_PARTNERS: list[JsonValue] = [
+    t for t in EPILOGUE_TEXTS if t in ("none", "bias", "residual", "bias+residual") or t in _BLOCK_TEXTS
+]
+_BLOCK_RULES: list[JsonValue] = [
+    {
+        "if": {"properties": {"scaling": {"const": "block"}}, "required": ["scaling"]},
+        "then": {
+            "properties": {"dtype": {"const": FP8}, "epilogue": {"enum": _BLOCK_PARTNERS}},
+            "required": ["dtype"],
+        },
+    },
+    {
+        "if": {"properties": {"epilogue": {"enum": _BLOCK_TEXTS}}, "required": ["epilogue"]},
+        "then": {
+            "properties": {"dtype": {"const": FP8}, "scaling": {"enum": ["none", "block"]}},
+            "required": ["dtype"],
+        },
+    },
+]
+
+
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
 # that the schema lists them.
 if TYPE_CHECKING:
@@ -162,7 +192,8 @@ class TuneRequest(BaseModel):
     """POST /tune. Unknown fields are refused so that a typo is not silently ignored."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N, _FP8_RULES]}
+        extra="forbid",
+        json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N, _SWIGLU_UNSCALED, _FP8_RULES, *_BLOCK_RULES]},
     )
 
     m: Dim
@@ -173,11 +204,12 @@ class TuneRequest(BaseModel):
         description="Aliases fp16, half, f16, bf16, fp8, e4m3 accepted. float8_e4m3fn: e4m3 A and B, a bf16 D "
         "(K a multiple of 16 then, for TMA's 16-byte rows).",
     )
-    scaling: Literal["none", "tensor", "rowcol"] = Field(
+    scaling: Literal["none", "tensor", "rowcol", "block"] = Field(
         "none",
         description="How a quantized (FP8) product is dequantized, added to the epilogue: tensor (scale_a+scale_b, "
-        "one fp32 value each), rowcol (scale_row+scale_col, a scale per token and per channel), none. block "
-        "(scales per 128-deep k block) is not built: a 422 that says so.",
+        "one fp32 value each), rowcol (scale_row+scale_col, a scale per token and per channel), block "
+        "(scale_a_block+scale_b_block: DeepSeek-V3's 1x128 scales of A and 128x128 of B, each 128-deep k "
+        "block's product scaled; FP8 only, with bias and residual at most), none.",
     )
     epilogue: str = Field(
         "none",
@@ -241,7 +273,7 @@ class ProblemOut(BaseModel):
     epilogue: str = Field(description="the fused epilogue's canonical text: 'none' or e.g. 'bias+residual'")
     scaling: str = Field(
         description="the scaling its epilogue's scales make: none, tensor (scale_a+scale_b), rowcol "
-        "(scale_row+scale_col), or custom (any other set of them)"
+        "(scale_row+scale_col), block (scale_a_block+scale_b_block), or custom (any other set of them)"
     )
 
     @classmethod

@@ -3,15 +3,20 @@ that dequantize it, as a model quantized to e4m3 runs its linear layers.
 
     scaled_gemm(a, b, scale_a, scale_b, bias?, out_dtype) -> d
         D = (A @ B.T) * scale_a * scale_b (+ bias), A (M, K) and B (N, K) e4m3, fp32 scales, D bf16
+        (with block scales, each 128-deep k block's product scaled by its own)
 
 The scales' shapes name the scaling (`scaling_operands`), as torch._scaled_mm reads them: one value
 (a 0-d or one-element tensor) is a per-tensor scale, M values for A ((M,) or (M, 1)) a per-token
-one, N values for B ((N,) or (1, N) or (N, 1)) a per-channel one. Each is an epilogue op of the
-problem (core/epilogue.py: scale_a, scale_b, scale_row, scale_col), so a problem tuned with
-`tirtune tune --dtype fp8 --scaling tensor` (scale_a+scale_b) serves a call with two one-value
-scales, and `--scaling rowcol` (scale_row+scale_col) one with a scale per row and per column.
+one, N values for B ((N,) or (1, N) or (N, 1)) a per-channel one, and A's (M, ceil(K/128)) with B's
+(ceil(N/128), ceil(K/128)) DeepSeek-V3's block scales (1x128 of A, 128x128 of B; where K <= 128
+they are the per-token and per-tensor ones). Each is an epilogue op of the problem
+(core/epilogue.py: scale_a, scale_b, scale_row, scale_col, scale_a_block, scale_b_block), so a
+problem tuned with `tirtune tune --dtype fp8 --scaling tensor` (scale_a+scale_b) serves a call with
+two one-value scales, `--scaling rowcol` (scale_row+scale_col) one with a scale per row and per
+column, and `--scaling block` one with block scales.
 Where no tuned kernel serves, torch._scaled_mm runs it (`runner.inputs.baseline`: the figure a
-tuned kernel's ratio was measured against). The bias is bf16, N values. There is no autograd:
+tuned kernel's ratio was measured against; with block scales torch._scaled_mm where this torch
+takes them, else the Triton kernel of `runner.triton_fp8`). The bias is bf16, N values. There is no autograd:
 FP8 here is for inference.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch import default
 
 __all__ = ["scaled_gemm", "scaled_gemm_op", "scaling_operands"]
@@ -26,11 +32,27 @@ __all__ = ["scaled_gemm", "scaled_gemm_op", "scaling_operands"]
 _E4M3 = torch.float8_e4m3fn
 
 
-def scaling_operands(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> dict[str, torch.Tensor]:
+def scaling_operands(
+    m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, k: int | None = None
+) -> dict[str, torch.Tensor]:
     """The epilogue operands by op name of A's and B's scales: one value each is scale_a / scale_b
-    (shape (1,)), M values for A scale_row (M,), N values for B scale_col (N,); fp32, contiguous.
-    ValueError for any other shape or dtype."""
+    (shape (1,)), M values for A scale_row (M,), N values for B scale_col (N,), and with K given,
+    A's (M, KB) and B's (NB, KB) block scales (KB = ceil(K/128) > 1, NB = ceil(N/128))
+    scale_a_block (KB, M) and scale_b_block (NB, KB), the layouts core/epilogue.py gives them; fp32,
+    contiguous. ValueError for any other shape or dtype."""
     out: dict[str, torch.Tensor] = {}
+    if k is not None:
+        kb, nb = -(-k // BLOCK_K), -(-n // BLOCK_K)
+        if kb > 1 and scale_a.dim() == 2 and scale_b.dim() == 2 and tuple(scale_b.shape) == (nb, kb):
+            for which, scale in (("A", scale_a), ("B", scale_b)):
+                if scale.dtype != torch.float32:
+                    raise ValueError(f"tirtune.scaled_gemm: {which}'s scale must be float32, got {scale.dtype}")
+            if tuple(scale_a.shape) != (m, kb):
+                raise ValueError(
+                    f"tirtune.scaled_gemm: with B's block scales {tuple(scale_b.shape)}, A's are (M, ceil(K/128)) = "
+                    f"{(m, kb)}, got {tuple(scale_a.shape)}"
+                )
+            return {"scale_a_block": scale_a.T.contiguous(), "scale_b_block": scale_b.contiguous()}
     sides = (("A", scale_a, m, "scale_a", "scale_row"), ("B", scale_b, n, "scale_b", "scale_col"))
     for which, scale, extent, one, many in sides:
         if scale.dtype != torch.float32:
@@ -77,7 +99,7 @@ def scaled_gemm_op(
     a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     _check(a, b, bias, torch.bfloat16)
-    scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b)
+    scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b, a.shape[1])
     return default.current().scaled_gemm(a, b, scales, bias)  # type: ignore[no-any-return]
 
 
@@ -109,5 +131,5 @@ def scaled_gemm(
     ):  # the op checks its arguments, in its fake too
         return torch.ops.tirtune.scaled_gemm(a, b, scale_a, scale_b, bias)  # type: ignore[no-any-return]
     _check(a, b, bias, out_dtype)
-    scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b)
+    scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b, a.shape[1])
     return default.current().scaled_gemm(a, b, scales, bias)  # type: ignore[no-any-return]

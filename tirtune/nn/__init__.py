@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import torch
 
+from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch.op import gemm, linear, pack_gate_up, unpack_gate_up
 from tirtune.dispatch.scaled import scaled_gemm
 
@@ -106,18 +107,34 @@ class GateUp(torch.nn.Module):
         return f"in_features={k}, out_features={n}, weight=({2 * n}, {k}) packed"
 
 
+def _block_amax(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """The largest |x| of each rows x cols block of a 2-D x (the last blocks of a ragged x partial)."""
+    m, k = x.shape
+    padded = torch.nn.functional.pad(x.abs(), (0, -k % cols, 0, -m % rows))
+    return padded.reshape(-(-m // rows), rows, -(-k // cols), cols).amax(dim=(1, 3))
+
+
+def _spread(scale: torch.Tensor, shape: torch.Size | tuple[int, ...], rows: int) -> torch.Tensor:
+    """A scale of each rows x 128 block spread over every element of a 2-D tensor of `shape`."""
+    m, k = shape
+    return scale.repeat_interleave(rows, dim=0).repeat_interleave(BLOCK_K, dim=1)[:m, :k]
+
+
 class FP8Linear(torch.nn.Module):
     """y = x W^T (+ bias) with W in e4m3 and its scales as a quantized checkpoint stores them (the
     layout vLLM and compressed-tensors FP8 checkpoints share): `weight` (N, K) float8_e4m3fn,
-    `weight_scale` fp32, one value (per tensor) or N ((N, 1) or (N,): per output channel),
-    `input_scale` fp32 one value (static activation scaling) or absent (dynamic), `bias` bf16 (N,)
-    or absent; W's real values are weight * weight_scale.
+    `weight_scale` fp32, one value (per tensor), N ((N, 1) or (N,): per output channel) or
+    (ceil(N/128), ceil(K/128)) (per 128x128 block, DeepSeek-V3's `weight_scale_inv`), `input_scale`
+    fp32 one value (static activation scaling) or absent (dynamic), `bias` bf16 (N,) or absent; W's
+    real values are weight * weight_scale (each block's scale over its block).
 
     forward(x) quantizes x (bf16, (..., K)) to e4m3 with eager torch ops: x / input_scale when the
-    checkpoint has one; else, with a per-channel weight scale, one scale per token (its largest
-    |x| over 448), and with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm`
-    multiplies: the tuned kernel of (tokens, N, K) with that scaling ("rowcol": a scale per token
-    and per channel; "tensor": one each) where one was tuned, else torch._scaled_mm. y is bf16."""
+    checkpoint has one; else, with block weight scales, one scale per token and 128-deep block of K
+    (the block's largest |x| over 448), with a per-channel weight scale one scale per token, and
+    with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm` multiplies: the tuned
+    kernel of (tokens, N, K) with that scaling ("block", "rowcol": a scale per token and per
+    channel; "tensor": one each) where one was tuned, else torch's own (`tirtune.scaled_gemm`).
+    y is bf16."""
 
     def __init__(
         self,
@@ -133,10 +150,15 @@ class FP8Linear(torch.nn.Module):
             )
         self.out_features, self.in_features = weight.shape
         scale = weight_scale.to(torch.float32)
-        if scale.numel() not in (1, self.out_features):
+        blocks = (-(-self.out_features // BLOCK_K), -(-self.in_features // BLOCK_K))
+        self.blocked = scale.dim() == 2 and tuple(scale.shape) == blocks and blocks[1] > 1
+        if not self.blocked and scale.numel() not in (1, self.out_features):
             raise ValueError(
-                f"FP8Linear: weight_scale holds one value or N = {self.out_features}, got shape {tuple(scale.shape)}"
+                f"FP8Linear: weight_scale holds one value, N = {self.out_features} or (ceil(N/128), ceil(K/128)) = "
+                f"{blocks} (128x128 blocks), got shape {tuple(scale.shape)}"
             )
+        if self.blocked and input_scale is not None:
+            raise ValueError("FP8Linear: block weight scales take dynamic activation scales (no input_scale)")
         if input_scale is not None and input_scale.numel() != 1:
             raise ValueError(f"FP8Linear: input_scale holds one value, got shape {tuple(input_scale.shape)}")
         if bias is not None and tuple(bias.shape) != (self.out_features,):
@@ -147,26 +169,36 @@ class FP8Linear(torch.nn.Module):
         self.input_scale: torch.Tensor | None
         self.bias: torch.Tensor | None
         self.register_buffer("weight", weight)
-        self.register_buffer("weight_scale", scale.reshape(self.out_features if per_channel else 1).contiguous())
+        shape = blocks if self.blocked else (self.out_features if per_channel else 1,)
+        self.register_buffer("weight_scale", scale.reshape(shape).contiguous())
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32).reshape(1))
         self.register_buffer("bias", None if bias is None else bias.to(torch.bfloat16).contiguous())
 
     @property
     def scaling(self) -> str:
-        """The tuned problem's scaling this layer asks for: "rowcol" (a per-channel weight scale,
-        per-token activations) or "tensor" (one scale each)."""
+        """The tuned problem's scaling this layer asks for: "block" (128x128 weight blocks, 1x128
+        activation blocks), "rowcol" (a per-channel weight scale, per-token activations) or "tensor"
+        (one scale each)."""
+        if self.blocked:
+            return "block"
         return "rowcol" if self.weight_scale.numel() > 1 and self.input_scale is None else "tensor"
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, torch.Tensor], prefix: str = "") -> FP8Linear:
-        """From a checkpoint's tensors `{prefix}weight`, `{prefix}weight_scale` and, where present,
+        """From a checkpoint's tensors `{prefix}weight`, `{prefix}weight_scale` (or, as DeepSeek-V3's
+        block-quantized checkpoints name it, `{prefix}weight_scale_inv`) and, where present,
         `{prefix}input_scale` and `{prefix}bias`."""
-        missing = [f"{prefix}{k}" for k in ("weight", "weight_scale") if f"{prefix}{k}" not in state]
-        if missing:
+        scale_name = next(
+            (f"{prefix}{k}" for k in ("weight_scale", "weight_scale_inv") if f"{prefix}{k}" in state), None
+        )
+        missing = [f"{prefix}weight"] * (f"{prefix}weight" not in state) + [f"{prefix}weight_scale"] * (
+            scale_name is None
+        )
+        if missing or scale_name is None:
             raise ValueError(f"FP8Linear.from_state_dict: no {', '.join(missing)} in the checkpoint")
         return cls(
             state[f"{prefix}weight"],
-            state[f"{prefix}weight_scale"],
+            state[scale_name],
             state.get(f"{prefix}bias"),
             state.get(f"{prefix}input_scale"),
         )
@@ -174,20 +206,30 @@ class FP8Linear(torch.nn.Module):
     @classmethod
     def quantize(cls, layer: torch.nn.Linear, scaling: str = "rowcol") -> FP8Linear:
         """A 16-bit `torch.nn.Linear` quantized to e4m3: one weight scale per output channel
-        ("rowcol") or one for the whole weight ("tensor"), each its largest |w| over 448; dynamic
-        activation scales."""
-        if scaling not in ("rowcol", "tensor"):
-            raise ValueError(f"FP8Linear.quantize: scaling is 'rowcol' or 'tensor', got {scaling!r}")
+        ("rowcol"), one for the whole weight ("tensor") or one per 128x128 block ("block"), each its
+        largest |w| over 448; dynamic activation scales."""
+        if scaling not in ("rowcol", "tensor", "block"):
+            raise ValueError(f"FP8Linear.quantize: scaling is 'rowcol', 'tensor' or 'block', got {scaling!r}")
         with torch.no_grad():
             w = layer.weight.float()
+            bias = None if layer.bias is None else layer.bias.detach()
+            if scaling == "block":
+                amax = _block_amax(w, BLOCK_K, BLOCK_K)
+                scale = (amax / E4M3_MAX).clamp_min(1e-12)
+                q = (w / _spread(scale, w.shape, BLOCK_K)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+                return cls(q, scale, bias)
             amax = w.abs().amax(dim=1, keepdim=True) if scaling == "rowcol" else w.abs().amax().reshape(1, 1)
             scale = (amax / E4M3_MAX).clamp_min(1e-12)
             q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-            bias = None if layer.bias is None else layer.bias.detach()
         return cls(q, scale.reshape(-1), bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
+        if self.blocked:  # one scale per token and 128-deep block of K
+            scale_blocks = (_block_amax(x.float(), 1, BLOCK_K) / E4M3_MAX).clamp_min(1e-12)
+            x8 = (x.float() / _spread(scale_blocks, x.shape, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+            y = scaled_gemm(x8.contiguous(), self.weight, scale_blocks, self.weight_scale, bias=self.bias)
+            return y.reshape(*input.shape[:-1], self.out_features)
         if self.input_scale is not None:
             scale_x = self.input_scale
         elif self.weight_scale.numel() > 1:
