@@ -27,10 +27,11 @@ def bracketed(text: str, start: int) -> str:
     raise AssertionError(f"unbalanced at {start}")
 
 
-def index(expression: str) -> Callable[..., int]:
-    """An integer index expression of the generated CUDA as a function of tid, bx, by and rank."""
+def index(expression: str, loops: tuple[str, ...] = ()) -> Callable[..., int]:
+    """An integer index expression of the generated CUDA as a function of tid, bx, by and rank (and
+    of the loop variables named in `loops`, e.g. "kt"); CUDA's min() is Python's."""
     for spelling, name in SPELLINGS.items():
         expression = expression.replace(spelling, name)
-    assert set(re.findall(r"[A-Za-z_]\w*", expression)) <= {"tid", "bx", "by", "rank"}, expression
+    assert set(re.findall(r"[A-Za-z_]\w*", expression)) <= {"tid", "bx", "by", "rank", "min", *loops}, expression
     code = compile(expression.replace("/", "//"), "<index>", "eval")
-    return lambda **values: int(eval(code, {"__builtins__": {}}, values))  # noqa: S307 (our own generated code)
+    return lambda **values: int(eval(code, {"__builtins__": {}, "min": min}, values))  # noqa: S307 (our own generated code)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from cuda_index import bracketed, index
 from test_api_kernels import client  # noqa: F401 (the API fixture)
 
 from tirtune.builder import device_build, toolchain
@@ -177,25 +178,8 @@ def test_a_block_scaled_job_has_valid_configs_and_its_starts_take_128_deep_k_til
 
 # --- the kernel: the k loop read back from the lowered CUDA ------------------------------------------
 
-_NAMES = {"((int)threadIdx.x)": "tid", "((int)blockIdx.x)": "bx", "((int)blockIdx.y)": "by",
-          "warp_id_in_cta": "(tid >> 5)"}
-
-
 def _fn(expression: str) -> Callable[..., int]:
-    for spelling, name in _NAMES.items():
-        expression = expression.replace(spelling, name)
-    assert set(re.findall(r"[A-Za-z_]\w*", expression)) <= {"tid", "bx", "by", "kt", "min"}, expression
-    code = compile(expression.replace("/", "//"), "<index>", "eval")
-    return lambda **v: int(eval(code, {"__builtins__": {}, "min": min}, v))  # noqa: S307 (our generated code)
-
-
-def _bracketed(text: str, start: int) -> str:
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start + 1:i]
-    raise AssertionError("unbalanced")
+    return index(expression, loops=("kt",))
 
 
 def _k_loop(source: str) -> tuple[dict[tuple[str, int], tuple[str, Callable[..., int]]],
@@ -203,7 +187,7 @@ def _k_loop(source: str) -> tuple[dict[tuple[str, int], tuple[str, Callable[...,
     """(fragment register -> the scale it loads and its index), (sum register -> its two factors)."""
     loads = {}
     for found in re.finditer(r"(acc\d)_ptr\[(\d+)\] = (scale_[ab]_block)_ptr\[", source):
-        loads[found[1], int(found[2])] = (found[3], _fn(_bracketed(source, found.end() - 1)))
+        loads[found[1], int(found[2])] = (found[3], _fn(bracketed(source, found.end() - 1)))
     sums = {}
     pattern = r"(acc\d)_ptr\[(\d+)\] = \(\1_ptr\[\2\] \+ \(\1_ptr\[\d+\] \* \(\1_ptr\[([^\]]+)\] \* \1_ptr\[([^\]]+)\]\)\)\);"
     for found in re.finditer(pattern, source):
@@ -215,14 +199,14 @@ def _stores(source: str) -> dict[tuple[str, int], Callable[..., int]]:
     """Sum register -> the index of D it is stored at (the register epilogue, paired or not)."""
     stores = {}
     for found in re.finditer(r"tirtune_store_bf16x2\(\(&\(D_ptr\[", source):
-        index = _fn(_bracketed(source, found.end() - 1))
+        index = _fn(bracketed(source, found.end() - 1))
         rest = source[found.end():found.end() + 4000]
         regs = re.match(r"[^;]*?\]\)\), (acc\d)_ptr\[(\d+)\], \1_ptr\[(\d+)\]\);", rest)
         assert regs is not None
         stores[regs[1], int(regs[2])] = index
         stores[regs[1], int(regs[3])] = lambda f=index, **v: f(**v) + 1
     for found in re.finditer(r"D_ptr\[", source):
-        expression = _bracketed(source, found.end() - 1)
+        expression = bracketed(source, found.end() - 1)
         tail = re.match(r"\] = \(\(nv_bfloat16\)(acc\d)_ptr\[(\d+)\]\);", source[found.end() + len(expression):])
         if tail is not None:
             stores[tail[1], int(tail[2])] = _fn(expression)

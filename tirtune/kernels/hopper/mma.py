@@ -136,6 +136,30 @@ class Mma:
                             empty.arrive(stage, remote=r)
 
         @T.inline
+        def await_stage(c, j0, m0, n0, kt):
+            # Wait for k-tile kt's stage; without a producer and with one stage (no ring to run
+            # ahead in), thread 0 of consumer 0 loads it first.
+            if not WS:
+                if S == 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                load_tile(j0 + kt, kt, m0, n0)
+            full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+
+        @T.inline
+        def prefetch(c, j0, m0, n0, kt):
+            # Without a producer, thread 0 of consumer 0 loads the k-tile stages-1 ahead once kt's
+            # predecessor's stage is free (a classic multistage prefetch).
+            if not WS:
+                if S > 1:
+                    if c == 0:
+                        if warp == 0:
+                            if lane == 0:
+                                if kt + S - 1 < KT:
+                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+
+        @T.inline
         def block_steps(acc, desc_a, desc_b, s, row):
             # Block scales: the k-tile's product alone into the fragment's second part (TMP on),
             # its first step overwriting (scale-d false), the rest adding.
@@ -181,13 +205,7 @@ class Mma:
             # Block scales: one k-tile (a 128-deep k block, rules.fp8_block_k_tile) into the
             # fragments' second parts, its scales read while it runs, then wait for it (the
             # fragments are read next), hand the stage back and add the scaled product to the sums.
-            if not WS:
-                if S == 1:
-                    if c == 0:
-                        if warp == 0:
-                            if lane == 0:
-                                load_tile(j0 + kt, kt, m0, n0)
-            full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+            await_stage(c, j0, m0, n0, kt)
             s = T.meta_var(ring.slot(j0 + kt))
             kb = T.meta_var(k_index(kt, m0, n0))
             T.ptx.wgmma.fence.sync.aligned()
@@ -203,13 +221,7 @@ class Mma:
             promote(acc0)
             if MB == 2:
                 promote(acc1)
-            if not WS:
-                if S > 1:
-                    if c == 0:
-                        if warp == 0:
-                            if lane == 0:
-                                if kt + S - 1 < KT:
-                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+            prefetch(c, j0, m0, n0, kt)
 
         @T.inline
         def mma_steps(acc, desc_a, desc_b, s, row, steps, narrow):
@@ -274,14 +286,7 @@ class Mma:
                 T.ptx.fence.proxy.async_.shared__cta()
                 T.cuda.cta_sync()
             else:
-                if not WS:
-                    if S == 1:
-                        # No ring to run ahead in: load the tile, then wait for it.
-                        if c == 0:
-                            if warp == 0:
-                                if lane == 0:
-                                    load_tile(j0 + kt, kt, m0, n0)
-                full.wait(ring.slot(j0 + kt), ring.phase(j0 + kt))
+                await_stage(c, j0, m0, n0, kt)
             s = T.meta_var(ring.slot(j0 + kt))
             T.ptx.wgmma.fence.sync.aligned()
             if TRIM:
@@ -303,13 +308,7 @@ class Mma:
                 T.ptx.wgmma.wait_group.sync.aligned(1)
                 if kt > 0:
                     release(ring.slot(j0 + kt - 1))
-            if not WS:
-                if S > 1:
-                    if c == 0:
-                        if warp == 0:
-                            if lane == 0:
-                                if kt + S - 1 < KT:
-                                    load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
+            prefetch(c, j0, m0, n0, kt)
 
         @T.inline
         def zero_fragments(acc0, acc1):
