@@ -160,16 +160,23 @@ class Mma:
                                     load_tile(j0 + kt + S - 1, kt + S - 1, m0, n0)
 
         @T.inline
+        def describe(desc_a, desc_b, s, row, ki):
+            # The A and B descriptors of k step ki of stage s (A from `row`). ptr_to applies the
+            # swizzle; at a row that is a multiple of 8 it is the identity, so this is the atom's
+            # base plus 32 B per k step, what the descriptor wants.
+            T.cuda.wgmma.encode_matrix_descriptor(
+                T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
+                DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+            T.cuda.wgmma.encode_matrix_descriptor(
+                T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
+                DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+
+        @T.inline
         def block_steps(acc, desc_a, desc_b, s, row):
             # Block scales: the k-tile's product alone into the fragment's second part (TMP on),
             # its first step overwriting (scale-d false), the rest adding.
             for ki in T.unroll(BK // WGMMA_K):
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                describe(desc_a, desc_b, s, row, ki)
                 wgmma(*[acc[TMP + i] for i in range(NACC)], desc_a[0], desc_b[0], ki > 0, 1, 1, *TRANS)
 
         @T.inline
@@ -230,14 +237,7 @@ class Mma:
             # of the full one. A trimmed tile takes its branches per k-tile, around a whole run of
             # wgmmas, never between two of them.
             for ki in T.unroll(steps):
-                # ptr_to applies the swizzle; at a row that is a multiple of 8 it is the identity,
-                # so this is the atom's base plus 32 B per k16 step, what the descriptor wants.
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_a[0]), As.ptr_to([s, row, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
-                T.cuda.wgmma.encode_matrix_descriptor(
-                    T.address_of(desc_b[0]), Bs.ptr_to([s, 0, ki * WGMMA_K]),
-                    DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
+                describe(desc_a, desc_b, s, row, ki)
                 if narrow:
                     wgmma_narrow(*[acc[i] for i in range(TRIM_N // 2)], desc_a[0], desc_b[0], True, 1, 1, *TRANS)  # type: ignore[misc]
                 else:
