@@ -132,7 +132,18 @@ class Config:
         """This config with `changes` made (checked against the table as any config is)."""
         if not changes:
             return self
-        return Config(self._table, **{**self.knobs(), **changes})
+        table = self._table
+        for name, value in changes.items():  # only the changed knobs need checking
+            if name not in table:
+                return Config(table, **{**self.knobs(), **changes})  # the full check names what is wrong
+            knob = table[name]
+            if not is_of_type(value, knob.type):
+                raise SpaceError(f"config knob {name} must be {_TYPE_WORDS[type_word(knob.type)]}, got {value!r}")
+        new = object.__new__(Config)
+        object.__setattr__(new, "_table", table)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
 
     def off_default(self) -> dict[str, KnobValue]:
         """The knobs off their defaults."""
