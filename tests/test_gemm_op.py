@@ -4,7 +4,6 @@ tirtune.nn.Linear is torch.nn.Linear through them (on the CPU every call runs to
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import tirtune
-from tirtune.core.epilogue import OPS, EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_TEXTS, SWIGLU, EpilogueSpec
 from tirtune.dispatch.op import gemm_fused_op, gemm_fused_out_op, gemm_op, gemm_out_op, linear_op
 from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.verify import TOLERANCE, reference
@@ -147,7 +146,13 @@ def test_the_readme_example_runs() -> None:
 
 # The fused call: tirtune.gemm(a, b, bias=..., residual=...) and torch.ops.tirtune.gemm_fused(_out).
 
-SPECS = [EpilogueSpec(ops) for r in range(1, len(OPS) + 1) for ops in itertools.combinations(OPS, r)]
+# Every valid spec with an operand but the block scales, which dequantize FP8 operands only.
+SPECS = [
+    EpilogueSpec.parse(t)
+    for t in EPILOGUE_TEXTS
+    if t not in ("none", SWIGLU) and not EpilogueSpec.parse(t).block_scaled
+]
+BLOCK_SPECS = [EpilogueSpec.parse(t) for t in EPILOGUE_TEXTS if EpilogueSpec.parse(t).block_scaled]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -165,6 +170,15 @@ def test_the_unfused_fallback_matches_the_float32_reference(spec: EpilogueSpec, 
         return
     error = torch.linalg.vector_norm(d.float() - ref) / torch.linalg.vector_norm(ref)
     assert error <= TOLERANCE[name], (spec, float(error))
+
+
+@pytest.mark.parametrize("spec", BLOCK_SPECS, ids=str)
+def test_the_unfused_fallback_refuses_block_scales_on_16_bit_operands(spec: EpilogueSpec) -> None:
+    """The block scales dequantize FP8 operands: with fp16 ones the fallback says so rather than
+    returning a product that ignores them."""
+    inputs = draw_inputs(torch, 48, 40, 256, "float16", spec, device="cpu", seed=3)
+    with pytest.raises(tirtune.TirtuneError, match="FP8 operands"):
+        tirtune.dispatch.current().gemm_fused(inputs.a, inputs.b, spec, inputs.operands)
 
 
 @pytest.mark.parametrize("with_bias,with_residual", [(True, False), (False, True), (True, True)])
@@ -226,8 +240,9 @@ def test_wrong_operands_are_refused_with_the_reason() -> None:
             tirtune.gemm(a, b, **kwargs)  # eager
         with FakeTensorMode() as mode, pytest.raises(RuntimeError, match=reason):
             fakes = {name: mode.from_tensor(t) for name, t in kwargs.items()}
-            torch.ops.tirtune.gemm_fused(mode.from_tensor(a), mode.from_tensor(b), fakes.get("bias"),
-                                         fakes.get("residual"))
+            torch.ops.tirtune.gemm_fused(
+                mode.from_tensor(a), mode.from_tensor(b), fakes.get("bias"), fakes.get("residual")
+            )
     with pytest.raises(RuntimeError, match="out must be torch.float16 of shape"):
         tirtune.gemm(a, b, bias=torch.randn(32, dtype=torch.float16), out=torch.empty(16, 31, dtype=torch.float16))
 
