@@ -11,8 +11,8 @@ from test_api_kernels import client, record  # noqa: F401 (client: the API fixtu
 
 from bench import fp8_suite
 from tirtune.core import Problem
-from tirtune.core.problem import FP8
 from tirtune.core.epilogue import EPILOGUE_NONE, with_scaling
+from tirtune.core.problem import FP8
 from tirtune.space.hopper.knobs import config as hopper_config
 
 Factory = sessionmaker[Session]

@@ -15,7 +15,6 @@ import pytest
 from tirtune.core import Config
 from tirtune.space.blackwell.knobs import KNOBS as BLACKWELL_KNOBS
 from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
-from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 
 TABLE = Path(__file__).parent / "data" / "config_digests.json"
 ROWS: list[dict[str, Any]] = json.loads(TABLE.read_text())["rows"]
