@@ -57,6 +57,19 @@ def test_the_runner_carries_the_childs_ceilings_into_the_provenance() -> None:
     assert pooled.info["copy_gbs"] == pytest.approx(4050.0) and pooled.info["sm_count"] == 132
 
 
+def test_an_fp8_measurement_is_held_to_the_fp8_rate() -> None:
+    """e4m3 operands run the tensor cores at twice the 16-bit rate: against the 16-bit ceiling an FP8
+    kernel at 1,380 TFLOP/s would sit above the physical limit."""
+    problem = Problem(8192, 8192, 8192, "float8_e4m3fn", "scale_a+scale_b")
+    build = BuildResult(Candidate(hopper_config(), problem, TEMPLATE_VERSION), Outcome.OK, artifact="k.so")
+    reply = MeasureReply("OK", times_ms=(0.8,), cublas_times_ms=(0.8,), sm_clock_mhz=1830.0,
+                         info={"copy_gbs": 4100.0, "sm_count": 132}, round_ratios=(1.0,))
+    p = reply_to_result(build, reply, H200, "2.11", seed=1).provenance
+    assert p is not None and p.peak_tflops == pytest.approx(132 * 8192 * 1830e6 / 1e12)  # 1,979 TFLOP/s
+    roof = Roofline.of(problem, p.peak_tflops, p.copy_gbs)
+    assert roof.bound == "compute" and 0.69 < (roof.fraction(0.8) or 0) < 0.70  # 1,374 of 1,979
+
+
 def test_a_stored_measurement_keeps_bytes_bandwidth_and_ceilings(db_factory: sessionmaker[Session]) -> None:
     reply = MeasureReply("OK", times_ms=(0.012,), cublas_times_ms=(0.018,), sm_clock_mhz=1755.0,
                          info={"copy_gbs": 4100.0, "sm_count": 132}, round_ratios=(1.5,))

@@ -82,7 +82,7 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
         source=Source.GPU,
         measured_at=datetime.now(UTC),
         copy_gbs=reply.info.get("copy_gbs"),
-        peak_tflops=_peak_tflops(stack, reply.info.get("sm_count"), reply.sm_clock_mhz),
+        peak_tflops=_peak_tflops(stack, reply.info.get("sm_count"), reply.sm_clock_mhz, build.candidate.problem.dtype),
     )
     outcome = Outcome(reply.outcome)
     if outcome is not Outcome.OK:
@@ -116,12 +116,13 @@ def reply_to_result(build: BuildResult, reply: MeasureReply, stack: Stack, torch
     )
 
 
-def _peak_tflops(stack: Stack, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
-    """The roofline's MMA ceiling at the clock the measurement ran (the stack's branch's rate)."""
+def _peak_tflops(stack: Stack, sm_count: int | None, sm_clock_mhz: float | None, dtype: str) -> float | None:
+    """The roofline's MMA ceiling at the clock the measurement ran (the stack's branch's rate for
+    operands of `dtype`)."""
     if not stack.compute_capability:
         return None
     try:
-        return branch_for_gpu(stack.compute_capability).peak_tflops(sm_count, sm_clock_mhz)
+        return branch_for_gpu(stack.compute_capability).peak_tflops(sm_count, sm_clock_mhz, dtype)
     except SpaceError:
         return None
 

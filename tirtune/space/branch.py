@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tirtune.core import Config, KnobTable, Problem
+from tirtune.core.problem import FP8
 from tirtune.space.shapes import ShapeClass, fitted, shape_class, wave_fitted
 from tirtune.space.space import SearchSpace
 
-__all__ = ["Branch", "Status"]
+__all__ = ["FP8_RATE", "Branch", "Status"]
 
 Status = Literal["run", "compile-checked"]
+# Dense e4m3 MMA runs at twice the 16-bit rate on Hopper and Blackwell alike (H200: 1,979 against
+# 989 TFLOP/s at 1.83 GHz).
+FP8_RATE = 2
 
 
 def _never(config: Config) -> bool:
@@ -49,7 +53,8 @@ class Branch:
     status_text: str  # the status in the words the API, the CLI and the docs show
     start_with: Mapping[ShapeClass, tuple[Config, ...]]  # a job's first trials, per shape class
     # Dense 16-bit MMA flops one SM does per clock: the roofline's compute ceiling is SMs x this x
-    # the SM clock (core/roofline.py). Hopper: 989.4 TFLOP/s = 132 SMs x 4096 x 1.83 GHz.
+    # the SM clock (core/roofline.py). Hopper: 989.4 TFLOP/s = 132 SMs x 4096 x 1.83 GHz. FP8
+    # operands run at FP8_RATE times this (`peak_tflops`).
     mma_flops_per_sm_clock: int
     gpu_name_pattern: str | None = None  # NVML names of its GPUs, where a note must name the branch
     # Whether a start config's blk_n is chosen per problem to fill the SMs' rounds (shapes.wave_fitted).
@@ -84,11 +89,13 @@ class Branch:
 
         return tuple(dict.fromkeys(fit(c) for c in configs))
 
-    def peak_tflops(self, sm_count: int | None, sm_clock_mhz: float | None) -> float | None:
-        """The MMA ceiling of a GPU of `sm_count` SMs at `sm_clock_mhz` (None if either is unknown)."""
+    def peak_tflops(self, sm_count: int | None, sm_clock_mhz: float | None, dtype: str = "float16") -> float | None:
+        """The MMA ceiling of a GPU of `sm_count` SMs at `sm_clock_mhz` for operands of `dtype`
+        (None if either is unknown): e4m3 operands at FP8_RATE times the 16-bit rate."""
         if not sm_count or not sm_clock_mhz:
             return None
-        return sm_count * self.mma_flops_per_sm_clock * sm_clock_mhz * 1e6 / 1e12
+        rate = self.mma_flops_per_sm_clock * (FP8_RATE if dtype == FP8 else 1)
+        return sm_count * rate * sm_clock_mhz * 1e6 / 1e12
 
     def names_gpu(self, gpu_name: str) -> bool:
         return self.gpu_name_pattern is not None and re.search(self.gpu_name_pattern, gpu_name, re.I) is not None
