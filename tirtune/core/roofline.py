@@ -1,12 +1,13 @@
 """The physical limit of one GEMM beside cuBLAS: the roofline, min(peak MMA rate, bandwidth x intensity).
 
-A GEMM must at least read A and B and write D once (`Problem.min_bytes`) and do 2MNK flops. With
-the card's matrix rate at the clock it ran (`peak_tflops`: SMs x the branch's MMA flops per SM
-per clock x the SM clock NVML read during the measurement, twice that for e4m3 operands:
-`Branch.peak_tflops`) and the bandwidth of a large device-to-device copy measured in the same
-process (`copy_gbs`, bytes read plus written per second), no kernel can take less than `floor_ms` = max(flops / peak, bytes / bandwidth). A
-measurement's `fraction` of the roofline is floor_ms / its time: 1.0 is the physical limit, and
-memory-bound problems (decode, small batch) are judged against it rather than against cuBLAS alone.
+A GEMM must at least read A and B and write D once (`Problem.min_bytes`) and do 2MNK flops. With the
+card's matrix rate at the clock it ran (`peak_tflops`: SMs x the branch's MMA flops per SM per clock
+x the SM clock NVML read during the measurement, twice that for e4m3 operands: `Branch.peak_tflops`)
+and the bandwidth of a large device-to-device copy measured in the same process (`copy_gbs`, bytes
+read plus written per second), no kernel can take less than `floor_ms` = max(flops / peak, bytes /
+bandwidth). A measurement's `fraction` of the roofline is floor_ms / its time: 1.0 is the physical
+limit, and memory-bound problems (decode, small batch) are judged against it rather than against
+cuBLAS alone.
 """
 
 from __future__ import annotations
