@@ -32,6 +32,7 @@ from bench import fp8_paths
 from tirtune.builder.compile_one import DEFAULT_TEMPLATE
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
+from tirtune.core.epilogue import BLOCK_K
 from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
@@ -1409,7 +1410,7 @@ def _fuzz_fp8_block(count: int, seed: int) -> list[tuple[Config, Problem]]:
     grid with what a block-scaled FP8 kernel takes laid over them (TMA loads, 128-deep k-tiles, no
     trim, peel or stream-K): every path its k loop runs in (swapped, cooperative and ping-pong,
     persistent, clusters, split-K over both reductions and the tail, every store)."""
-    forced = {"loader": "tma", "blk_k": 128, "trim": False, "peel_k": False, "stream_k": False}
+    forced = {**FP8_KNOBS, "blk_k": BLOCK_K}
     return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=HOPPER.is_valid)
 
 

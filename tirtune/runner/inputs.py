@@ -34,7 +34,7 @@ from typing import Any
 
 from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, GATE_GROUP, SCALE_OPS, EpilogueSpec
 from tirtune.core.errors import SpaceError
-from tirtune.core.problem import FP8, out_dtype_of
+from tirtune.core.problem import FP8, Problem, block_scales_fp8, out_dtype_of
 
 __all__ = [
     "Inputs",
@@ -146,11 +146,9 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     a, b, ops = inputs.a, inputs.b, inputs.operands
     if a.dtype == torch.float8_e4m3fn:
         return _fp8_baseline(torch, inputs, d)
-    if inputs.epilogue.block_scaled:  # no library call to stand beside, and no problem to serve
-        raise SpaceError(
-            f"the block scales (scale_a_block, scale_b_block) dequantize FP8 operands (float8_e4m3fn) only, "
-            f"got {str(a.dtype).removeprefix('torch.')} (core/problem.py block_scales_fp8)"
-        )
+    if inputs.epilogue.block_scaled:  # 16-bit operands: no problem to serve (the problem rule says why)
+        dtype = str(a.dtype).removeprefix("torch.")
+        raise SpaceError(block_scales_fp8(Problem(a.shape[0], b.shape[0], a.shape[1], dtype, inputs.epilogue)) or "")
     if inputs.epilogue.gated:
         return _swiglu_baseline(torch, a, b, d)
     scaled = [op for op in SCALE_OPS if op in ops]
