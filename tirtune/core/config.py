@@ -10,7 +10,7 @@ from functools import total_ordering
 from typing import Any
 
 from tirtune.core.errors import SpaceError
-from tirtune.core.knobs import KnobTable, KnobValue, is_of_type, type_word
+from tirtune.core.knobs import Knob, KnobTable, KnobValue, is_of_type, type_word
 
 __all__ = ["Config"]
 
@@ -60,11 +60,7 @@ class Config:
         if unknown:
             raise SpaceError(f"unknown config knob(s): {', '.join(unknown)}; known: {', '.join(sorted(table.names))}")
         for knob in table:
-            value = knobs.get(knob.name, knob.default)
-            if not is_of_type(value, knob.type):
-                word = _TYPE_WORDS[type_word(knob.type)]
-                raise SpaceError(f"config knob {knob.name} must be {word}, got {value!r}")
-            object.__setattr__(self, knob.name, value)
+            object.__setattr__(self, knob.name, _checked(knob, knobs.get(knob.name, knob.default)))
         object.__setattr__(self, "_table", table)
 
     # -- a frozen value ---------------------------------------------------------------------------
@@ -136,9 +132,7 @@ class Config:
         for name, value in changes.items():  # only the changed knobs need checking
             if name not in table:
                 return Config(table, **{**self.knobs(), **changes})  # the full check names what is wrong
-            knob = table[name]
-            if not is_of_type(value, knob.type):
-                raise SpaceError(f"config knob {name} must be {_TYPE_WORDS[type_word(knob.type)]}, got {value!r}")
+            _checked(table[name], value)
         new = object.__new__(Config)
         object.__setattr__(new, "_table", table)
         new.__dict__.update(self.__dict__)
@@ -177,6 +171,13 @@ class Config:
         """Inverse of `label`: every knob the label shows, the rest at their defaults. SpaceError
         for text that is not a label."""
         return cls(table, **table.labels.read(label))
+
+
+def _checked(knob: Knob, value: Any) -> Any:
+    """`value`, if it is of `knob`'s type; SpaceError otherwise."""
+    if not is_of_type(value, knob.type):
+        raise SpaceError(f"config knob {knob.name} must be {_TYPE_WORDS[type_word(knob.type)]}, got {value!r}")
+    return value
 
 
 def _rebuild(table: KnobTable, knobs: dict[str, Any]) -> Config:
