@@ -170,12 +170,17 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
         first: Callable[[], Any] = lambda: torch.addmm(ops["bias"], a, b.T, out=d)  # noqa: E731
     else:
         first = lambda: torch.mm(a, b.T, out=d)  # noqa: E731
-    if not tail:
+    return _in_turn(first, tail)
+
+
+def _in_turn(first: Callable[[], Any], steps: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
+    """One launch that runs `first` and then each of `steps` (`first` itself when there are none)."""
+    if not steps:
         return first
 
     def unfused() -> None:
         first()
-        for step in tail:
+        for step in steps:
             step()
 
     return unfused
@@ -286,7 +291,7 @@ def _fp8_block_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]
 
     a, b, ops = inputs.a, inputs.b, inputs.operands
     sa, sb = ops["scale_a_block"].contiguous(), ops["scale_b_block"].contiguous()
-    tail = [ops[op] for op in ("bias", "residual") if op in ops]
+    tail = [functools.partial(d.add_, ops[op]) for op in ("bias", "residual") if op in ops]
     if not a.is_cuda:  # off a GPU (a CPU call of tirtune.scaled_gemm): the product in eager float32
         first: Callable[[], Any] = lambda: d.copy_(block_scaled_product(a, b, sa, sb))  # noqa: E731
     elif torch_takes_block_scales():
@@ -294,15 +299,7 @@ def _fp8_block_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]
     else:
         config = triton_fp8.fastest_config(torch, a, b, sa, sb, d)
         first = lambda: triton_fp8.block_scaled_mm(a, b, sa, sb, d, config)  # noqa: E731
-    if not tail:
-        return first
-
-    def unfused() -> None:
-        first()
-        for operand in tail:
-            d.add_(operand)
-
-    return unfused
+    return _in_turn(first, tail)
 
 
 def block_scaled_product(a: Any, b: Any, scale_a_block: Any, scale_b_block: Any) -> Any:
