@@ -188,13 +188,10 @@ class FP8Linear(torch.nn.Module):
         """From a checkpoint's tensors `{prefix}weight`, `{prefix}weight_scale` (or, as DeepSeek-V3's
         block-quantized checkpoints name it, `{prefix}weight_scale_inv`) and, where present,
         `{prefix}input_scale` and `{prefix}bias`."""
-        scale_name = next(
-            (f"{prefix}{k}" for k in ("weight_scale", "weight_scale_inv") if f"{prefix}{k}" in state), None
-        )
-        missing = [f"{prefix}weight"] * (f"{prefix}weight" not in state) + [f"{prefix}weight_scale"] * (
-            scale_name is None
-        )
-        if missing or scale_name is None:
+        scale_name = next((prefix + k for k in ("weight_scale", "weight_scale_inv") if prefix + k in state), None)
+        if prefix + "weight" not in state or scale_name is None:
+            missing = [prefix + "weight"] if prefix + "weight" not in state else []
+            missing += [prefix + "weight_scale"] if scale_name is None else []
             raise ValueError(f"FP8Linear.from_state_dict: no {', '.join(missing)} in the checkpoint")
         return cls(
             state[f"{prefix}weight"],

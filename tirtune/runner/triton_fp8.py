@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["BLOCK_K", "CONFIGS", "block_scaled_mm", "fastest_config"]
+from tirtune.core.epilogue import BLOCK_K  # one scale block a step of the k loop
 
-BLOCK_K = 128  # core.epilogue.BLOCK_K: one scale block a step of the k loop
+__all__ = ["CONFIGS", "block_scaled_mm", "fastest_config"]
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages): the tile shapes tried, the fastest kept per problem.
