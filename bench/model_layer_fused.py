@@ -179,7 +179,9 @@ def run(configs: Sequence[dict[str, Any]], tokens: Sequence[int], *, reps: int, 
                 outputs = {"eager": f["eager"](x, attn), "tirtune": f["tirtune"](x, attn)}
                 launches = [functools.partial(f["eager"], x, attn), functools.partial(f["tirtune"], x, attn)]
                 if squeeze is not None:
-                    outputs["compile"] = squeeze(x, attn)  # autotunes on its first call, before timing
+                    # Autotunes on its first call, before timing. max-autotune replays CUDA graphs,
+                    # whose outputs the next replay overwrites: the copy is what gets checked.
+                    outputs["compile"] = tuple(t.clone() for t in squeeze(x, attn))
                     launches.append(functools.partial(squeeze, x, attn))
                 times = _interleaved(launches, flush, reps)
             errors = {
