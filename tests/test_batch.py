@@ -78,3 +78,24 @@ def test_tune_model_refuses_before_anything_starts(env: Path, capsys: pytest.Cap
     with transaction(open_database(database)) as s:
         assert repo.count_jobs(s) == 0
     assert main(["tune-model", str(config), "--tokens", "x"]) == 2
+
+
+def test_a_fused_problem_of_a_batch_reports_its_own_best(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch's summary reads each job's best for the job's own problem, its epilogue included:
+    a fused problem's trials are stored under it, so a lookup of the plain GEMM found none."""
+    from tirtune.tuner.batch_command import run_batch
+
+    recording = env / "fused.jsonl"
+    with recording.open("w") as out:
+        for line in (DATA / "hopper-gemm-3-1000x1000x1000-float16.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            record["problem"]["epilogue"] = "residual"
+            out.write(json.dumps(record) + "\n")
+    fused = Problem.parse("1000x1000x1000", "float16", "residual")
+    summary = run_batch(get_settings(), [Named("o@1000", fused)], trials=3, time_s=None, replay=recording,
+                        database_url=f"sqlite:///{env / 'fused.db'}")
+    [row] = summary["problems"]
+    assert (row["shape"], row["epilogue"], row["state"], row["trials"]) == ("1000x1000x1000", "residual", "DONE", 3)
+    assert row["config"] is not None and row["ratio"] > 0, row
+    printed = capsys.readouterr().out
+    assert "1000x1000x1000 float16 epilogue=residual" in printed, printed

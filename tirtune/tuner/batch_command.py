@@ -101,9 +101,9 @@ def run_batch(
             rows.append(_one(sessions, url, settings, workers, named, job.id, bar, trials, models))
             bar.advance(overall)
     with transaction(sessions) as s:
-        for row in rows:
-            choice = repo.best_of(s, Problem.parse(row["shape"], row["dtype"]), source=source, job_id=row["job_id"])
-            row.update(_best(choice))
+        for named, row in zip(problems, rows, strict=True):
+            # The job's own problem, its epilogue included: a fused problem's trials are its own.
+            row.update(_best(repo.best_of(s, named.problem, source=source, job_id=row["job_id"])))
     summary = {
         "problems": rows,
         "trials_per_problem": trials,
@@ -156,6 +156,7 @@ def _one(
         "name": named.name,
         "shape": named.problem.shape,
         "dtype": named.problem.dtype,
+        "epilogue": str(named.problem.epilogue),
         "job_id": job_id,
         "state": result.state,
         "trials": result.trials,
@@ -202,7 +203,7 @@ def _print(summary: dict[str, Any]) -> None:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}{spread}"
         table.add_row(
             r["name"],
-            f"{r['shape']} {r['dtype']}",
+            f"{r['shape']} {r['dtype']}" + ("" if r["epilogue"] == "none" else f" epilogue={r['epilogue']}"),
             r["config_label"] or "no verified config",
             ratio,
             "-" if r["confirmed"] is None else ("yes" if r["confirmed"] else "no"),
