@@ -64,5 +64,11 @@ def test_the_report_renders_every_case() -> None:
         "cases": [case],
     }
     text = to_markdown(result)
-    assert "| Qwen2.5-7B | bfloat16 | 16 | 0.2000 | - | 0.1700 | 1.180x | - |" in text
+    assert "| Qwen2.5-7B | bfloat16 | 16 | 0.2000 | - | 0.1700 | 1.180x | - | 2.0e-03 | - |" in text
+    both = {"max-autotune": 0.6, "max-autotune-no-cudagraphs": 0.25}
+    compiled = {**case, "compile_ms": 0.25, "compile_mode": "max-autotune-no-cudagraphs", "compile_ms_by_mode": both,
+                "speedup_vs_compile": 0.25 / 0.17}
+    text = to_markdown({**result, "cases": [compiled]})
+    assert ("| 0.2000 | 0.2500 | 0.1700 | 1.180x | 1.471x | 2.0e-03 | max-autotune-no-cudagraphs "
+            "(max-autotune 0.6000, max-autotune-no-cudagraphs 0.2500) |") in text, text
     assert "| 16x18944x3584 | swiglu | 64x16x128 s4 c1 ws swap |" in text

@@ -221,6 +221,8 @@ def test_tirtune_gemm_with_swiglu_off_the_gpu(dtype: torch.dtype) -> None:
     assert float(torch.linalg.vector_norm(d.float() - want) / torch.linalg.vector_norm(want)) <= tolerance
     out = torch.empty(24, 40, dtype=dtype)
     assert tirtune.gemm(a, packed, activation="swiglu", out=out) is out and torch.equal(out, d)
+    strided = torch.empty(40, 24, dtype=dtype).T  # an out that is a view: the same figures
+    assert tirtune.gemm(a, packed, activation="swiglu", out=strided) is strided and torch.equal(strided, d)
     with torch.no_grad():
         torch.testing.assert_close(torch.ops.tirtune.gemm_swiglu(a, packed), d)
 

@@ -341,7 +341,11 @@ def swiglu_unfused(torch: Any, a: Any, b: Any, d: Any) -> Any:
     cuBLAS GEMM of width 2N (its columns in B's interleaved order), silu and multiply on strided
     views. What the dispatcher runs where no swiglu kernel serves (the packed weight is all a
     `tirtune.nn` layer holds); the same figures as `baseline`'s up to cuBLAS's summation order."""
-    m, rows = a.shape[0], b.shape[0]
-    h = torch.mm(a, b.T).reshape(m, rows // (2 * GATE_GROUP), 2, GATE_GROUP)
-    d.copy_((torch.nn.functional.silu(h[:, :, 0]) * h[:, :, 1]).reshape(m, rows // 2))
+    m, groups = a.shape[0], b.shape[0] // (2 * GATE_GROUP)
+    h = torch.mm(a, b.T).reshape(m, groups, 2, GATE_GROUP)
+    gated = torch.nn.functional.silu(h[:, :, 0])
+    if d.is_contiguous():  # the product straight into D: no third pass over (M, N)
+        torch.mul(gated, h[:, :, 1], out=d.view(m, groups, GATE_GROUP))
+    else:
+        d.copy_((gated * h[:, :, 1]).reshape(m, groups * GATE_GROUP))
     return d
