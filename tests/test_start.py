@@ -6,6 +6,7 @@ Real SQLite and PostgreSQL (the `db_factory` fixture), real Optuna storage, the 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -94,3 +95,44 @@ def test_a_best_the_space_no_longer_searches_is_not_transferred(db_factory: Fact
     starts = start_configs(db_factory, HOPPER, problem, gpu_name="NVIDIA H200", source=Source.GPU)
     assert trimmed not in starts and starts[0] == ragged
     assert not HOPPER.space.holds(trimmed) and HOPPER.space.is_valid(trimmed, Problem(3000, 5000, 2000))
+
+
+def test_without_a_model_transfer_keeps_to_the_shape_class(db_factory: Factory) -> None:
+    """A decode problem's best is the nearest tuned problem of a 512-token one, but a tile of 16
+    swapped rows is no start there: with nothing to rank it (no cost model), only problems of the
+    job's own shape class are transferred from."""
+    decode_best = hopper_config(blk_n=16, stages=6, swap_ab=True)
+    measured(db_factory, Problem(16, 4608, 3584), decode_best, 1.2)
+    batch = Problem(512, 4608, 3584)
+    assert shape_class(batch) is ShapeClass.SMALL_BATCH
+    anywhere = start_configs(db_factory, HOPPER, batch, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert anywhere[0] == decode_best  # the model's seeds: it ranks them
+    own = start_configs(db_factory, HOPPER, batch, gpu_name="NVIDIA H200", source=Source.GPU, same_class=True)
+    assert own == HOPPER.start_configs(batch)
+    same_class_best = hopper_config(blk_m=128, blk_n=96, stages=6)
+    measured(db_factory, Problem(256, 4608, 3584), same_class_best, 1.0)
+    own = start_configs(db_factory, HOPPER, batch, gpu_name="NVIDIA H200", source=Source.GPU, same_class=True)
+    assert own[0] == same_class_best and decode_best not in own[:PER_PROBLEM]
+
+
+def test_a_job_without_a_cost_model_starts_from_its_own_class(db_url: str, db_factory: Factory) -> None:
+    """The job loop's own start: with no cost model (`models=None`), a decode best tuned before is
+    not among a 512-token job's starts; the class's configs lead."""
+    from tirtune.runner.replay_runner import ReplayBuilder, ReplayRunner
+    from tirtune.tuner.job import JobLoop
+
+    runner = ReplayRunner([Path(__file__).resolve().parents[1] / "bench" / "data"])
+    decode_best = hopper_config(blk_n=16, stages=6, swap_ab=True)
+    measured(db_factory, Problem(16, 4608, 3584), decode_best, 1.2, source=Source.REPLAY)
+    batch = Problem(512, 4608, 3584)
+    with transaction(db_factory) as s:
+        job = repo.create_job(s, batch, "sm_90a", 4)
+    assert start_configs(db_factory, HOPPER, batch, gpu_name=job.gpu_name, source=Source.REPLAY)[0] == decode_best
+    loop = JobLoop(db_factory, db_url, HOPPER.space, ReplayBuilder(), runner, models=None)
+    proposer = loop.proposer_factory(job)
+    try:
+        starts = [p.config for p in proposer.ask(4)]
+    finally:
+        proposer.abandon()
+    assert decode_best not in starts
+    assert starts == list(HOPPER.start_configs(batch)[:4])

@@ -35,6 +35,7 @@ from tirtune.db.best import BestChoice
 from tirtune.db.records import JobRecord, MeasurementRecord, RemeasurementRecord
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
+from tirtune.model.learner import CostModel
 from tirtune.runner.runner import Runner
 from tirtune.space.branches import branch
 from tirtune.space.space import SearchSpace
@@ -149,11 +150,15 @@ class JobLoop:
         self.store = JobStore(sessions, self.source)
 
     def _optuna(self, job: JobRecord) -> Proposer:
-        # Transfer from the nearest tuned problems, then the configs of the job's shape class: the
-        # starts themselves, or, with a cost model, seeds of its ranking.
+        # Transfer from the nearest tuned problems, then the configs of the job's shape class: with
+        # a cost model, seeds of its ranking; without, the starts themselves, transferred from
+        # problems of the job's own shape class only (tuner/start.py).
         arch = branch(job.arch)
-        near, own = start_sources(self.sessions, arch, job.problem, gpu_name=job.gpu_name, source=self.source)
-        guide = self._guide(job, arch.version_prefix, (*near, *own))
+        model = self._model(job, arch.version_prefix)
+        near, own = start_sources(
+            self.sessions, arch, job.problem, gpu_name=job.gpu_name, source=self.source, same_class=model is None
+        )
+        guide = None if model is None else self._guide(job, model, (*near, *own))
         start_with = guided_starts(guide, near) if guide is not None else (*near, *own)
         return OptunaProposer(
             self.storage_url,
@@ -167,16 +172,17 @@ class JobLoop:
             budget=job.max_trials,
         )
 
-    def _guide(self, job: JobRecord, version_prefix: str, seeds: Sequence[Config]) -> Guide | None:
-        """The cost model at this job's problem, or None (no keeper, or too little to learn from)."""
+    def _model(self, job: JobRecord, version_prefix: str) -> CostModel | None:
+        """The cost model for this job, or None (no keeper, an FP8 problem, too little to learn from)."""
         if self.models is None:
             return None
         if job.problem.is_fp8:  # the model learns from 16-bit GEMMs only (repo.training_samples)
             log.info("job %d: an FP8 problem, searched without the cost model", job.id)
             return None
-        model = self.models.model(job.gpu_name, version_prefix, self.source)
-        if model is None:
-            return None
+        return self.models.model(job.gpu_name, version_prefix, self.source)
+
+    def _guide(self, job: JobRecord, model: CostModel, seeds: Sequence[Config]) -> Guide:
+        """The cost model's ranking at this job's problem, `seeds` among its candidates."""
         guide = Guide(model, self.space, job.problem, seeds=seeds, rng=random.Random(job.id))
         log.info(
             "job %d: cost model %s (%d samples, %d problems) ranks %d configs; its pick %s predicted %.3fx",

@@ -21,6 +21,12 @@ prior included), both sources are only seeds: the model ranks them with the rest
 space (`Guide`), and the job starts from its `START_PICKS` best picks, spread over tiles. The best
 config of the nearest tuned problem is measured second whatever the model thinks of it: it is a
 measurement, where the model's ranking of a problem it never saw is a guess.
+
+Without a cost model (an FP8 problem, a GPU model with too few measurements to learn from),
+nothing ranks a transferred config, so transfer keeps to problems of the job's own shape class
+(`same_class`): the nearest tuned problem may be any distance away, and a decode problem's best
+(a 64x16 swapped tile) started a 512-token problem and its first neighbours at 0.09-0.2 of cuBLAS
+on an H100 (bench/results/model-layer/2026-12-06-fused-h100-jobs.json, docs/perf-notes.md).
 """
 
 from __future__ import annotations
@@ -57,10 +63,13 @@ OTHER_DTYPE = 0.1  # in log_distance units: less than any change of shape (ln 2 
 START_PICKS = 12
 
 
-def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source) -> list[Config]:
+def transferred(
+    s: Session, branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source, same_class: bool = False
+) -> list[Config]:
     """The best configs of the nearest problems tuned before (nearest first; none for the
     problem itself, whose own measurements the job reuses anyway), only those the branch's space
-    still holds (a knob value it no longer searches, such as trim=True, is not proposed again)."""
+    still holds (a knob value it no longer searches, such as trim=True, is not proposed again);
+    with `same_class`, only problems of `problem`'s shape class."""
     # Between 16-bit problems only, or FP8 ones only: an FP8 tile reads twice the k of a 16-bit one
     # a stage, so the other width's bests are other kernels.
     dtypes = (FP8,) if problem.is_fp8 else HALF_DTYPES
@@ -68,6 +77,7 @@ def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str |
         p
         for dtype in dtypes
         for p in repo.tuned_problems(s, dtype, epilogue=problem.epilogue, gpu_name=gpu_name, source=source)
+        if not same_class or shape_class(p) is shape_class(problem)
     ]
     configs: list[Config] = []
     for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
@@ -82,12 +92,20 @@ def transferred(s: Session, branch: Branch, problem: Problem, *, gpu_name: str |
 
 
 def start_sources(
-    sessions: sessionmaker[Session], branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
+    sessions: sessionmaker[Session],
+    branch: Branch,
+    problem: Problem,
+    *,
+    gpu_name: str | None,
+    source: Source,
+    same_class: bool = False,
 ) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
     """(transferred, the shape class's configs), each config once (a transferred config is not
-    repeated among the class's)."""
+    repeated among the class's); `same_class` as `transferred`."""
     with transaction(sessions) as s:
-        near = tuple(dict.fromkeys(transferred(s, branch, problem, gpu_name=gpu_name, source=source)))
+        near = tuple(
+            dict.fromkeys(transferred(s, branch, problem, gpu_name=gpu_name, source=source, same_class=same_class))
+        )
     own = tuple(c for c in dict.fromkeys(branch.start_configs(problem)) if c not in near)
     log.info(
         "%s (%s): %d start configs, %d of them transferred from the nearest tuned problems",
@@ -100,10 +118,16 @@ def start_sources(
 
 
 def start_configs(
-    sessions: sessionmaker[Session], branch: Branch, problem: Problem, *, gpu_name: str | None, source: Source
+    sessions: sessionmaker[Session],
+    branch: Branch,
+    problem: Problem,
+    *,
+    gpu_name: str | None,
+    source: Source,
+    same_class: bool = False,
 ) -> tuple[Config, ...]:
     """Transfer first, then the shape class's configs; each config once."""
-    near, own = start_sources(sessions, branch, problem, gpu_name=gpu_name, source=source)
+    near, own = start_sources(sessions, branch, problem, gpu_name=gpu_name, source=source, same_class=same_class)
     return (*near, *own)
 
 
