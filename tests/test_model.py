@@ -20,7 +20,7 @@ from tirtune.model.features import FEATURES, features, matrix
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
 from tirtune.model.learner import MIN_SAMPLES, problem_weights, train
-from tirtune.model.prior import load_prior, prior_path
+from tirtune.model.prior import load_prior, prior_for, prior_path
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.hopper import HOPPER
@@ -217,6 +217,23 @@ def test_the_keeper_retrains_when_the_database_grows_and_not_otherwise() -> None
     assert second.digest != first.digest and calls == [0, 0, 0]
     assert keeper.model(None, "hopper-") is None
     assert ModelKeeper(_loader([], []), use_prior=False).model(H200, "hopper-") is None  # nothing to learn from
+
+
+def test_a_gpu_model_without_a_prior_learns_from_its_branchs_shipped_one() -> None:
+    """No prior is shipped for the H100: its model starts from the H200's (same branch), says so,
+    and learns its own measurements beside them; a branch nobody shipped measurements for gets none."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert (prior_for(H200).gpu_name, prior_for(H200).digest) == (H200, PRIOR.digest)
+    borrowed = prior_for(h100)
+    assert borrowed.gpu_name == H200 and borrowed.samples == PRIOR.samples and load_prior(h100).samples == ()
+    assert prior_for("NVIDIA B200", "blackwell-").samples == () and prior_for(None).gpu_name == ""
+    stored = [Sample(WIDE, s.config, s.ratio) for s in PRIOR.samples[:40]]
+    keeper = ModelKeeper(_loader(stored, []))
+    model = keeper.model(h100, "hopper-")
+    assert model is not None and model.samples == len(PRIOR) + 40 and keeper.prior_gpu(h100, "hopper-") == H200
+    assert keeper.model(H200, "hopper-") is not model and keeper.prior_gpu(H200, "hopper-") == H200
+    assert keeper.prior_gpu("NVIDIA H800", "hopper-") == ""  # not asked for yet
+    assert ModelKeeper(_loader([], [])).model("NVIDIA B200", "blackwell-") is None
 
 
 def test_the_keeper_trains_once_for_threads_asking_together() -> None:

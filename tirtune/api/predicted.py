@@ -84,6 +84,10 @@ def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBe
     picks = guide.first(ALTERNATIVES + 1, per_tile=1)
     predicted = guide.predict(picks)
     best, ratio = picks[0], float(predicted[0])
+    prior_gpu = models.prior_gpu(gpu, branch.version_prefix, Source.GPU)
+    borrowed = (
+        f", those shipped measured on {prior_gpu}: none are shipped for {gpu}" if prior_gpu not in ("", gpu) else ""
+    )
     return PredictedBestOut(
         problem=ProblemOut.of(problem),
         shape=problem.shape,
@@ -98,10 +102,11 @@ def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBe
             PredictedConfigOut(config=c.to_json(), config_label=c.label(), predicted_ratio=round(float(r), 4))
             for c, r in zip(picks[1:], predicted[1:], strict=True)
         ],
-        model=ModelOut(samples=model.samples, problems=model.problems, digest=model.digest),
+        model=ModelOut(samples=model.samples, problems=model.problems, digest=model.digest, prior_gpu=prior_gpu),
         note=(
             f"nothing measured for {problem.shape} {problem.dtype} on {gpu}: the cost model's prediction "
-            f"({model.samples} measurements of {model.problems} problems), never measured; POST /tune measures it"
+            f"({model.samples} measurements of {model.problems} problems{borrowed}), never measured; "
+            "POST /tune measures it"
         ),
     )
 

@@ -850,6 +850,12 @@ class ModelOut(BaseModel):
     samples: int = Field(description="correct measurements it was trained on (the shipped prior and this database's)")
     problems: int
     digest: str = Field(description="content hash of its training samples: the same samples give the same model")
+    prior_gpu: str = Field(
+        default="",
+        description="the GPU model its shipped measurements were made on: the asked GPU's own, or, where none "
+        "are shipped for it, another GPU model's of the same branch (an H100's model learns from the H200's); "
+        "empty: no shipped prior",
+    )
 
 
 class PredictedConfigOut(BaseModel):

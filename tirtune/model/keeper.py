@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tirtune.core import Sample, Source
 from tirtune.model.learner import CostModel, train
-from tirtune.model.prior import load_prior
+from tirtune.model.prior import prior_for
 
 __all__ = ["Loader", "ModelKeeper"]
 
@@ -33,6 +33,7 @@ Loader = Callable[[str, str, Source, int], tuple[list[Sample], int]]
 class _Kept:
     prior: tuple[Sample, ...]
     prior_digest: str
+    prior_gpu: str  # the GPU model the prior was measured on ("": none)
     stored: list[Sample] = field(default_factory=list)
     newest: int = 0
     model: CostModel | None = None
@@ -58,8 +59,17 @@ class ModelKeeper:
         with self._lock:
             kept = self._kept.get(key)
             if kept is None:
-                prior = load_prior(gpu_name, version_prefix) if self._use_prior else None
-                kept = self._kept[key] = _Kept(prior.samples if prior else (), prior.digest if prior else "")
+                prior = prior_for(gpu_name, version_prefix) if self._use_prior else None
+                if prior is not None and prior.gpu_name not in ("", gpu_name):
+                    log.info(
+                        "no prior shipped for %s (%s): its cost model learns from %s's",
+                        gpu_name,
+                        version_prefix,
+                        prior.gpu_name,
+                    )
+                kept = self._kept[key] = _Kept(
+                    prior.samples if prior else (), prior.digest if prior else "", prior.gpu_name if prior else ""
+                )
         with kept.lock:
             new, newest = self._load(gpu_name, version_prefix, Source(source), kept.newest)
             kept.stored.extend(new)
@@ -90,3 +100,8 @@ class ModelKeeper:
                         kept.model.digest,
                     )
             return kept.model
+
+    def prior_gpu(self, gpu_name: str | None, version_prefix: str, source: Source = Source.GPU) -> str:
+        """The GPU model whose shipped measurements `model` learned from ("": none, or not asked yet)."""
+        kept = self._kept.get((gpu_name or "", version_prefix, Source(source)))
+        return kept.prior_gpu if kept is not None else ""

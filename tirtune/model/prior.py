@@ -20,7 +20,7 @@ from pathlib import Path
 from tirtune.core import Config, Problem, Sample
 from tirtune.space.branches import branch_for_version
 
-__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_path", "shipped_gpus"]
+__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_for", "prior_path", "shipped_gpus"]
 
 PRIOR_DIR = Path(__file__).resolve().parent / "data"
 COLUMNS = (
@@ -45,11 +45,13 @@ def prior_path(gpu_name: str) -> Path:
 
 
 class Prior:
-    """The prior of one GPU model: its samples and the digest of its bytes (empty: none shipped)."""
+    """The prior of one GPU model: its samples, the digest of its bytes and the GPU model they were
+    measured on (empty: none shipped)."""
 
-    def __init__(self, samples: tuple[Sample, ...], digest: str) -> None:
+    def __init__(self, samples: tuple[Sample, ...], digest: str, gpu_name: str = "") -> None:
         self.samples = samples
         self.digest = digest
+        self.gpu_name = gpu_name
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -75,7 +77,24 @@ def load_prior(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
         for r in rows
         if r["gpu_name"] == gpu_name and r["template_version"].startswith(version_prefix)
     )
-    return Prior(samples, hashlib.sha256(raw).hexdigest()[:16])
+    return Prior(samples, hashlib.sha256(raw).hexdigest()[:16], gpu_name if samples else "")
+
+
+def prior_for(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
+    """The shipped samples a GPU model's cost model starts from: its own, else, where none are
+    shipped for it, those of the first shipped GPU model with samples of the same branch (an H100
+    learns from the H200's: the same SMs and instructions, the ratio to cuBLAS measured on each;
+    the H200 prior's model ranked an H100's measured configs at 0.94 of their best in geomean,
+    docs/perf-notes.md, "A GPU model without a prior of its own"). `Prior.gpu_name` says whose."""
+    own = load_prior(gpu_name, version_prefix)
+    if own.samples or not gpu_name:
+        return own
+    for other in shipped_gpus():
+        if other != gpu_name:
+            borrowed = load_prior(other, version_prefix)
+            if borrowed.samples:
+                return borrowed
+    return own
 
 
 @functools.cache
