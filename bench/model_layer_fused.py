@@ -166,6 +166,13 @@ def run(configs: Sequence[dict[str, Any]], tokens: Sequence[int], *, reps: int, 
 
     device = torch.device("cuda", 0)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    import torch._dynamo
+
+    # One compiled graph per model, token count and mode, all of one function: more than dynamo's
+    # default of 8 recompilations a function, past which it would run the rest eagerly, unsaid.
+    for limit in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 64))
     nvml = Nvml(torch)
     cases = []
     for config in configs:
