@@ -159,6 +159,7 @@ def forms(w: dict[str, Any]) -> dict[str, Callable[..., tuple[Any, Any]]]:
 
 def run(configs: Sequence[dict[str, Any]], tokens: Sequence[int], *, reps: int, compiled: bool) -> dict[str, Any]:
     import torch
+    import torch._dynamo
 
     from tirtune.dispatch import current
     from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
@@ -166,8 +167,6 @@ def run(configs: Sequence[dict[str, Any]], tokens: Sequence[int], *, reps: int, 
 
     device = torch.device("cuda", 0)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-    import torch._dynamo
-
     # One compiled graph per model, token count and mode, all of one function: more than dynamo's
     # default of 8 recompilations a function, past which it would run the rest eagerly, unsaid.
     for limit in ("recompile_limit", "cache_size_limit"):

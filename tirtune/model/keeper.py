@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tirtune.core import Sample, Source
 from tirtune.model.learner import CostModel, train
-from tirtune.model.prior import prior_for
+from tirtune.model.prior import Prior, prior_for
 
 __all__ = ["Loader", "ModelKeeper"]
 
@@ -59,17 +59,15 @@ class ModelKeeper:
         with self._lock:
             kept = self._kept.get(key)
             if kept is None:
-                prior = prior_for(gpu_name, version_prefix) if self._use_prior else None
-                if prior is not None and prior.gpu_name not in ("", gpu_name):
+                prior = prior_for(gpu_name, version_prefix) if self._use_prior else Prior((), "")
+                if prior.gpu_name not in ("", gpu_name):
                     log.info(
                         "no prior shipped for %s (%s): its cost model learns from %s's",
                         gpu_name,
                         version_prefix,
                         prior.gpu_name,
                     )
-                kept = self._kept[key] = _Kept(
-                    prior.samples if prior else (), prior.digest if prior else "", prior.gpu_name if prior else ""
-                )
+                kept = self._kept[key] = _Kept(prior.samples, prior.digest, prior.gpu_name)
         with kept.lock:
             new, newest = self._load(gpu_name, version_prefix, Source(source), kept.newest)
             kept.stored.extend(new)

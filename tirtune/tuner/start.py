@@ -25,8 +25,9 @@ measurement, where the model's ranking of a problem it never saw is a guess.
 Without a cost model (an FP8 problem, a GPU model with too few measurements to learn from),
 nothing ranks a transferred config, so transfer keeps to problems of the job's own shape class
 (`same_class`): the nearest tuned problem may be any distance away, and a decode problem's best
-(a 64x16 swapped tile) started a 512-token problem and its first neighbours at 0.09-0.2 of cuBLAS
-on an H100 (bench/results/model-layer/2026-12-06-fused-h100-jobs.json, docs/perf-notes.md).
+(a 64x16 swapped tile) started a 512-token problem, and half its 32 trials went to such narrow
+tiles at 0.05-0.31 of cuBLAS on an H100 (docs/perf-notes.md, "Transfer without a cost model keeps
+to the shape class").
 """
 
 from __future__ import annotations
