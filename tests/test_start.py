@@ -11,6 +11,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Source, Stack
+from tirtune.core.problem import FP8
 from tirtune.db import repo, transaction
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.branches import branch
@@ -136,3 +137,25 @@ def test_a_job_without_a_cost_model_starts_from_its_own_class(db_url: str, db_fa
         proposer.abandon()
     assert decode_best not in starts
     assert starts == list(HOPPER.start_configs(batch)[:4])
+
+
+def test_an_fp8_job_starts_from_its_sibling_scalings_best_of_the_same_shape(db_factory: Factory) -> None:
+    """An FP8 problem scaled per row and column starts from the same shape's per-tensor best before
+    a nearer shape's of its own scaling is two doublings away; a block-scaled problem takes neither
+    (its scales are applied inside the k loop: other kernels), and a 16-bit problem is untouched."""
+    tensor_best = hopper_config(blk_m=64, blk_n=256, blk_k=128, stages=4, consumers=1, swap_ab=True)
+    rowcol_far = hopper_config(blk_m=128, blk_n=128, blk_k=128, stages=6)
+    shape = (512, 4096, 14336)
+    measured(db_factory, Problem(*shape, FP8, "scale_a+scale_b"), tensor_best, 0.91)
+    measured(db_factory, Problem(2048, 4096, 14336, FP8, "scale_row+scale_col"), rowcol_far, 0.95)
+    rowcol = Problem(*shape, FP8, "scale_row+scale_col")
+    starts = start_configs(db_factory, HOPPER, rowcol, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert starts[:2] == (tensor_best, rowcol_far)
+    # with a bias the sibling is the per-tensor problem with the same bias, not the plain one
+    with_bias = Problem(*shape, FP8, "scale_row+scale_col+bias")
+    starts = start_configs(db_factory, HOPPER, with_bias, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert tensor_best not in starts and rowcol_far not in starts
+    block = Problem(*shape, FP8, "scale_a_block+scale_b_block")
+    starts = start_configs(db_factory, HOPPER, block, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert tensor_best not in starts and rowcol_far not in starts
+    assert starts == HOPPER.start_configs(block)

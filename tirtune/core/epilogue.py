@@ -63,6 +63,7 @@ __all__ = [
     "SWIGLU",
     "EpilogueSpec",
     "Operand",
+    "rescaled",
     "scaling_of",
     "with_scaling",
 ]
@@ -235,6 +236,13 @@ def scaling_of(spec: EpilogueSpec) -> str:
         if scales == ops:
             return name
     return "custom"
+
+
+def rescaled(spec: EpilogueSpec, scaling: str) -> EpilogueSpec:
+    """`spec` with its scales replaced by `scaling`'s, its other ops kept (the same bias and
+    residual under per-row/column scales instead of per-tensor ones, say); SpaceError as
+    `with_scaling`."""
+    return with_scaling(EpilogueSpec(tuple(op for op in spec.ops if op not in SCALE_OPS)), scaling)
 
 
 def _valid(ops: tuple[str, ...]) -> bool:

@@ -62,17 +62,27 @@ def log_distance(a: Problem, b: Problem) -> float:
 
 
 def nearest_problems(
-    problem: Problem, candidates: Iterable[Problem], limit: int, *, other_dtype: float = math.inf
+    problem: Problem,
+    candidates: Iterable[Problem],
+    limit: int,
+    *,
+    other_dtype: float = math.inf,
+    other_epilogue: float = 0.0,
 ) -> list[Problem]:
     """The `limit` candidates closest to `problem` (itself excluded), nearest first; ties go to
     the smaller shape, then M, N, K order. A candidate of another dtype is `other_dtype` further
-    away (infinitely by default: left out)."""
+    away (infinitely by default: left out), one of another fused epilogue `other_epilogue` (the
+    caller chooses which epilogues it offers)."""
 
     def distance(c: Problem) -> float:
-        return log_distance(problem, c) + (0.0 if c.dtype == problem.dtype else other_dtype)
+        return (
+            log_distance(problem, c)
+            + (0.0 if c.dtype == problem.dtype else other_dtype)
+            + (0.0 if c.epilogue == problem.epilogue else other_epilogue)
+        )
 
     others = (c for c in candidates if c != problem and math.isfinite(distance(c)))
-    ranked = sorted(others, key=lambda c: (distance(c), c.m * c.n * c.k, c.m, c.n, c.k, c.dtype))
+    ranked = sorted(others, key=lambda c: (distance(c), c.m * c.n * c.k, c.m, c.n, c.k, c.dtype, str(c.epilogue)))
     return ranked[:limit]
 
 

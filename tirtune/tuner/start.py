@@ -8,7 +8,12 @@ A new problem's first trials should be its likely best. Two sources, in this ord
    4096^3), `PER_PROBLEM` each, nearest problem first, of the same fused epilogue only (a plain
    GEMM's figures do not rank configs for a fused problem, nor back). The other 16-bit dtype counts as
    `OTHER_DTYPE` further away: the same shape in fp16 is a bf16 job's best guess (the kernels
-   differ in the MMA's type name only), nearer than any other shape;
+   differ in the MMA's type name only), nearer than any other shape. Likewise an FP8 problem
+   scaled per tensor and one scaled per row and column (`SIBLING_SCALINGS`) are each other's
+   nearest but for the same scaling, `OTHER_SCALING` further away: their kernels differ in the
+   scales the epilogue multiplies by, and their configs rank alike (on the H100 the rowwise
+   512x4096x14336 job, started without its per-tensor twin's best, ended at 0.729 of torch where
+   that best ran 0.914: docs/perf-notes.md, "The sibling scaling's best");
 2. **Shape class**: the branch registry's starting configs for the problem's class
    (`space.shapes.shape_class`: decode, small batch, square, ...).
 
@@ -37,6 +42,7 @@ import logging
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import Config, Problem, Source
+from tirtune.core.epilogue import rescaled, scaling_of
 from tirtune.core.problem import FP8, HALF_DTYPES
 from tirtune.db import repo, transaction
 from tirtune.model.guide import Guide
@@ -45,7 +51,9 @@ from tirtune.space.shapes import nearest_problems, shape_class
 
 __all__ = [
     "OTHER_DTYPE",
+    "OTHER_SCALING",
     "PER_PROBLEM",
+    "SIBLING_SCALINGS",
     "START_PICKS",
     "TRANSFER_PROBLEMS",
     "guided_starts",
@@ -59,6 +67,10 @@ log = logging.getLogger(__name__)
 TRANSFER_PROBLEMS = 3
 PER_PROBLEM = 2
 OTHER_DTYPE = 0.1  # in log_distance units: less than any change of shape (ln 2 = 0.69 for a doubling)
+# FP8 scalings whose configs rank alike (the scales are applied once, to the whole sum, in the
+# epilogue), each the other's sibling; the block scales, applied inside the k loop, have none.
+SIBLING_SCALINGS = {"tensor": "rowcol", "rowcol": "tensor"}
+OTHER_SCALING = 0.1  # as OTHER_DTYPE
 # A guided job's enqueued starts: its first batch and most of the second, both asked before any
 # result (JobLoop asks two batches ahead, a quarter of a 32-trial budget each).
 START_PICKS = 12
@@ -74,14 +86,20 @@ def transferred(
     # Between 16-bit problems only, or FP8 ones only: an FP8 tile reads twice the k of a 16-bit one
     # a stage, so the other width's bests are other kernels.
     dtypes = (FP8,) if problem.is_fp8 else HALF_DTYPES
+    epilogues = [problem.epilogue]
+    sibling = SIBLING_SCALINGS.get(scaling_of(problem.epilogue)) if problem.is_fp8 else None
+    if sibling is not None:
+        epilogues.append(rescaled(problem.epilogue, sibling))
     tuned = [
         p
         for dtype in dtypes
-        for p in repo.tuned_problems(s, dtype, epilogue=problem.epilogue, gpu_name=gpu_name, source=source)
+        for epilogue in epilogues
+        for p in repo.tuned_problems(s, dtype, epilogue=epilogue, gpu_name=gpu_name, source=source)
         if not same_class or shape_class(p) is shape_class(problem)
     ]
     configs: list[Config] = []
-    for near in nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE):
+    nearest = nearest_problems(problem, tuned, TRANSFER_PROBLEMS, other_dtype=OTHER_DTYPE, other_epilogue=OTHER_SCALING)
+    for near in nearest:
         ranking = repo.ranked(s, near, gpu_name=gpu_name, source=source, limit=4 * PER_PROBLEM)
         own = [
             r.trial.config
