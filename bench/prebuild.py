@@ -41,6 +41,7 @@ from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import (
     FP8_KNOBS,
     SWIGLU_KNOBS,
+    fp8_block_buffers,
     kernel_tiles,
     swap_ab_pingpong_unclustered,
     swap_ab_pingpong_wide,
@@ -1414,6 +1415,17 @@ def _fuzz_fp8_block(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=HOPPER.is_valid)
 
 
+def _fuzz_fp8_block_buffers(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """As `_fuzz_fp8_block`, but only points whose consumers hold two product buffers
+    (rules.fp8_block_buffers): the k loop over pairs of k-tiles, the odd last one after it."""
+
+    def two_buffers(config: Config, problem: Problem) -> bool:
+        return HOPPER.is_valid(config, problem) and fp8_block_buffers(config) == 2
+
+    forced = {**FP8_KNOBS, "blk_k": BLOCK_K}
+    return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=two_buffers)
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1672,6 +1684,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # its first 40, for a first check within a short GPU call (the same points).
     "fp8-block-fuzz": lambda: _fuzz_fp8_block(200, seed=51),
     "fp8-block-fuzz-a": lambda: _fuzz_fp8_block(200, seed=51)[:40],
+    # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53.
+    "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block_buffers(200, seed=53),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,

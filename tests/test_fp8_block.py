@@ -27,6 +27,8 @@ from tirtune.runner.inputs import BLOCK_TRITON_LABEL, baseline_label, block_scal
 from tirtune.runner.verify import reference, relative_error, tolerance
 from tirtune.space.hopper import BRANCH, HOPPER
 from tirtune.space.hopper.knobs import config as hopper_config
+from tirtune.space.hopper.rules import fp8_block_buffers
+from tirtune.kernels.hopper.plan import plan
 
 BLOCK = EpilogueSpec.parse("scale_a_block+scale_b_block")
 
@@ -178,21 +180,37 @@ def test_a_block_scaled_job_has_valid_configs_and_its_starts_take_128_deep_k_til
 
 # --- the kernel: the k loop read back from the lowered CUDA ------------------------------------------
 
+LOOPS = ("kt", "kp")  # the block k loop's variable: a k-tile, or a pair of them (two product buffers)
+
+
 def _fn(expression: str) -> Callable[..., int]:
-    return index(expression, loops=("kt",))
+    return index(expression, loops=LOOPS)
 
 
-def _k_loop(source: str) -> tuple[dict[tuple[str, int], tuple[str, Callable[..., int]]],
-                                  dict[tuple[str, int], tuple[int, int]]]:
-    """(fragment register -> the scale it loads and its index), (sum register -> its two factors)."""
-    loads = {}
-    for found in re.finditer(r"(acc\d)_ptr\[(\d+)\] = (scale_[ab]_block)_ptr\[", source):
-        loads[found[1], int(found[2])] = (found[3], _fn(bracketed(source, found.end() - 1)))
-    sums = {}
+def _scale_loads(source: str) -> list[tuple[int, str, int, str, str]]:
+    """Every load of a block scale into a fragment register, in source order: (position, fragment,
+    register, which scale, index expression)."""
+    return [(found.start(), found[1], int(found[2]), found[3], bracketed(source, found.end() - 1))
+            for found in re.finditer(r"(acc\d)_ptr\[(\d+)\] = (scale_[ab]_block)_ptr\[", source)]
+
+
+def _k_loop(source: str) -> list[tuple[str, int, dict[str, Callable[..., int]]]]:
+    """Every promotion of a product into a sum register, in source order: (fragment, sum register,
+    {which scale: the index its factor was last loaded from before it}). A register of scales is
+    loaded once a k-tile and read by that k-tile's promotion, the next one after it in the source."""
+    loads = _scale_loads(source)
+    promotions = []
     pattern = r"(acc\d)_ptr\[(\d+)\] = \(\1_ptr\[\2\] \+ \(\1_ptr\[\d+\] \* \(\1_ptr\[([^\]]+)\] \* \1_ptr\[([^\]]+)\]\)\)\);"
     for found in re.finditer(pattern, source):
-        sums[found[1], int(found[2])] = (_fn(found[3])(), _fn(found[4])())
-    return loads, sums
+        factors = {}
+        for register in (_fn(found[3])(), _fn(found[4])()):
+            at, _, _, which, expression = max(
+                (load for load in loads if load[1] == found[1] and load[2] == register and load[0] < found.start()),
+                key=lambda load: load[0],
+            )
+            factors[which] = _fn(expression)
+        promotions.append((found[1], int(found[2]), factors))
+    return promotions
 
 
 def _stores(source: str) -> dict[tuple[str, int], Callable[..., int]]:
@@ -232,41 +250,62 @@ def test_every_sum_is_scaled_by_the_scales_of_the_element_it_is_stored_as(config
     factors are the scale loads of A's row and B's 128-row block of the D element the register is
     stored as (rows past the problem read the last ones and are never stored)."""
     source, _ = device_build.lower_device(config, problem)
-    loads, sums = _k_loop(source)
+    promotions = _k_loop(source)
     stores = _stores(source)
     m, n, kb_count = problem.m, problem.n, -(-problem.k // BLOCK_K)
-    assert sums and set(sums) <= set(stores), (len(sums), len(stores))
+    assert promotions and {(frag, reg) for frag, reg, _ in promotions} <= set(stores), (len(promotions), len(stores))
     threads = [*range(0, config.consumers * 128, 23), config.consumers * 128 - 1]  # the consumer warpgroups
     for bx in range(3):
         for by in range(3):
             for tid in threads:
-                for kt in (0, kb_count - 1):
-                    for (frag, reg), (f1, f2) in sums.items():
+                for step in (0, 1, kb_count // 2 - 1):  # a k-tile (kt) or a pair of them (kp)
+                    for frag, reg, factors in promotions:
                         at = stores[frag, reg](tid=tid, bx=bx, by=by)
                         row, col = divmod(at, n)
                         if not (0 <= row < m and 0 <= col < n):
                             continue  # a guard drops the store
-                        got = {}
-                        for factor in (f1, f2):
-                            which, index = loads[frag, factor]
-                            got[which] = index(tid=tid, bx=bx, by=by, kt=kt)
-                        assert got["scale_a_block"] == kt * m + row, (frag, reg, tid, bx, by)
-                        assert got["scale_b_block"] == (col // BLOCK_K) * kb_count + kt, (frag, reg, tid, bx, by)
+                        a = factors["scale_a_block"](tid=tid, bx=bx, by=by, kt=step, kp=step)
+                        b = factors["scale_b_block"](tid=tid, bx=bx, by=by, kt=step, kp=step)
+                        # A's scale of the element's row and B's of its column's 128-row block, both
+                        # of one k block
+                        assert a % m == row and b // kb_count == col // BLOCK_K, (frag, reg, tid, bx, by)
+                        assert a // m == b % kb_count < kb_count, (frag, reg, tid, bx, by, step)
 
 
 def test_a_split_k_block_scaled_tile_scales_every_k_block_once() -> None:
-    """Serial split-K over 2 CTAs, swapped: the k blocks A's scales are read at, over the two
-    ranks' k loops, are 0 .. KB-1, each once (the loads' k-tile order, `Loads.k_index`)."""
+    """Serial split-K over 2 CTAs, swapped, two product buffers: the k blocks A's scales are read at
+    (the column of thread 0's first fragment register), over the two ranks' k loops (the loop over
+    pairs of k-tiles and an odd last one after it), are 0 .. KB-1, each once (the loads' k-tile
+    order, `Loads.k_index`)."""
     problem = _problem(20, 300, 1024)
     config = hopper_config(64, 16, 128, 4, 1, True, swap_ab=True, split_k=2, split_k_reduce="serial")
+    assert plan(config, problem).block_buffers == 2
     source, _ = device_build.lower_device(config, problem)
-    loads, _ = _k_loop(source)
-    first_a = next(f for (frag, _), (which, f) in sorted(loads.items()) if which == "scale_a_block")
-    loop = re.search(r"for \(int kt = 0; kt < (\d+); \+\+kt\)", source)
-    assert loop is not None and int(loop[1]) == 4
-    column = first_a(tid=0, bx=0, by=0, kt=0)  # kt 0 of rank 0: k block 0, the CTA's first column
-    blocks = sorted((first_a(tid=0, bx=rank, by=0, kt=kt) - column) // problem.m for rank in (0, 1) for kt in range(4))
+    loop = re.search(r"for \(int kp = 0; kp < (\d+); \+\+kp\)", source)
+    assert loop is not None and int(loop[1]) == 2  # 4 k-tiles a CTA: two pairs
+    first = min(register for _, _, register, which, _ in _scale_loads(source) if which == "scale_a_block")
+    # buffer 1's scales lie one product and one set of scales after buffer 0's
+    registers = {first, first + 8 + (16 // 4 + 1)}
+    sites = [expression for _, _, register, which, expression in _scale_loads(source)
+             if which == "scale_a_block" and register in registers]
+    assert len(sites) == 2
+    column = _fn(sites[0])(tid=0, bx=0, by=0, kp=0)  # rank 0's first k-tile: k block 0, the CTA's first column
+    blocks = sorted((_fn(site)(tid=0, bx=rank, by=0, kp=kp) - column) // problem.m
+                    for rank in (0, 1) for kp in range(2) for site in sites)
     assert blocks == list(range(8))
+
+
+def test_the_block_scales_take_a_second_product_buffer_where_registers_and_the_ring_allow() -> None:
+    """rules.fp8_block_buffers: two buffers where a third fragment of accumulators fits the
+    consumer's registers and the ring has two stages; a 128x128 tile of two cooperative consumers
+    holds them with reg_split 240/24 and not with 232/40, and one stage holds one."""
+    problem = _problem(4096, 4096, 4096)
+    wide = hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8)
+    assert plan(wide, problem).block_buffers == 1
+    assert plan(wide.replace(reg_split="240/24"), problem).block_buffers == 2
+    assert fp8_block_buffers(hopper_config(64, 16, 128, 1, 1, True, swap_ab=True)) == 1
+    assert fp8_block_buffers(hopper_config(64, 16, 128, 2, 1, True, swap_ab=True)) == 2
+    assert plan(wide, _problem(4096, 4096, 4096, "scale_a+scale_b")).block_buffers == 1  # not block-scaled
 
 
 @pytest.mark.nvcc
@@ -277,8 +316,11 @@ def test_a_split_k_block_scaled_tile_scales_every_k_block_once() -> None:
          _problem(4096, 7168, 2048, "scale_a_block+scale_b_block+bias")),
         (hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=4, split_k_reduce="serial"),
          _problem(16, 7168, 7168)),
+        # two product buffers (rules.fp8_block_buffers), a k loop of 16 pairs
+        (hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, reg_split="240/24"),
+         _problem(4096, 4096, 4096)),
     ],
-    ids=["persistent-chunked-bias", "swapped-split"],
+    ids=["persistent-chunked-bias", "swapped-split", "two-buffers"],
 )
 def test_block_scaled_kernels_build_for_sm_90a_with_fp8_wgmma_and_no_spill(config: Any, problem: Problem,
                                                                            tmp_path: Path) -> None:
@@ -289,6 +331,9 @@ def test_block_scaled_kernels_build_for_sm_90a_with_fp8_wgmma_and_no_spill(confi
     output = toolchain.nvcc_cubin(cu, tmp_path / "k.cubin")
     resources = toolchain.ptxas_resources(output)
     assert resources is not None and not resources.spills, output[-2000:]
+    # ptxas did not serialize the wgmma (C7514: a register of a wgmma in flight read by another
+    # instruction), which a product buffer read across the k loop's back edge made it do
+    assert "C7514" not in output, output[-2000:]
     sass = toolchain.sass(tmp_path / "k.cubin")
     assert "QGMMA.64x" in sass and ".E4M3.E4M3" in sass
     assert "LDL" not in sass and "STL" not in sass

@@ -54,6 +54,17 @@ from tirtune.kernels.skeleton import Ring
 
 __all__ = ["DESC_LBO", "DESC_SBO", "DESC_SWIZZLE_128B", "Mma"]
 
+# A register fence: the value passes through an empty volatile asm placed after a wgmma
+# wait_group, so the compiler can move no read of it above that wait (the wait's asm names no
+# register; CUTLASS fences its accumulators the same way). The block scales' product buffers pass
+# through it once their wait has retired them.
+REG_FENCE = (
+    "tirtune_reg_fence_f32",
+    "__forceinline__ __device__ float tirtune_reg_fence_f32(float v) {\n"
+    '  asm volatile("" : "+f"(v) :: "memory");\n'
+    "  return v;\n}\n",
+)
+
 # Descriptor fields for a K-major 128B-swizzled tile: the stride between 8-row core groups is
 # 8 rows x 128 B = 1024 B, in 16 B units; the leading offset is unused with swizzling.
 DESC_LBO = 1
@@ -113,9 +124,13 @@ class Mma:
         # and A's, one a column of the fragment (blk_n / 4).
         B_GROUPS = max(1, BN // BLOCK_K)
         SCALES = (BN // 4 + 1) if SWAP else (2 + B_GROUPS)
-        # A block-scaled consumer's fragment: the sums (NACC), the k-tile's product (from TMP), the
-        # scales (from SCL): `fragment_regs` in all, one array a m64 block.
-        TMP, SCL = NACC, 2 * NACC
+        # A block-scaled consumer's fragment, one array a m64 block: the sums (NACC), then for each
+        # of its BUFFERS k-tile products (rules.fp8_block_buffers) the product (from TMP[b]) and its
+        # scales (from SCL[b]): `fragment_regs` in all. Buffer 0 lies where the one-buffer kernel
+        # has always kept its product and scales.
+        BUFFERS = p.block_buffers
+        TMP = tuple(NACC + b * (NACC + SCALES) for b in range(BUFFERS))
+        SCL = tuple(t + NACC for t in TMP)
         k_index = loads.k_index
         wgmma = T.ptx[p.wgmma_name]
         wgmma_narrow = T.ptx[p.wgmma_of(TRIM_N)] if TRIM_N else None
@@ -172,62 +187,90 @@ class Mma:
                 DESC_LBO, DESC_SBO, DESC_SWIZZLE_128B)
 
         @T.inline
-        def block_steps(acc, desc_a, desc_b, s, row):
-            # Block scales: the k-tile's product alone into the fragment's second part (TMP on),
-            # its first step overwriting (scale-d false), the rest adding.
+        def block_steps(acc, desc_a, desc_b, s, row, b):
+            # Block scales: the k-tile's product alone into product buffer b of the fragment (TMP[b]
+            # on), its first step overwriting (scale-d false), the rest adding.
             for ki in T.unroll(BK // WGMMA_K):
                 describe(desc_a, desc_b, s, row, ki)
-                wgmma(*[acc[TMP + i] for i in range(NACC)], desc_a[0], desc_b[0], ki > 0, 1, 1, *TRANS)
+                wgmma(*[acc[TMP[b] + i] for i in range(NACC)], desc_a[0], desc_b[0], ki > 0, 1, 1, *TRANS)
 
         @T.inline
-        def read_scales(acc, row0, n0, kb):
-            # The block's scales this thread's fragment needs (module docstring), read before the
-            # k-tile's wgmma retire so that their latency hides under them. Rows and columns past
-            # the problem read its last ones (their sums are never stored).
+        def read_scales(acc, row0, n0, kb, b):
+            # The block's scales this thread's fragment needs (module docstring), into buffer b's,
+            # read before the k-tile's wgmma retire so that their latency hides under them. Rows and
+            # columns past the problem read its last ones (their sums are never stored).
             if SWAP:
                 # The kernel's rows are the problem's N (B's rows), its columns the problem's M.
-                acc[SCL] = X.scale_b_block[T.min(row0 // BLOCK_K, NBLK - 1), kb]
+                acc[SCL[b]] = X.scale_b_block[T.min(row0 // BLOCK_K, NBLK - 1), kb]
                 for q in T.unroll(BN // 8):
                     for e in T.unroll(2):
-                        acc[SCL + 1 + 2 * q + e] = X.scale_a_block[kb, T.min(n0 + 8 * q + 2 * (lane % 4) + e, PM - 1)]
+                        col = T.meta_var(T.min(n0 + 8 * q + 2 * (lane % 4) + e, PM - 1))
+                        acc[SCL[b] + 1 + 2 * q + e] = X.scale_a_block[kb, col]
             else:
                 for h in T.unroll(2):
-                    acc[SCL + h] = X.scale_a_block[kb, T.min(row0 + 16 * warp + lane // 4 + 8 * h, PM - 1)]
+                    acc[SCL[b] + h] = X.scale_a_block[kb, T.min(row0 + 16 * warp + lane // 4 + 8 * h, PM - 1)]
                 for g in T.unroll(B_GROUPS):
-                    acc[SCL + 2 + g] = X.scale_b_block[T.min(n0 // BLOCK_K + g, NBLK - 1), kb]
+                    acc[SCL[b] + 2 + g] = X.scale_b_block[T.min(n0 // BLOCK_K + g, NBLK - 1), kb]
 
         @T.inline
-        def promote(acc):
-            # sum += product * (A's scale x B's scale), register r at row 16*warp + lane/4 +
-            # 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block.
+        def promote(acc, b):
+            # sum += product * (A's scale x B's scale) from buffer b, register r at row 16*warp +
+            # lane/4 + 8*((r>>1)&1), column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block.
             for r in T.unroll(NACC):
                 if SWAP:
-                    acc[r] = acc[r] + acc[TMP + r] * (acc[SCL] * acc[SCL + 1 + 2 * (r >> 2) + (r & 1)])
+                    acc[r] = acc[r] + acc[TMP[b] + r] * (acc[SCL[b]] * acc[SCL[b] + 1 + 2 * (r >> 2) + (r & 1)])
                 else:
-                    sb = T.meta_var(acc[SCL + 2 + 8 * (r >> 2) // BLOCK_K])  # B's scale of the column's block
-                    acc[r] = acc[r] + acc[TMP + r] * (acc[SCL + ((r >> 1) & 1)] * sb)
+                    sb = T.meta_var(acc[SCL[b] + 2 + 8 * (r >> 2) // BLOCK_K])  # B's scale of the column's block
+                    acc[r] = acc[r] + acc[TMP[b] + r] * (acc[SCL[b] + ((r >> 1) & 1)] * sb)
 
         @T.inline
-        def block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt):
-            # Block scales: one k-tile (a 128-deep k block, rules.fp8_block_k_tile) into the
-            # fragments' second parts, its scales read while it runs, then wait for it (the
-            # fragments are read next), hand the stage back and add the scaled product to the sums.
+        def fence_product(acc, b):
+            # Buffer b's product is read after the wait that retires it (REG_FENCE).
+            for i in T.unroll(NACC):
+                acc[TMP[b] + i] = T.cuda.func_call(
+                    REG_FENCE[0], acc[TMP[b] + i], source_code=REG_FENCE[1], return_type="float32")
+
+        @T.inline
+        def block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, b):
+            # Block scales: k-tile kt (a 128-deep k block, rules.fp8_block_k_tile) into product
+            # buffer b as one commit group, then its scales read while it runs.
             await_stage(c, j0, m0, n0, kt)
             s = T.meta_var(ring.slot(j0 + kt))
             kb = T.meta_var(k_index(kt, m0, n0))
             T.ptx.wgmma.fence.sync.aligned()
-            block_steps(acc0, desc_a, desc_b, s, c * ROW_BASE)
+            block_steps(acc0, desc_a, desc_b, s, c * ROW_BASE, b)
             if MB == 2:
-                block_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M)
+                block_steps(acc1, desc_a, desc_b, s, c * ROW_BASE + WGMMA_M, b)
             T.ptx.wgmma.commit_group.sync.aligned()
-            read_scales(acc0, m0 + c * ROW_BASE, n0, kb)
+            read_scales(acc0, m0 + c * ROW_BASE, n0, kb, b)
             if MB == 2:
-                read_scales(acc1, m0 + c * ROW_BASE + WGMMA_M, n0, kb)
+                read_scales(acc1, m0 + c * ROW_BASE + WGMMA_M, n0, kb, b)
+
+        @T.inline
+        def block_retire(acc0, acc1, j0, kt, b, pending):
+            # Wait until at most `pending` commit groups are in flight, which retires k-tile kt's
+            # (buffer b's: its registers are read next), hand its stage back and add its scaled
+            # product to the sums.
+            T.ptx.wgmma.wait_group.sync.aligned(pending)
+            fence_product(acc0, b)
+            if MB == 2:
+                fence_product(acc1, b)
+            release(ring.slot(j0 + kt))
+            promote(acc0, b)
+            if MB == 2:
+                promote(acc1, b)
+
+        @T.inline
+        def block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt):
+            # One product buffer: multiply k-tile kt, read its scales while it runs, wait for it
+            # (the fragments are read next), hand the stage back and add the scaled product to the
+            # sums; the tensor cores wait for the promotion.
+            block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, 0)
             T.ptx.wgmma.wait_group.sync.aligned(0)
-            release(s)
-            promote(acc0)
+            release(ring.slot(j0 + kt))
+            promote(acc0, 0)
             if MB == 2:
-                promote(acc1)
+                promote(acc1, 0)
             prefetch(c, j0, m0, n0, kt)
 
         @T.inline
@@ -321,8 +364,27 @@ class Mma:
         def block_mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
             # Block scales: every k-tile's stage is handed back as soon as its product is summed.
             zero_fragments(acc0, acc1)
-            for kt in range(f.k_count):
-                block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt)
+            if BUFFERS == 1:
+                for kt in range(f.k_count):
+                    block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt)
+            else:
+                # Two product buffers: the k loop takes k-tiles in pairs, the first into buffer 0
+                # and the second into buffer 1, then waits for the first alone (wait_group 1) and
+                # promotes it while the second's wgmma run, then for the second. No group stays in
+                # flight across the loop's back edge: where one did (each k-tile's wgmma issued
+                # before the last one's promotion), ptxas serialized every wgmma (C7514). An odd
+                # last k-tile runs alone.
+                for kp in range(f.k_count // 2):
+                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 2 * kp, 0)
+                    prefetch(c, j0, m0, n0, 2 * kp)
+                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 2 * kp + 1, 1)
+                    block_retire(acc0, acc1, j0, 2 * kp, 0, 1)
+                    prefetch(c, j0, m0, n0, 2 * kp + 1)
+                    block_retire(acc0, acc1, j0, 2 * kp + 1, 1, 0)
+                if f.k_count % 2 == 1:
+                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, f.k_count - 1, 0)
+                    block_retire(acc0, acc1, j0, f.k_count - 1, 0, 0)
+                    prefetch(c, j0, m0, n0, f.k_count - 1)
             if PINGPONG:
                 if warp == 0:
                     if lane == 0:
@@ -362,4 +424,6 @@ class Mma:
             release(ring.slot(j0 + count - 1))
         # fmt: on
 
-        return cls(mainloop, release, mainloop_span, block_mainloop, 2 * NACC + SCALES if BLOCK else NACC)
+        return cls(
+            mainloop, release, mainloop_span, block_mainloop, NACC + BUFFERS * (NACC + SCALES) if BLOCK else NACC
+        )

@@ -52,6 +52,7 @@ from tirtune.space.hopper.rules import (
     PROBLEM_RULES,
     SMS,
     ConfigRule,
+    fp8_block_buffers,
     k_tail_steps,
     needs_rebalance,
     refuse_if_broken,
@@ -141,6 +142,9 @@ class KernelPlan(GemmPlan):
     stream_k_scope: str = "all"
     # The problem's fused epilogue (core/epilogue.py): ops applied to the fp32 values written to D.
     fused: EpilogueSpec = EPILOGUE_NONE
+    # Block scales (rules.fp8_block_buffers): the k-tile products a consumer holds, 2 when the next
+    # k-tile's wgmma run while the last one is promoted.
+    block_buffers: int = 1
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -466,6 +470,7 @@ def plan(config: Config, problem: Problem, config_rules: Sequence[ConfigRule] = 
         stream_k=config.stream_k,
         stream_k_scope=config.stream_k_scope,
         fused=problem.epilogue,
+        block_buffers=fp8_block_buffers(config) if problem.epilogue.block_scaled else 1,
     )
 
 

@@ -116,6 +116,7 @@ __all__ = [
     "FP8_SWIZZLE_ELEMENTS",
     "fp8_blk_k_fills_swizzle",
     "fp8_block_b_blocks",
+    "fp8_block_buffers",
     "fp8_block_k_tile",
     "fp8_block_registers",
     "fp8_epilogue_supported",
@@ -1138,6 +1139,29 @@ def fp8_block_registers(config: Config, problem: Problem) -> str | None:
             f"thread, more than {min(MAX_ACCUMULATOR_REGS, register_budget(config) - REGISTER_OVERHEAD)} fit"
         )
     return None
+
+
+def fp8_block_scale_regs(config: Config) -> int:
+    """The block scales a block-scaled consumer thread reads for one m64 block of its fragment
+    (`kernels/hopper/mma.py`): without swap_ab A's of its two rows and B's one a 128 columns of the
+    tile; with it B's one and A's one a column of the fragment (blk_n / 4)."""
+    if config.swap_ab:
+        return int(config.blk_n // 4 + 1)
+    return int(2 + max(1, config.blk_n // BLOCK_K))
+
+
+def fp8_block_buffers(config: Config) -> int:
+    """The k-tile products a block-scaled consumer thread holds (`kernels/hopper/mma.py`): two
+    where a third fragment of accumulators and a second set of scales fit its registers
+    (`fp8_block_registers`' limits) and the ring has two stages to hold, so that the next k-tile's
+    wgmma run while the last one's product is scaled and added; else one, and the tensor cores
+    wait for each promotion. Derived, not a knob: reg_split chooses it where it is close (a
+    128x128 tile of two cooperative consumers holds two with 240/24, one with 232/40)."""
+    acc = accumulators(config)
+    held = 3 * acc + 2 * (consumer_rows(config) // 64) * fp8_block_scale_regs(config)
+    if config.stages >= 2 and 3 * acc <= MAX_ACCUMULATOR_REGS and held + REGISTER_OVERHEAD <= register_budget(config):
+        return 2
+    return 1
 
 
 PROBLEM_RULES: tuple[ProblemRule, ...] = (
