@@ -32,7 +32,11 @@
   consumer waits for the k-tile (wait_group 0: the fragments are read next), hands its stage back
   and adds tmp * scale_a * scale_b to the tile's sums: one FFMA a register. The k block a k-tile
   holds is the loads' (`Loads.k_index`: split-K's rank, the tail split, k_rotate). The consumer
-  holds twice the accumulators (rules.fp8_block_registers).
+  holds twice the accumulators (rules.fp8_block_registers). With two product buffers
+  (rules.fp8_block_buffers: a third fragment's registers and two stages) the k loop takes k-tiles
+  in pairs: both issued, wait_group 1 retires the first, promoted while the second's wgmma run,
+  then wait_group 0 and the second's promotion (an odd last k-tile alone). No commit group stays
+  in flight across the loop's back edge: that made ptxas serialize every wgmma (C7514).
 
 `Mma.trace` builds the macros from the plan, the skeleton's ring, the kernel body's `Frame` and
 the loads (which the non-specialized mainloop issues itself).
