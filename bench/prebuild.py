@@ -1426,6 +1426,25 @@ def _fuzz_fp8_block_buffers(count: int, seed: int) -> list[tuple[Config, Problem
     return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=two_buffers)
 
 
+def _block_buffers_tail() -> list[tuple[Config, Problem]]:
+    """Two product buffers under the tail split (split_k_scope "tail", serial, 2 and 3 ranks),
+    where a tile's k-tile count is known only at run time and may be odd on one rank and even on
+    the next: four tiles over FP8_BLOCK_PROBLEMS, the valid points with two buffers."""
+    tiles = (
+        hopper_config(128, 128, 128, 4, 2, True, reg_split="240/24"),
+        hopper_config(128, 64, 128, 4, 2, True),
+        hopper_config(64, 128, 128, 6, 1, True),
+        hopper_config(64, 16, 128, 6, 1, True, swap_ab=True),
+    )
+    points = [
+        (tile.replace(split_k=split, split_k_reduce="serial", split_k_scope="tail"), problem)
+        for problem in FP8_BLOCK_PROBLEMS
+        for tile in tiles
+        for split in (2, 3)
+    ]
+    return [(c, p) for c, p in points if HOPPER.is_valid(c, p) and fp8_block_buffers(c) == 2]
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1684,8 +1703,9 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # its first 40, for a first check within a short GPU call (the same points).
     "fp8-block-fuzz": lambda: _fuzz_fp8_block(200, seed=51),
     "fp8-block-fuzz-a": lambda: _fuzz_fp8_block(200, seed=51)[:40],
-    # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53.
-    "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block_buffers(200, seed=53),
+    # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53,
+    # and the tail split's run-time k-tile counts (the draw took none).
+    "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block_buffers(200, seed=53) + _block_buffers_tail(),
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
