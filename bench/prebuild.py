@@ -1445,6 +1445,22 @@ def _block_buffers_tail() -> list[tuple[Config, Problem]]:
     return [(c, p) for c, p in points if HOPPER.is_valid(c, p) and fp8_block_buffers(c) == 2]
 
 
+def _block_buffers_perf() -> list[tuple[Config, Problem]]:
+    """One product buffer against two on the same tile: the block-scaled suite's 128x128x128
+    winners (bench/results/fp8/2026-12-06-suite-h100.md) with reg_split 232/40 (one buffer) and
+    240/24 (two: rules.fp8_block_buffers), on four large block-scaled problems, so that a kit's
+    timing (`gpu_session.sh kit`) compares them in one process against the same baseline."""
+    tiles = (
+        hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+                      l2_hint="first/none"),
+        hopper_config(128, 128, 128, 4, 2, True),
+    )
+    problems = [Problem(m, n, k, FP8, "scale_a_block+scale_b_block")
+                for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 6144, 4096))]
+    return [(tile.replace(reg_split=split), problem)
+            for problem in problems for tile in tiles for split in ("232/40", "240/24")]
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1706,6 +1722,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53,
     # and the tail split's run-time k-tile counts (the draw took none).
     "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block_buffers(200, seed=53) + _block_buffers_tail(),
+    # One product buffer against two on the same tiles, timed as a kit.
+    "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
