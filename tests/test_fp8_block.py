@@ -178,6 +178,21 @@ def test_a_block_scaled_job_has_valid_configs_and_its_starts_take_128_deep_k_til
         assert HOPPER.is_valid(start, problem) or HOPPER.nearest_valid(start, problem) is not None
 
 
+@pytest.mark.parametrize("shape", ["4096x4096x4096", "2048x2048x2048", "8192x6144x4096"])
+def test_a_large_block_scaled_job_starts_on_tiles_the_block_rules_take_with_two_product_buffers(shape: str) -> None:
+    """The large class's 16-bit starts (128x256 tiles, ping-pong 128x128) come out 128 columns
+    wide, cooperative and with the register split that holds two product buffers: valid as they
+    stand, where the job's repair made 128x64, 128x8 and one-buffer tiles of them."""
+    m, n, k = (int(x) for x in shape.split("x"))
+    problem = _problem(m, n, k)
+    starts = BRANCH.start_configs(problem)
+    assert starts and all(HOPPER.is_valid(c, problem) for c in starts), [c.label() for c in starts]
+    assert all(c.blk_n == BLOCK_K and c.schedule == "cooperative" and fp8_block_buffers(c) == 2 for c in starts)
+    # the per-tensor problem's starts keep their 128x256 and ping-pong tiles
+    plain = BRANCH.start_configs(_problem(m, n, k, "scale_a+scale_b"))
+    assert any(c.blk_n > BLOCK_K for c in plain) and any(c.schedule == "pingpong" for c in plain)
+
+
 # --- the kernel: the k loop read back from the lowered CUDA ------------------------------------------
 
 LOOPS = ("kt", "kp")  # the block k loop's variable: a k-tile, or a pair of them (two product buffers)

@@ -16,13 +16,14 @@ from __future__ import annotations
 from tirtune.core import Config, Problem
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.space.branch import Branch
-from tirtune.space.hopper.knobs import KNOBS
+from tirtune.space.hopper.knobs import KNOBS, REG_SPLITS
 from tirtune.space.hopper.rules import (
     FP8_KNOBS,
     FP8_SWIZZLE_ELEMENTS,
     MAX_BLK_K,
     SWIGLU_KNOBS,
     SWIGLU_TILE_ALIGN,
+    fp8_block_buffers,
     k_tail_steps,
 )
 from tirtune.space.hopper.spaces import (
@@ -60,6 +61,27 @@ def _wave_fitted(config: Config) -> bool:
     return config.replace(peel_k=False) in WAVE_FITTED
 
 
+def _block_fitted(config: Config, problem: Problem) -> Config:
+    """A 16-bit start made a block-scaled one the block rules take, each step only where they
+    refuse it as it stands: an unswapped tile 128 columns wide (its consumers hold twice the
+    accumulators, `rules.fp8_block_registers`), cooperative consumers instead of ping-pong ones
+    (which each hold a whole tile's), then the register split that gives the consumers two product
+    buffers (`rules.fp8_block_buffers`: the next k-tile's wgmma run while the last one is promoted;
+    +9-27% on the same tiles, docs/perf-notes.md, "Block-scaled FP8 with two product buffers,
+    measured"). Left to the job's repair, the nearest valid config of a 128x256 start was a
+    128x64 or 128x8 tile, and of a ping-pong one the one-buffer split."""
+    if not config.swap_ab and config.blk_n > BLOCK_K and not HOPPER.is_valid(config, problem):
+        config = config.replace(blk_n=BLOCK_K)
+    if config.schedule == "pingpong" and not HOPPER.is_valid(config, problem):
+        config = config.replace(schedule="cooperative")
+    if fp8_block_buffers(config) == 1:
+        for split in REG_SPLITS:
+            two = config.replace(reg_split=split)
+            if fp8_block_buffers(two) == 2 and HOPPER.is_valid(two, problem):
+                return two
+    return config
+
+
 def _fit_start(config: Config, problem: Problem) -> Config:
     """A peeled last k-tile (peel_k) only where K leaves k16 steps to skip: elsewhere its
     unpeeled twin. For swiglu (which takes the register epilogue, whole sums and tiles of whole
@@ -75,7 +97,7 @@ def _fit_start(config: Config, problem: Problem) -> Config:
         # A 16-bit start's k-tile of blk_k elements is 2 * blk_k bytes a row; the block's 128 e4m3
         # are 128: the ring holds blk_k / 64 times the stages in the same bytes.
         stages = min(config.stages * max(1, config.blk_k // 64), max(int(v) for v in KNOBS["stages"].values))
-        config = config.replace(**FP8_KNOBS, blk_k=BLOCK_K, stages=stages)
+        config = _block_fitted(config.replace(**FP8_KNOBS, blk_k=BLOCK_K, stages=stages), problem)
     elif problem.is_fp8:
         config = config.replace(**FP8_KNOBS, blk_k=max(FP8_SWIZZLE_ELEMENTS, min(2 * config.blk_k, MAX_BLK_K)))
     if problem.epilogue.gated:
