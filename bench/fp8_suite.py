@@ -155,11 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--database", default=None, help="the started service's database (default: OUT.sqlite)")
     ap.add_argument("--only", nargs="*", default=(), help="problems to run, e.g. 16x4096x4096 or 16x4096x4096:rowcol")
     ap.add_argument("--deadline-s", type=float, default=3600.0, help="give up waiting after this long")
+    ap.add_argument("--scalings", nargs="*", choices=BUILT, default=BUILT,
+                    help="the scalings to run, in this order (default: all; a run split in two parts under "
+                         "one deadline each: tensor rowcol, then block)")
     ap.add_argument("--dry-run", action="store_true", help="print the problems and exit")
     args = ap.parse_args(argv)
     if not 1 <= args.trials <= 64:
         ap.error("--trials must be 1..64")
-    chosen = problems(args.only)
+    chosen = problems(args.only, args.scalings)
+    if not chosen:
+        ap.error("no problem left: --only and --scalings keep none")
     if args.dry_run:
         for shape, scaling, what in chosen:
             print(f"{shape:>18} {scaling:<7} {what}")

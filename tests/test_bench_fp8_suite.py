@@ -31,6 +31,20 @@ def test_the_suite_holds_the_public_shapes_and_decoder_layers_in_each_built_scal
     assert fp8_suite.problems(["16x4096x4096:rowcol"]) == [("16x4096x4096", "rowcol", "decode, memory-bound")]
 
 
+def test_a_run_takes_the_scalings_it_is_given_in_their_order(capsys: pytest.CaptureFixture[str]) -> None:
+    """--scalings splits the 42 jobs into parts a deadline each (the block-scaled jobs, queued
+    last, went unscored under one deadline for all); a choice that keeps nothing is a clear error."""
+    assert fp8_suite.main(["--dry-run", "--scalings", "block", "tensor"]) == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert len(printed) == 28 and [p[1] for p in printed] == ["block"] * 14 + ["tensor"] * 14
+    with pytest.raises(SystemExit) as refused:
+        fp8_suite.main(["--dry-run", "--scalings", "block", "--only", "1x2x3"])
+    assert refused.value.code == 2 and "keep none" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fp8_suite.main(["--dry-run", "--scalings", "blocks"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
 def test_queued_jobs_are_scored_by_get_best_with_the_baseline_named(client: TestClient, db_factory: Factory) -> None:
     chosen = fp8_suite.problems(["16x4096x4096", "4000x4000x4000:tensor"])
     jobs = fp8_suite.queue(client, chosen, trials=4)
