@@ -58,17 +58,6 @@ from tirtune.kernels.skeleton import Ring
 
 __all__ = ["DESC_LBO", "DESC_SBO", "DESC_SWIZZLE_128B", "Mma"]
 
-# A register fence: the value passes through an empty volatile asm placed after a wgmma
-# wait_group, so the compiler can move no read of it above that wait (the wait's asm names no
-# register; CUTLASS fences its accumulators the same way). The block scales' product buffers pass
-# through it once their wait has retired them.
-REG_FENCE = (
-    "tirtune_reg_fence_f32",
-    "__forceinline__ __device__ float tirtune_reg_fence_f32(float v) {\n"
-    '  asm volatile("" : "+f"(v) :: "memory");\n'
-    "  return v;\n}\n",
-)
-
 # Descriptor fields for a K-major 128B-swizzled tile: the stride between 8-row core groups is
 # 8 rows x 128 B = 1024 B, in 16 B units; the leading offset is unused with swizzling.
 DESC_LBO = 1
@@ -228,13 +217,6 @@ class Mma:
                     acc[r] = acc[r] + acc[TMP[b] + r] * (acc[SCL[b] + ((r >> 1) & 1)] * sb)
 
         @T.inline
-        def fence_product(acc, b):
-            # Buffer b's product is read after the wait that retires it (REG_FENCE).
-            for i in T.unroll(NACC):
-                acc[TMP[b] + i] = T.cuda.func_call(
-                    REG_FENCE[0], acc[TMP[b] + i], source_code=REG_FENCE[1], return_type="float32")
-
-        @T.inline
         def block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, b):
             # Block scales: k-tile kt (a 128-deep k block, rules.fp8_block_k_tile) into product
             # buffer b as one commit group, then its scales read while it runs.
@@ -256,9 +238,6 @@ class Mma:
             # (buffer b's: its registers are read next), hand its stage back and add its scaled
             # product to the sums.
             T.ptx.wgmma.wait_group.sync.aligned(pending)
-            fence_product(acc0, b)
-            if MB == 2:
-                fence_product(acc1, b)
             release(ring.slot(j0 + kt))
             promote(acc0, b)
             if MB == 2:
@@ -270,11 +249,7 @@ class Mma:
             # (the fragments are read next), hand the stage back and add the scaled product to the
             # sums; the tensor cores wait for the promotion.
             block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, 0)
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            release(ring.slot(j0 + kt))
-            promote(acc0, 0)
-            if MB == 2:
-                promote(acc1, 0)
+            block_retire(acc0, acc1, j0, kt, 0, 0)
             prefetch(c, j0, m0, n0, kt)
 
         @T.inline
