@@ -55,6 +55,7 @@ from tirtune.kernels.hopper.frame import Frame
 from tirtune.kernels.hopper.loads import Loads
 from tirtune.kernels.hopper.plan import WGMMA_M, KernelPlan
 from tirtune.kernels.skeleton import Ring
+from tirtune.space.hopper.rules import fp8_block_scale_regs
 
 __all__ = ["DESC_LBO", "DESC_SBO", "DESC_SWIZZLE_128B", "Mma"]
 
@@ -116,7 +117,7 @@ class Mma:
         # 128 columns of the tile); with it B's one (the block's 64 rows lie in one 128-row block)
         # and A's, one a column of the fragment (blk_n / 4).
         B_GROUPS = max(1, BN // BLOCK_K)
-        SCALES = (BN // 4 + 1) if SWAP else (2 + B_GROUPS)
+        SCALES = fp8_block_scale_regs(BN, SWAP)
         # A block-scaled consumer's fragment, one array a m64 block: the sums (NACC), then for each
         # of its BUFFERS k-tile products (rules.fp8_block_buffers) the product (from TMP[b]) and its
         # scales (from SCL[b]): `fragment_regs` in all. Buffer 0 lies where the one-buffer kernel

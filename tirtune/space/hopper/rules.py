@@ -119,6 +119,7 @@ __all__ = [
     "fp8_block_buffers",
     "fp8_block_k_tile",
     "fp8_block_registers",
+    "fp8_block_scale_regs",
     "fp8_epilogue_supported",
     "fp8_no_stream_k",
     "fp8_one_row_operand",
@@ -1141,13 +1142,13 @@ def fp8_block_registers(config: Config, problem: Problem) -> str | None:
     return None
 
 
-def fp8_block_scale_regs(config: Config) -> int:
+def fp8_block_scale_regs(blk_n: int, swap_ab: bool) -> int:
     """The block scales a block-scaled consumer thread reads for one m64 block of its fragment
-    (`kernels/hopper/mma.py`): without swap_ab A's of its two rows and B's one a 128 columns of the
-    tile; with it B's one and A's one a column of the fragment (blk_n / 4)."""
-    if config.swap_ab:
-        return int(config.blk_n // 4 + 1)
-    return int(2 + max(1, config.blk_n // BLOCK_K))
+    (`kernels/hopper/mma.py` lays them out so): without swap_ab A's of its two rows and B's one a
+    128 columns of the tile; with it B's one and A's one a column of the fragment (blk_n / 4)."""
+    if swap_ab:
+        return blk_n // 4 + 1
+    return 2 + max(1, blk_n // BLOCK_K)
 
 
 def fp8_block_buffers(config: Config) -> int:
@@ -1158,7 +1159,7 @@ def fp8_block_buffers(config: Config) -> int:
     wait for each promotion. Derived, not a knob: reg_split chooses it where it is close (a
     128x128 tile of two cooperative consumers holds two with 240/24, one with 232/40)."""
     acc = accumulators(config)
-    held = 3 * acc + 2 * (consumer_rows(config) // 64) * fp8_block_scale_regs(config)
+    held = 3 * acc + 2 * (consumer_rows(config) // 64) * fp8_block_scale_regs(config.blk_n, config.swap_ab)
     if config.stages >= 2 and 3 * acc <= MAX_ACCUMULATOR_REGS and held + REGISTER_OVERHEAD <= register_budget(config):
         return 2
     return 1
