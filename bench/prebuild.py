@@ -1406,24 +1406,22 @@ FP8_BLOCK_PROBLEMS: tuple[Problem, ...] = tuple(
 )
 
 
-def _fuzz_fp8_block(count: int, seed: int) -> list[tuple[Config, Problem]]:
+def _fuzz_fp8_block(
+    count: int, seed: int, accept: Callable[[Config, Problem], bool] = HOPPER.is_valid
+) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points over FP8_BLOCK_PROBLEMS in turn, the knobs drawn from the whole
     grid with what a block-scaled FP8 kernel takes laid over them (TMA loads, 128-deep k-tiles, no
     trim, peel or stream-K): every path its k loop runs in (swapped, cooperative and ping-pong,
-    persistent, clusters, split-K over both reductions and the tail, every store)."""
+    persistent, clusters, split-K over both reductions and the tail, every store); `accept` keeps
+    some of them (`_two_buffers`)."""
     forced = {**FP8_KNOBS, "blk_k": BLOCK_K}
-    return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=HOPPER.is_valid)
+    return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=accept)
 
 
-def _fuzz_fp8_block_buffers(count: int, seed: int) -> list[tuple[Config, Problem]]:
-    """As `_fuzz_fp8_block`, but only points whose consumers hold two product buffers
-    (rules.fp8_block_buffers): the k loop over pairs of k-tiles, the odd last one after it."""
-
-    def two_buffers(config: Config, problem: Problem) -> bool:
-        return HOPPER.is_valid(config, problem) and fp8_block_buffers(config) == 2
-
-    forced = {**FP8_KNOBS, "blk_k": BLOCK_K}
-    return _fuzz_forced(count, seed, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced), accept=two_buffers)
+def _two_buffers(config: Config, problem: Problem) -> bool:
+    """A valid point whose consumers hold two product buffers (rules.fp8_block_buffers): the k loop
+    over pairs of k-tiles, the odd last one after it."""
+    return HOPPER.is_valid(config, problem) and fp8_block_buffers(config) == 2
 
 
 def _block_buffers_tail() -> list[tuple[Config, Problem]]:
@@ -1442,7 +1440,7 @@ def _block_buffers_tail() -> list[tuple[Config, Problem]]:
         for tile in tiles
         for split in (2, 3)
     ]
-    return [(c, p) for c, p in points if HOPPER.is_valid(c, p) and fp8_block_buffers(c) == 2]
+    return [(c, p) for c, p in points if _two_buffers(c, p)]
 
 
 def _block_buffers_perf() -> list[tuple[Config, Problem]]:
@@ -1721,7 +1719,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "fp8-block-fuzz-a": lambda: _fuzz_fp8_block(200, seed=51)[:40],
     # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53,
     # and the tail split's run-time k-tile counts (the draw took none).
-    "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block_buffers(200, seed=53) + _block_buffers_tail(),
+    "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block(200, seed=53, accept=_two_buffers) + _block_buffers_tail(),
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
