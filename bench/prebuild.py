@@ -32,7 +32,7 @@ from bench import fp8_paths
 from tirtune.builder.compile_one import DEFAULT_TEMPLATE
 from tirtune.builder.tirx_builder import compile_candidate
 from tirtune.core import Candidate, Outcome
-from tirtune.core.epilogue import BLOCK_K
+from tirtune.core.epilogue import BLOCK_K, OUT_FLOAT16, EpilogueSpec
 from tirtune.core.problem import FP8
 from tirtune.space import HOPPER, HOPPER_V3, TEMPLATE_VERSION, Config, Problem, SearchSpace
 from tirtune.space.hopper.knobs import FITTED_BLK_N, RAGGED_BLK_N
@@ -1459,6 +1459,28 @@ def _block_buffers_perf() -> list[tuple[Config, Problem]]:
             for problem in problems for tile in tiles for split in ("232/40", "240/24")]
 
 
+# An fp16 D (the epilogue op out_float16): the FP8 and block-scaled sweeps' problems with it,
+# taken in turn from each.
+FP8_OUT16_PROBLEMS: tuple[Problem, ...] = tuple(
+    Problem(p.m, p.n, p.k, FP8, EpilogueSpec((*p.epilogue.ops, OUT_FLOAT16)))
+    for pair in zip(FP8_PROBLEMS, FP8_BLOCK_PROBLEMS, strict=True)
+    for p in pair
+)
+
+
+def _fuzz_fp8_out16(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points over FP8_OUT16_PROBLEMS in turn, every knob drawn from the whole
+    grid with what an FP8 kernel takes laid over them (FP8_KNOBS; 128-deep k-tiles where the block
+    scales need them): the fp16 store on every path an FP8 problem is tuned over (split-K, the
+    staged epilogues, swapped, ping-pong, persistent, clusters)."""
+
+    def forced(rng: Any, turn: int) -> dict[str, Any]:
+        block = FP8_OUT16_PROBLEMS[turn % len(FP8_OUT16_PROBLEMS)].epilogue.block_scaled
+        return {**FP8_KNOBS, "blk_k": BLOCK_K} if block else dict(FP8_KNOBS)
+
+    return _fuzz_forced(count, seed, FP8_OUT16_PROBLEMS, forced, accept=HOPPER.is_valid)
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1720,6 +1742,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # The block-scaled kernels with two product buffers: 200 points over FP8_BLOCK_PROBLEMS, seed 53,
     # and the tail split's run-time k-tile counts (the draw took none).
     "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block(200, seed=53, accept=_two_buffers) + _block_buffers_tail(),
+    # An fp16 D on FP8 kernels (out_float16): 72 points over FP8_OUT16_PROBLEMS, seed 55.
+    "fp8-out16-fuzz": lambda: _fuzz_fp8_out16(72, seed=55),
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,

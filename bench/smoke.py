@@ -77,7 +77,7 @@ def check(folder: Path, entry: dict[str, Any], watchdog_s: float) -> dict[str, A
         "name": entry["name"],
         "outcome": "OK" if verdict.ok else "WRONG",
         "rel_error": verdict.rel_error,
-        "tolerance": tolerance(p.dtype, p.k),
+        "tolerance": tolerance(p.dtype, p.k, p.out_dtype),
     }
     return {**row, "check": CHECK, **({} if verdict.ok else {"message": verdict.message})}
 

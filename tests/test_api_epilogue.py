@@ -159,14 +159,19 @@ def test_the_schema_documents_the_epilogue(client: TestClient) -> None:
     assert {"none", "bias", "bias+residual", "scale_row+scale_col+bias+residual"} <= set(
         body["properties"]["epilogue"]["enum"])
     # "none", every combination of the six ops applied to the sum, the block scales with bias and
-    # residual at most (4), and swiglu alone.
+    # residual at most (4), each of those with out_float16 too, and swiglu alone.
     enum = body["properties"]["epilogue"]["enum"]
-    assert len(enum) == 2**6 + 4 + 1 and "swiglu" in enum and "scale_a_block+scale_b_block+bias+residual" in enum
+    assert len(enum) == 2 * (2**6 + 4) + 1 and "swiglu" in enum and "scale_a_block+scale_b_block+bias+residual" in enum
+    assert "out_float16" in enum and "scale_a_block+scale_b_block+bias+out_float16" in enum
+    # An fp16 D is FP8's.
+    out16 = next(r["then"] for r in body["allOf"] if "out_float16" in r["if"]["properties"].get("epilogue", {}).get("enum", []))
+    assert out16 == {"properties": {"dtype": {"const": "float8_e4m3fn"}}, "required": ["dtype"]}
     # The block scales: FP8 only, beside no other scale; swiglu takes no scaling.
     block = next(r["then"] for r in body["allOf"] if r["if"]["properties"].get("scaling") == {"const": "block"})
     assert block["properties"]["dtype"] == {"const": "float8_e4m3fn"} and block["required"] == ["dtype"]
-    assert set(block["properties"]["epilogue"]["enum"]) == {"none", "bias", "residual", "bias+residual",
-                                                            *(t for t in enum if "block" in t)}
+    partners = {"none", "bias", "residual", "bias+residual", "out_float16", "bias+out_float16",
+                "residual+out_float16", "bias+residual+out_float16"}
+    assert set(block["properties"]["epilogue"]["enum"]) == {*partners, *(t for t in enum if "block" in t)}
     assert {"if": {"properties": {"epilogue": {"const": "swiglu"}}, "required": ["epilogue"]},
             "then": {"properties": {"n": {"multipleOf": 8}}}} in body["allOf"]
     # Blackwell writes A @ B.T alone: no epilogue, no scaling (its ops), no FP8 operands.

@@ -80,7 +80,9 @@ def test_parse_keeps_the_ops_in_the_fixed_order(text: str, ops: tuple[str, ...],
 def test_bad_text_is_refused_with_the_reason(text: str, message: str) -> None:
     with pytest.raises(SpaceError, match=message) as refused:
         EpilogueSpec.parse(text)
-    assert "of scale_a, scale_b, scale_row, scale_col, bias, residual (e.g. 'bias+residual')" in str(refused.value)
+    assert "of scale_a, scale_b, scale_row, scale_col, bias, residual, out_float16 (e.g. 'bias+residual')" in str(
+        refused.value
+    )
     assert "or the block scales scale_a_block+scale_b_block with bias and residual at most" in str(refused.value)
     assert len(str(refused.value)) < 300  # never echoes a long input
 

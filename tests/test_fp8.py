@@ -51,6 +51,27 @@ def test_an_fp8_problems_operands_are_e4m3_and_its_d_and_bias_bf16() -> None:
     assert problem.min_bytes == (64 * 512 + 256 * 512) + 64 * 256 * 2 + (64 + 256) * 4 + 256 * 2 + 64 * 256 * 2
 
 
+def test_out_float16_writes_d_bias_and_residual_in_fp16_for_fp8_only() -> None:
+    problem = Problem(64, 256, 512, "fp8", "out_float16+residual+scale_a+bias+scale_b")
+    assert str(problem.epilogue) == "scale_a+scale_b+bias+residual+out_float16"
+    assert problem.out_dtype == "float16" and Problem(**problem.to_json()) == problem
+    assert [(o.name, o.dtype) for o in problem.operands] == [
+        ("A", FP8),
+        ("B", FP8),
+        ("D", "float16"),
+        ("scale_a", "float32"),
+        ("scale_b", "float32"),
+        ("bias", "float16"),
+        ("residual", "float16"),
+    ]
+    assert not HOPPER.problem_violations(problem)
+    for dtype in HALF_DTYPES:  # a 16-bit problem's D is its own dtype
+        [violation] = HOPPER.problem_violations(Problem(64, 256, 512, dtype, "bias+out_float16"))
+        assert violation.rule == "out_float16_fp8" and "FP8 operands" in violation.reason
+    with pytest.raises(SpaceError, match="swiglu stands alone"):
+        Problem(64, 256, 512, FP8, "swiglu+out_float16")
+
+
 def test_16_bit_problems_keep_their_sizes() -> None:
     for dtype in ("float16", "bfloat16"):
         problem = Problem(64, 256, 512, dtype, "bias")
@@ -117,7 +138,9 @@ def test_the_fp8_base_config_is_valid() -> None:
         ({"peel_k": True}, "fp8_whole_k_tiles", "k32"),
     ],
 )
-def test_what_the_fp8_path_does_not_build_is_refused_by_name(changes: dict[str, object], rule: str, reason: str) -> None:
+def test_what_the_fp8_path_does_not_build_is_refused_by_name(
+    changes: dict[str, object], rule: str, reason: str
+) -> None:
     config = BASE.replace(**changes)  # type: ignore[arg-type]
     problem = Problem(4096, 4096, 4000, FP8)  # a K tail, so that peel_k has steps to skip
     violations = {v.rule: v.reason for v in HOPPER.violations(config, problem)}
@@ -177,7 +200,10 @@ def test_the_fp8_twin_of_a_start_keeps_its_stage_bytes_and_breaks_no_fp8_rule() 
         assert (twin.loader, twin.stream_k, twin.trim, twin.peel_k) == ("tma", False, False, False)
         # The start's store and split are kept (FP8 takes both since their sweep).
         assert (twin.epilogue, twin.epilogue_warpgroup, twin.split_k) == (
-            config.epilogue, config.epilogue_warpgroup, config.split_k)
+            config.epilogue,
+            config.epilogue_warpgroup,
+            config.split_k,
+        )
         assert not [r for r in _broken(twin) if r.startswith("fp8_")]
 
 
@@ -289,3 +315,25 @@ def test_an_fp8_kernel_builds_for_sm_90a_with_qgmma_and_no_spill(tmp_path: Path)
     resources = toolchain.ptxas_resources(output)
     assert resources is not None and not resources.spills, output[-2000:]
     assert resources.registers * p.threads <= 65536
+
+
+@pytest.mark.nvcc
+def test_an_fp8_kernel_with_an_fp16_d_builds_for_sm_90a_storing_half_pairs(tmp_path: Path) -> None:
+    from tirtune.builder import toolchain
+
+    problem = Problem(2048, 4096, 4096, FP8, "scale_a+scale_b+bias+out_float16")
+    assert plan(BASE, problem).out_dtype == "float16"
+    source = toolchain.lower_to_cuda(BASE, problem)
+    # D and the bias are fp16; the product is the same e4m3 wgmma as with a bf16 D.
+    assert "half* __restrict__ D_ptr" in source and "half* __restrict__ bias_ptr" in source
+    assert "nv_bfloat16" not in source and "tirtune_store_f16x2" in source
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in source
+    (tmp_path / "kernel.cu").write_text(source)
+    output = toolchain.nvcc_shared_library(
+        tmp_path / "kernel.cu", tmp_path / "kernel.so", timeout_s=600, cache_dir=tmp_path
+    )
+    sass = toolchain.sass(tmp_path / "kernel.so")
+    assert len(re.findall(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E4M3\b", sass)) >= (BASE.blk_k // 32) * 2
+    assert _count(sass, "F2FP.F16.F32.PACK_AB") > 0 and _count(sass, "F2FP.BF16.F32.PACK_AB") == 0
+    resources = toolchain.ptxas_resources(output)
+    assert resources is not None and not resources.spills, output[-2000:]

@@ -50,8 +50,9 @@ def test_the_block_scales_come_together_and_stand_apart_from_the_other_scales() 
     with pytest.raises(SpaceError, match="swiglu stands alone"):
         EpilogueSpec.parse("scale_a_block+scale_b_block+swiglu")
     blocks = [t for t in EPILOGUE_TEXTS if "block" in t]
-    assert blocks == ["scale_a_block+scale_b_block", "scale_a_block+scale_b_block+bias",
-                      "scale_a_block+scale_b_block+residual", "scale_a_block+scale_b_block+bias+residual"]
+    assert blocks[:4] == ["scale_a_block+scale_b_block", "scale_a_block+scale_b_block+bias",
+                          "scale_a_block+scale_b_block+residual", "scale_a_block+scale_b_block+bias+residual"]
+    assert blocks[4:] == [f"{t}+out_float16" for t in blocks[:4]]  # and each with an fp16 D
 
 
 def test_the_block_operands_follow_k_and_n_in_blocks_of_128() -> None:

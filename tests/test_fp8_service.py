@@ -85,7 +85,10 @@ def test_tune_takes_an_fp8_problem_with_its_scaling(client: TestClient) -> None:
     assert tensor.json()["problem"]["scaling"] == "tensor"
     plain16 = client.post("/tune", json={**BODY, "dtype": "bf16"})  # the same shape in bf16: its own job
     assert plain16.status_code == 202 and plain16.json()["problem"]["scaling"] == "none"
-    assert client.get("/jobs").json()["total"] == 3
+    fp16_d = client.post("/tune", json={**BODY, "scaling": "rowcol", "epilogue": "out_float16"})  # fp16 D: its own
+    assert fp16_d.status_code == 202 and fp16_d.json()["problem"]["epilogue"] == "scale_row+scale_col+out_float16"
+    assert fp16_d.json()["problem"]["scaling"] == "rowcol"
+    assert client.get("/jobs").json()["total"] == 4
 
 
 @pytest.mark.parametrize(
@@ -102,6 +105,7 @@ def test_tune_takes_an_fp8_problem_with_its_scaling(client: TestClient) -> None:
         ({"k": 4104}, 422, "invalid_problem", "K must be a multiple of 16"),
         ({"m": 1}, 422, "invalid_problem", "one-row operands are not built for FP8"),
         ({"epilogue": "swiglu"}, 422, "invalid_problem", "swiglu is not built for FP8"),
+        ({"dtype": "fp16", "epilogue": "out_float16"}, 422, "invalid_problem", "for FP8 operands"),
     ],
 )
 def test_tune_refuses_what_fp8_cannot_take_with_the_reason(
@@ -222,6 +226,61 @@ def test_scaled_gemm_runs_torch_scaled_mm_where_nothing_was_tuned(db_factory: Fa
     assert {r.problem for r in dispatcher.resolved()} == {tensor, Problem(32, 40, 128, FP8)}
 
 
+def test_an_fp16_d_is_its_own_problem_served_by_its_kernel_else_by_torch(db_factory: Factory, tmp_path: Path) -> None:
+    """out_dtype=torch.float16 asks for the problem with out_float16: its tuned kernel writes an
+    fp16 D (and takes an fp16 bias); where nothing was tuned for it, torch._scaled_mm writes one,
+    within fp16's tolerance, and the bf16 problem's kernel is never run in its place."""
+    tensor16 = Problem(64, 48, 256, FP8, "scale_a+scale_b+bias+out_float16")
+    record(db_factory, FP8_CONFIG, problem=tensor16)
+    cache_entry(tmp_path, FP8_CONFIG, problem=tensor16)
+    loader = ScaledLoader(("A", "B", "D", "scale_a", "scale_b", "bias"))
+    dispatcher = Dispatcher(
+        LocalBest(db_factory), ArtifactStore(tmp_path, build=False), loader, device_name=h200, require_lead=False
+    )
+    inputs = _fp8(tensor16, seed=5)
+    assert inputs.operands["bias"].dtype == torch.float16
+    scale_a, scale_b = inputs.operands["scale_a"].reshape(()), inputs.operands["scale_b"]
+    with use(dispatcher):
+        d = tirtune.scaled_gemm(
+            inputs.a, inputs.b, scale_a, scale_b, bias=inputs.operands["bias"], out_dtype=torch.float16
+        )
+        untuned = tirtune.scaled_gemm(inputs.a[:32], inputs.b, scale_a, scale_b, out_dtype=torch.float16)
+    [args] = loader.calls
+    assert args[2] is d and d.dtype == torch.float16 and torch.equal(args[5], inputs.operands["bias"])
+    assert untuned.dtype == torch.float16
+    plain = reference(
+        inputs.a[:32],
+        inputs.b,
+        EpilogueSpec(("scale_a", "scale_b")),
+        scale_a=inputs.operands["scale_a"],
+        scale_b=scale_b,
+    )
+    assert relative_error(untuned, plain) < tolerance(FP8, 256, "float16") < tolerance(FP8, 256)
+    assert {r.problem for r in dispatcher.resolved()} == {
+        tensor16,
+        Problem(32, 48, 256, FP8, "scale_a+scale_b+out_float16"),
+    }
+    with FakeTensorMode():
+        a = torch.empty(16, 64, dtype=torch.float8_e4m3fn)
+        b = torch.empty(32, 64, dtype=torch.float8_e4m3fn)
+        faked = torch.ops.tirtune.scaled_gemm(a, b, torch.empty(()), torch.empty(()), None, torch.float16)
+        assert faked.dtype == torch.float16
+
+
+def test_fp8_linear_keeps_a_16_bit_layers_fp16_as_ds_dtype() -> None:
+    torch.manual_seed(1)
+    dense = torch.nn.Linear(128, 64).to(torch.float16)
+    layer = tirtune.nn.FP8Linear.quantize(dense, "rowcol")
+    assert layer.out_dtype == torch.float16 and layer.bias is not None and layer.bias.dtype == torch.float16
+    x = torch.randn(5, 128, dtype=torch.float16)
+    with torch.no_grad():
+        y, want = layer(x), dense(x)
+    assert y.dtype == torch.float16 and float((y.float() - want.float()).norm() / want.float().norm()) < 0.06
+    assert tirtune.nn.FP8Linear.quantize(dense.to(torch.bfloat16)).out_dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="out_dtype must be torch.bfloat16 or torch.float16"):
+        tirtune.nn.FP8Linear(layer.weight, layer.weight_scale, out_dtype=torch.float32)
+
+
 def test_the_scales_shapes_name_the_ops_and_a_bad_one_is_refused_with_the_reason() -> None:
     one, m_values, n_values = torch.ones(()), torch.ones(8, 1), torch.ones(1, 16)
     assert sorted(scaling_operands(8, 16, one, torch.ones(1))) == ["scale_a", "scale_b"]
@@ -234,8 +293,10 @@ def test_the_scales_shapes_name_the_ops_and_a_bad_one_is_refused_with_the_reason
     a8 = torch.zeros(8, 32).to(torch.float8_e4m3fn)
     with pytest.raises(RuntimeError, match="A and B must be float8_e4m3fn"):
         tirtune.scaled_gemm(a8, torch.zeros(16, 32), one, one)
-    with pytest.raises(RuntimeError, match="out_dtype must be torch.bfloat16"):
-        tirtune.scaled_gemm(a8, a8, one, one, out_dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="out_dtype must be torch.bfloat16 or torch.float16"):
+        tirtune.scaled_gemm(a8, a8, one, one, out_dtype=torch.float32)
+    with pytest.raises(RuntimeError, match=r"bias must be torch.float16 \(D's dtype\)"):
+        tirtune.scaled_gemm(a8, a8, one, one, bias=torch.zeros(8, dtype=torch.bfloat16), out_dtype=torch.float16)
 
 
 def test_the_scaled_op_has_a_fake_and_traces_under_torch_compile() -> None:

@@ -159,3 +159,25 @@ def test_an_fp8_job_starts_from_its_sibling_scalings_best_of_the_same_shape(db_f
     starts = start_configs(db_factory, HOPPER, block, gpu_name="NVIDIA H200", source=Source.GPU)
     assert tensor_best not in starts and rowcol_far not in starts
     assert starts == HOPPER.start_configs(block)
+
+
+def test_an_fp8_job_with_an_fp16_d_starts_from_the_bf16_ds_best_and_back(db_factory: Factory) -> None:
+    """out_float16 changes the conversion at the store only: an FP8 job with an fp16 D starts from
+    the same shape's best with a bf16 D (and its sibling scaling's), ahead of a nearer shape of its
+    own epilogue two doublings away, and a bf16-D job from an fp16-D best likewise."""
+    bf16_best = hopper_config(blk_m=128, blk_n=256, blk_k=128, stages=4, consumers=2)
+    own_far = hopper_config(blk_m=128, blk_n=128, blk_k=128, stages=6)
+    shape = (1024, 4096, 4096)
+    measured(db_factory, Problem(*shape, FP8, "scale_a+scale_b"), bf16_best, 1.02)
+    measured(db_factory, Problem(4096, 4096, 4096, FP8, "scale_a+scale_b+out_float16"), own_far, 1.05)
+    fp16 = Problem(*shape, FP8, "scale_a+scale_b+out_float16")
+    starts = start_configs(db_factory, HOPPER, fp16, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert starts[:2] == (bf16_best, own_far)
+    rowcol_fp16 = Problem(*shape, FP8, "scale_row+scale_col+out_float16")  # sibling scaling and D dtype
+    starts = start_configs(db_factory, HOPPER, rowcol_fp16, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert bf16_best in starts[:2]
+    fp16_best = hopper_config(blk_m=64, blk_n=256, blk_k=128, stages=5, consumers=1)
+    measured(db_factory, Problem(256, 8192, 4096, FP8, "scale_a+scale_b+out_float16"), fp16_best, 1.1)
+    bf16 = Problem(256, 8192, 4096, FP8, "scale_a+scale_b")
+    starts = start_configs(db_factory, HOPPER, bf16, gpu_name="NVIDIA H200", source=Source.GPU)
+    assert starts[0] == fp16_best

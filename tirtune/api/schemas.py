@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, f
 
 from tirtune.api.summary import KNOBS, StudySummary, Trial
 from tirtune.core import EpilogueSpec, Outcome, Roofline, Source, epilogue
-from tirtune.core.epilogue import BLOCK_OPS, GATE_GROUP, OPS, scaling_of, with_scaling
+from tirtune.core.epilogue import BLOCK_OPS, GATE_GROUP, OPS, OUT_FLOAT16, scaling_of, with_scaling
 from tirtune.core.problem import FP8, MAX_DIM
 from tirtune.db import JobRecord, JobState, MeasurementRecord
 from tirtune.db.best import BestChoice, Figures, Ranked
@@ -89,7 +89,8 @@ EPILOGUE_TEXTS: tuple[str, ...] = epilogue.EPILOGUE_TEXTS
 _EPILOGUE_TEXT = (
     f"the fused epilogue: 'none' (default), 'swiglu' (alone: D = silu(A @ gate.T) * (A @ up.T), B the "
     f"gate and up weights interleaved in groups of 8 rows, 2N x K; N a multiple of 8), or ops joined by "
-    f"'+', each once, of {', '.join(OPS)} (e.g. 'bias+residual'; any order and case)"
+    f"'+', each once, of {', '.join(OPS)} (e.g. 'bias+residual'; any order and case), and with FP8 "
+    f"operands '{OUT_FLOAT16}' for a float16 D (bf16 otherwise)"
 )
 EPILOGUE_DOC = f"{_EPILOGUE_TEXT}; in a query string write '+' as %2B"
 _EPILOGUE_MAX = 200  # EpilogueSpec.parse refuses longer text without echoing it
@@ -160,7 +161,7 @@ _FP8_RULES: JsonValue = {
 # other scale.
 _BLOCK_TEXTS: list[JsonValue] = [t for t in EPILOGUE_TEXTS if BLOCK_OPS[0] in t]
 _BLOCK_PARTNERS: list[JsonValue] = [
-    t for t in EPILOGUE_TEXTS if t in ("none", "bias", "residual", "bias+residual") or t in _BLOCK_TEXTS
+    t for t in EPILOGUE_TEXTS if set(t.split("+")) <= {"none", "bias", "residual", OUT_FLOAT16} or t in _BLOCK_TEXTS
 ]
 _BLOCK_RULES: list[JsonValue] = [
     {
@@ -180,6 +181,14 @@ _BLOCK_RULES: list[JsonValue] = [
 ]
 
 
+# out_float16 (core/epilogue.py, problem rule out_float16_fp8) picks FP8's D dtype: FP8 only.
+_OUT_FLOAT16_TEXTS: list[JsonValue] = [t for t in EPILOGUE_TEXTS if OUT_FLOAT16 in t.split("+")]
+_OUT_FLOAT16_RULE: JsonValue = {
+    "if": {"properties": {"epilogue": {"enum": _OUT_FLOAT16_TEXTS}}, "required": ["epilogue"]},
+    "then": {"properties": {"dtype": {"const": FP8}}, "required": ["dtype"]},
+}
+
+
 # The archs POST /tune takes: the registry's branches (tirtune.space.branches), as a Literal so
 # that the schema lists them.
 if TYPE_CHECKING:
@@ -193,7 +202,16 @@ class TuneRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"allOf": [*_refused_epilogues(), _SWIGLU_N, _SWIGLU_UNSCALED, _FP8_RULES, *_BLOCK_RULES]},
+        json_schema_extra={
+            "allOf": [
+                *_refused_epilogues(),
+                _SWIGLU_N,
+                _SWIGLU_UNSCALED,
+                _FP8_RULES,
+                *_BLOCK_RULES,
+                _OUT_FLOAT16_RULE,
+            ]
+        },
     )
 
     m: Dim
@@ -202,7 +220,7 @@ class TuneRequest(BaseModel):
     dtype: Literal["float16", "bfloat16", "float8_e4m3fn"] = Field(
         "float16",
         description="Aliases fp16, half, f16, bf16, fp8, e4m3 accepted. float8_e4m3fn: e4m3 A and B, a bf16 D "
-        "(K a multiple of 16 then, for TMA's 16-byte rows).",
+        "(fp16 with the epilogue op out_float16; K a multiple of 16 then, for TMA's 16-byte rows).",
     )
     scaling: Literal["none", "tensor", "rowcol", "block"] = Field(
         "none",

@@ -14,11 +14,12 @@ whatever order the text named them in:
     acc = acc * scale_col[n]              "scale_col": an fp32 vector of length N
     acc = acc + bias[n]                   "bias": a vector of D's dtype, length N
     acc = acc + residual[m, n]            "residual": an (M, N) tensor of D's dtype
-    D[m, n] = acc converted to D's dtype
+    D[m, n] = acc converted to D's dtype  "out_float16" (FP8 only): D, bias and residual in float16
+                                          instead of bfloat16
 
-Each op brings one extra kernel operand, named like the op, passed after A, B and D in the same
-order (`operands`). The text form is "none" or the ops joined by "+" ("bias+residual"); `parse`
-takes any order and case and `str` gives the canonical one. docs/design.md, "Epilogues", says
+Each op but "out_float16" and "swiglu" brings one extra kernel operand, named like the op, passed
+after A, B and D in the same order (`operands`). The text form is "none" or the ops joined by "+"
+("bias+residual"); `parse` takes any order and case and `str` gives the canonical one. docs/design.md, "Epilogues", says
 where the Hopper template applies it and what is refused.
 
 The block scales are DeepSeek-V3's FP8 quantization (`BLOCK_OPS`, the scaling "block"): A is
@@ -29,6 +30,12 @@ outermost (a block's M scales contiguous, as torch._scaled_mm's 1x128 scales lie
 scale_b_block is (ceil(N / 128), ceil(K / 128)), as a checkpoint's `weight_scale_inv` is stored.
 They come together, with bias and residual after them if any, never with the per-tensor or
 per-row scales (a SpaceError says so), and take K to shape (`operands(..., k=K)`).
+
+"out_float16" (`OUT_FLOAT16`) takes no operand: it names D's dtype where the operands' dtype
+leaves a choice. An FP8 problem writes D in bfloat16 unless its epilogue holds it (a problem rule,
+core/problem.py `out_float16_fp8`, refuses it for 16-bit operands, whose D is their own dtype). It
+changes the conversion at the store and the dtype of bias and residual, nothing the search
+weighs: D's elements are two bytes either way.
 
 "swiglu" (`SWIGLU`, a gated MLP's up-projection) stands alone, with no operand: a problem
 (M, N, K) with it writes D (M, N) from a B of 2N rows, its gate and up weights interleaved in
@@ -58,6 +65,7 @@ __all__ = [
     "GATE_GROUP",
     "KNOWN_OPS",
     "OPS",
+    "OUT_FLOAT16",
     "SCALE_OPS",
     "SCALINGS",
     "SWIGLU",
@@ -80,8 +88,10 @@ SCALE_OPS: tuple[str, ...] = (*BLOCK_OPS, "scale_a", "scale_b", "scale_row", "sc
 _WHOLE_SUM_SCALES: tuple[str, ...] = ("scale_a", "scale_b", "scale_row", "scale_col")
 # The gated activation: D = silu(A @ gate.T) * (A @ up.T), B holding both weights interleaved.
 SWIGLU = "swiglu"
+# D (and bias, residual) in float16 where the operands' dtype writes bfloat16 otherwise (FP8).
+OUT_FLOAT16 = "out_float16"
 # Every op a spec may hold ("swiglu" only alone).
-KNOWN_OPS: tuple[str, ...] = (*OPS, SWIGLU)
+KNOWN_OPS: tuple[str, ...] = (*OPS, OUT_FLOAT16, SWIGLU)
 # B's rows alternate between gate and up weights in groups of this many rows.
 GATE_GROUP = 8
 _NONE_TEXT = "none"
@@ -152,7 +162,7 @@ class EpilogueSpec:
 
     @property
     def operand_ops(self) -> tuple[str, ...]:
-        """The ops that bring a kernel operand (all but swiglu), in parameter order."""
+        """The ops that bring a kernel operand (all but out_float16 and swiglu), in parameter order."""
         return tuple(op for op in self.ops if op in OPS)
 
     @property
@@ -165,13 +175,18 @@ class EpilogueSpec:
         """The spec is "swiglu": B holds the gate and up weights, 2N rows for an N-wide D."""
         return SWIGLU in self.ops
 
+    @property
+    def out_float16(self) -> bool:
+        """The spec stores D (and takes bias and residual) in float16 (FP8 problems only)."""
+        return OUT_FLOAT16 in self.ops
+
     def gemm_n(self, n: int) -> int:
         """The width of the GEMM behind an N-wide D: 2N with swiglu (B's rows), else N."""
         return 2 * n if self.gated else n
 
     def operands(self, m: int, n: int, dtype: str, k: int | None = None) -> tuple[Operand, ...]:
         """The extra kernel operands of an (M, N) output of `dtype` over depth `k`, in parameter
-        order (none for swiglu, whose second weight is B's other half). The block scales' shapes
+        order (none for out_float16, nor for swiglu, whose second weight is B's other half). The block scales' shapes
         need K; SpaceError without it."""
         if self.block_scaled and k is None:
             raise SpaceError("the block scales' shapes follow K: pass k")
@@ -253,17 +268,21 @@ def _valid(ops: tuple[str, ...]) -> bool:
     return True
 
 
-# Every valid epilogue's canonical text: "none", each valid combination of OPS, and "swiglu".
+# Every valid epilogue's canonical text: "none", each valid combination of OPS, each of those
+# with out_float16, and "swiglu".
+_VALID_SETS = [ops for size in range(len(OPS) + 1) for ops in combinations(OPS, size) if _valid(ops)]
 EPILOGUE_TEXTS: tuple[str, ...] = (
-    *(str(EpilogueSpec(ops)) for size in range(len(OPS) + 1) for ops in combinations(OPS, size) if _valid(ops)),
+    *(str(EpilogueSpec(ops)) for ops in _VALID_SETS),
+    *(str(EpilogueSpec((*ops, OUT_FLOAT16))) for ops in _VALID_SETS),
     SWIGLU,
 )
 
 
 def _expected() -> str:
     return (
-        f"'{_NONE_TEXT}', '{SWIGLU}' (alone), or ops joined by '+', each once, of {', '.join(_SUM_OPS)} "
-        f"(e.g. 'bias+residual'), or the block scales {'+'.join(BLOCK_OPS)} with bias and residual at most"
+        f"'{_NONE_TEXT}', '{SWIGLU}' (alone), or ops joined by '+', each once, of {', '.join(_SUM_OPS)}, "
+        f"{OUT_FLOAT16} (e.g. 'bias+residual'), or the block scales {'+'.join(BLOCK_OPS)} with bias "
+        "and residual at most"
     )
 
 

@@ -9,8 +9,9 @@ e.g. in a query, and is refused where it would be queued or built).
 
 An FP8 problem (dtype "float8_e4m3fn", aliases "fp8" and "e4m3") has A and B in e4m3 (1 byte an
 element) and writes D in bfloat16 (`out_dtype`): e4m3 holds too few mantissa bits to store a
-product's sums, and bfloat16 keeps their range. Its epilogue operands of D's dtype (bias,
-residual) are bfloat16 too; the scaling of a quantized product is the epilogue's: per tensor
+product's sums, and bfloat16 keeps their range. The epilogue op "out_float16" writes D in float16
+instead (a problem rule, `out_float16_fp8`, keeps it to FP8). Its epilogue operands of D's dtype
+(bias, residual) follow D; the scaling of a quantized product is the epilogue's: per tensor
 "scale_a+scale_b" (one fp32 value each), per token x per channel "scale_row+scale_col" (fp32
 vectors of length M and N), per block "scale_a_block+scale_b_block" (DeepSeek-V3's 1 x 128 and
 128 x 128 scales, applied to each 128-deep k block's product; FP8 only: `block_scales_fp8`). Every
@@ -37,6 +38,7 @@ __all__ = [
     "dtype_bytes",
     "normalize_dtype",
     "out_dtype_of",
+    "out_float16_fp8",
     "quoted",
     "block_scales_fp8",
     "swiglu_n_aligned",
@@ -170,8 +172,9 @@ class Problem:
 
     @property
     def out_dtype(self) -> str:
-        """D's dtype: the operands' own, except bfloat16 for FP8 operands."""
-        return out_dtype_of(self.dtype)
+        """D's dtype: the operands' own, except bfloat16 for FP8 operands (float16 with the
+        epilogue op out_float16)."""
+        return out_dtype_of(self.dtype, self.epilogue)
 
     @property
     def out_bytes(self) -> int:
@@ -219,8 +222,11 @@ def dtype_bytes(dtype: str) -> int:
     return _ELEMENT_BYTES[dtype]
 
 
-def out_dtype_of(dtype: str) -> str:
-    """D's dtype for operands of `dtype`: bfloat16 for FP8, else the operands' own."""
+def out_dtype_of(dtype: str, epilogue: EpilogueSpec = EPILOGUE_NONE) -> str:
+    """D's dtype for operands of `dtype` under `epilogue`: float16 where the epilogue holds
+    out_float16, else bfloat16 for FP8, else the operands' own."""
+    if epilogue.out_float16:
+        return "float16"
     return _OUT_DTYPES.get(dtype, dtype)
 
 
@@ -258,5 +264,16 @@ def block_scales_fp8(problem: Problem) -> str | None:
         return (
             f"dtype={problem.dtype}: the block scales (scale_a_block, scale_b_block) dequantize FP8 operands "
             "(dtype float8_e4m3fn) only"
+        )
+    return None
+
+
+def out_float16_fp8(problem: Problem) -> str | None:
+    """out_float16 picks D's dtype where the operands leave a choice (FP8's bfloat16 or float16):
+    a 16-bit problem's D is its own dtype (each branch's problem rule)."""
+    if problem.epilogue.out_float16 and not problem.is_fp8:
+        return (
+            f"dtype={problem.dtype}: out_float16 picks D's dtype for FP8 operands (dtype float8_e4m3fn) only; "
+            f"a {problem.dtype} problem writes D in {problem.dtype}"
         )
     return None

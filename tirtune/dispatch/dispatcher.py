@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import DTYPES, Problem, SpaceError
-from tirtune.core.epilogue import EPILOGUE_NONE, EpilogueSpec
+from tirtune.core.epilogue import EPILOGUE_NONE, OUT_FLOAT16, EpilogueSpec
 from tirtune.core.errors import TirtuneError
 from tirtune.dispatch.artifacts import ArtifactStore
 from tirtune.dispatch.choice import BestFinder, Chosen
@@ -170,9 +170,13 @@ class Dispatcher:
         import torch
 
         m, n, found = self._lookup_fused(a, b, epilogue)
-        d = out if out is not None else a.new_empty((m, n), dtype=_out_dtype(a))
+        d = out if out is not None else a.new_empty((m, n), dtype=_out_dtype(a, epilogue))
         inputs = Inputs(a, b, epilogue, operands)
-        if found.kernel is None or not _fits(a, b, out, m, n) or not all(v.is_contiguous() for v in operands.values()):
+        if (
+            found.kernel is None
+            or not _fits(a, b, out, m, n, epilogue)
+            or not all(v.is_contiguous() for v in operands.values())
+        ):
             if epilogue.gated:  # B is packed (2N rows): one GEMM over it, then silu(gate) * up
                 swiglu_unfused(torch, a, b, d)
             else:
@@ -181,15 +185,21 @@ class Dispatcher:
             found.kernel(*inputs.arguments(d, _names(found.kernel)))
         return d
 
-    def scaled_gemm(self, a: Any, b: Any, scales: Mapping[str, Any], bias: Any = None, out: Any = None) -> Any:
-        """D = (A @ B.T) * scales (+ bias) of e4m3 A and B into a bf16 D: `scales` by op name
-        (scale_a and scale_b: one value each; scale_row: M values; scale_col: N values; see
-        `scaled.scaling_operands`), the tuned kernel of the problem with those ops fused, else
-        torch._scaled_mm (`runner.inputs.baseline`)."""
+    def scaled_gemm(
+        self, a: Any, b: Any, scales: Mapping[str, Any], bias: Any = None, out: Any = None, out_dtype: Any = None
+    ) -> Any:
+        """D = (A @ B.T) * scales (+ bias) of e4m3 A and B into a bf16 D, or fp16 where `out_dtype`
+        is torch.float16 (the epilogue op out_float16): `scales` by op name (scale_a and scale_b:
+        one value each; scale_row: M values; scale_col: N values; see `scaled.scaling_operands`),
+        the tuned kernel of the problem with those ops fused, else torch._scaled_mm
+        (`runner.inputs.baseline`)."""
+        import torch
+
         operands = dict(scales)
         if bias is not None:
             operands["bias"] = bias
-        return self.gemm_fused(a, b, EpilogueSpec(tuple(operands)), operands, out)
+        ops = (*operands, OUT_FLOAT16) if out_dtype == torch.float16 else tuple(operands)
+        return self.gemm_fused(a, b, EpilogueSpec(ops), operands, out)
 
     def _lookup_fused(self, a: Any, b: Any, epilogue: EpilogueSpec) -> tuple[int, int, Resolved]:
         """`_lookup` of the problem with `epilogue` fused (its own entry in the table); with swiglu
@@ -314,15 +324,18 @@ def _names(kernel: Kernel) -> tuple[str, ...] | None:
     return names
 
 
-def _out_dtype(a: Any) -> Any:
-    """D's torch dtype for operands like `a`: bf16 for e4m3, else A's own (core.problem.out_dtype_of)."""
+def _out_dtype(a: Any, epilogue: EpilogueSpec = EPILOGUE_NONE) -> Any:
+    """D's torch dtype for operands like `a` under `epilogue`: fp16 with out_float16, bf16 for
+    e4m3, else A's own (core.problem.out_dtype_of)."""
     import torch
 
+    if epilogue.out_float16:
+        return torch.float16
     return torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype
 
 
-def _fits(a: Any, b: Any, out: Any, m: int, n: int) -> bool:
+def _fits(a: Any, b: Any, out: Any, m: int, n: int, epilogue: EpilogueSpec = EPILOGUE_NONE) -> bool:
     """The kernel reads row-major A and B and writes a row-major D of the problem's shape."""
     if not (a.is_contiguous() and b.is_contiguous()):
         return False
-    return out is None or (out.is_contiguous() and tuple(out.shape) == (m, n) and out.dtype == _out_dtype(a))
+    return out is None or (out.is_contiguous() and tuple(out.shape) == (m, n) and out.dtype == _out_dtype(a, epilogue))

@@ -3,7 +3,7 @@ that dequantize it, as a model quantized to e4m3 runs its linear layers.
 
     scaled_gemm(a, b, scale_a, scale_b, bias?, out_dtype) -> d
         D = (A @ B.T) * scale_a * scale_b (+ bias), A (M, K) and B (N, K) e4m3, fp32 scales, D bf16
-        (with block scales, each 128-deep k block's product scaled by its own)
+        or fp16 (with block scales, each 128-deep k block's product scaled by its own)
 
 The scales' shapes name the scaling (`scaling_operands`), as torch._scaled_mm reads them: one value
 (a 0-d or one-element tensor) is a per-tensor scale, M values for A ((M,) or (M, 1)) a per-token
@@ -16,8 +16,10 @@ two one-value scales, `--scaling rowcol` (scale_row+scale_col) one with a scale 
 column, and `--scaling block` one with block scales.
 Where no tuned kernel serves, torch._scaled_mm runs it (`runner.inputs.baseline`: the figure a
 tuned kernel's ratio was measured against; with block scales torch._scaled_mm where this torch
-takes them, else the Triton kernel of `runner.triton_fp8`). The bias is bf16, N values. There is no autograd:
-FP8 here is for inference.
+takes them, else the Triton kernel of `runner.triton_fp8`). D is bf16 unless `out_dtype` is
+torch.float16: the problem's epilogue then holds out_float16 (core/epilogue.py), its own tuned
+entry, which starts from the bf16 one's measurements (`tuner.start`). The bias is N values of D's
+dtype. There is no autograd: FP8 here is for inference.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import torch
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch import default
 
-__all__ = ["scaled_gemm", "scaled_gemm_op", "scaling_operands"]
+__all__ = ["OUT_DTYPES", "scaled_gemm", "scaled_gemm_op", "scaling_operands"]
 
 _E4M3 = torch.float8_e4m3fn
+# D's dtypes: bf16 (the default) or fp16 (the epilogue op out_float16).
+OUT_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def scaling_operands(
@@ -81,14 +85,16 @@ def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out_dtyp
     )
     torch._check(a.device == b.device, lambda: f"tirtune.scaled_gemm: A is on {a.device}, B on {b.device}")
     torch._check(
-        out_dtype == torch.bfloat16,
-        lambda: f"tirtune.scaled_gemm: out_dtype must be torch.bfloat16 (the kernels' D), got {out_dtype}",
+        out_dtype in OUT_DTYPES,
+        lambda: (
+            f"tirtune.scaled_gemm: out_dtype must be torch.bfloat16 or torch.float16 (the kernels' D), got {out_dtype}"
+        ),
     )
     if bias is not None:
         torch._check(
-            bias.dim() == 1 and bias.shape[0] == b.shape[0] and bias.dtype == torch.bfloat16,
+            bias.dim() == 1 and bias.shape[0] == b.shape[0] and bias.dtype == out_dtype,
             lambda: (
-                f"tirtune.scaled_gemm: the bias must be bf16 of N = {b.shape[0]} values, got "
+                f"tirtune.scaled_gemm: the bias must be {out_dtype} (D's dtype) of N = {b.shape[0]} values, got "
                 f"{bias.dtype} {tuple(bias.shape)}"
             ),
         )
@@ -96,19 +102,29 @@ def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out_dtyp
 
 @torch.library.custom_op("tirtune::scaled_gemm", mutates_args=())
 def scaled_gemm_op(
-    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, bias: torch.Tensor | None
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    bias: torch.Tensor | None,
+    out_dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
-    _check(a, b, bias, torch.bfloat16)
+    _check(a, b, bias, out_dtype)
     scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b, a.shape[1])
-    return default.current().scaled_gemm(a, b, scales, bias)  # type: ignore[no-any-return]
+    return default.current().scaled_gemm(a, b, scales, bias, out_dtype=out_dtype)  # type: ignore[no-any-return]
 
 
 @scaled_gemm_op.register_fake
 def _(
-    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, bias: torch.Tensor | None
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    bias: torch.Tensor | None,
+    out_dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
-    _check(a, b, bias, torch.bfloat16)
-    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+    _check(a, b, bias, out_dtype)
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
 
 
 def scaled_gemm(
@@ -120,16 +136,14 @@ def scaled_gemm(
     bias: torch.Tensor | None = None,
     out_dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
-    """D = (A @ B.T) * scale_a * scale_b (+ bias) in bf16 (module docstring) by the tuned kernel of
-    the problem with these scalings, else torch._scaled_mm. Eagerly on plain tensors it goes to the
-    dispatcher straight (a custom op's dispatch costs about 100 us of host time); under
-    torch.compile or a fake-tensor trace, through `torch.ops.tirtune.scaled_gemm`."""
-    if out_dtype != torch.bfloat16:
-        raise RuntimeError("tirtune.scaled_gemm: out_dtype must be torch.bfloat16 (the kernels' D)")
+    """D = (A @ B.T) * scale_a * scale_b (+ bias) in `out_dtype`, bf16 or fp16 (module docstring),
+    by the tuned kernel of the problem with these scalings, else torch._scaled_mm. Eagerly on plain
+    tensors it goes to the dispatcher straight (a custom op's dispatch costs about 100 us of host
+    time); under torch.compile or a fake-tensor trace, through `torch.ops.tirtune.scaled_gemm`."""
     if torch.compiler.is_compiling() or any(
         type(t) is not torch.Tensor for t in (a, b, scale_a, scale_b) + ((bias,) if bias is not None else ())
     ):  # the op checks its arguments, in its fake too
-        return torch.ops.tirtune.scaled_gemm(a, b, scale_a, scale_b, bias)  # type: ignore[no-any-return]
+        return torch.ops.tirtune.scaled_gemm(a, b, scale_a, scale_b, bias, out_dtype)  # type: ignore[no-any-return]
     _check(a, b, bias, out_dtype)
     scales = scaling_operands(a.shape[0], b.shape[0], scale_a, scale_b, a.shape[1])
-    return default.current().scaled_gemm(a, b, scales, bias)  # type: ignore[no-any-return]
+    return default.current().scaled_gemm(a, b, scales, bias, out_dtype=out_dtype)  # type: ignore[no-any-return]

@@ -162,7 +162,8 @@ class GemmPlan:
 
     @property
     def out_dtype(self) -> str:
-        """D's dtype: the operands' own, bf16 for e4m3 operands."""
+        """D's dtype: the operands' own, bf16 for e4m3 operands (a branch whose plan holds the fused
+        epilogue reads out_float16 there: `kernels.hopper.plan`)."""
         return out_dtype_of(self.dtype)
 
     @property

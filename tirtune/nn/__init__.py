@@ -125,16 +125,18 @@ class FP8Linear(torch.nn.Module):
     layout vLLM and compressed-tensors FP8 checkpoints share): `weight` (N, K) float8_e4m3fn,
     `weight_scale` fp32, one value (per tensor), N ((N, 1) or (N,): per output channel) or
     (ceil(N/128), ceil(K/128)) (per 128x128 block, DeepSeek-V3's `weight_scale_inv`), `input_scale`
-    fp32 one value (static activation scaling) or absent (dynamic), `bias` bf16 (N,) or absent; W's
-    real values are weight * weight_scale (each block's scale over its block).
+    fp32 one value (static activation scaling) or absent (dynamic), `bias` (N,) or absent; W's
+    real values are weight * weight_scale (each block's scale over its block). `out_dtype`, y's
+    dtype, is torch.bfloat16 (the default) or torch.float16 (the problem's epilogue then holds
+    out_float16: its own tuned entry); the bias is kept in it.
 
-    forward(x) quantizes x (bf16, (..., K)) to e4m3 with eager torch ops: x / input_scale when the
+    forward(x) quantizes x ((..., K), any float dtype) to e4m3 with eager torch ops: x / input_scale when the
     checkpoint has one; else, with block weight scales, one scale per token and 128-deep block of K
     (the block's largest |x| over 448), with a per-channel weight scale one scale per token, and
     with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm` multiplies: the tuned
     kernel of (tokens, N, K) with that scaling ("block", "rowcol": a scale per token and per
     channel; "tensor": one each) where one was tuned, else torch's own (`tirtune.scaled_gemm`).
-    y is bf16."""
+    y is of `out_dtype`."""
 
     def __init__(
         self,
@@ -142,8 +144,12 @@ class FP8Linear(torch.nn.Module):
         weight_scale: torch.Tensor,
         bias: torch.Tensor | None = None,
         input_scale: torch.Tensor | None = None,
+        out_dtype: torch.dtype = torch.bfloat16,
     ) -> None:
         super().__init__()
+        if out_dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"FP8Linear: out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+        self.out_dtype = out_dtype
         if weight.dim() != 2 or weight.dtype != torch.float8_e4m3fn:
             raise ValueError(
                 f"FP8Linear: weight must be 2-D float8_e4m3fn (N, K), got {weight.dtype} {tuple(weight.shape)}"
@@ -172,7 +178,7 @@ class FP8Linear(torch.nn.Module):
         shape = blocks if self.blocked else (self.out_features if per_channel else 1,)
         self.register_buffer("weight_scale", scale.reshape(shape).contiguous())
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32).reshape(1))
-        self.register_buffer("bias", None if bias is None else bias.to(torch.bfloat16).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.to(out_dtype).contiguous())
 
     @property
     def scaling(self) -> str:
@@ -184,10 +190,12 @@ class FP8Linear(torch.nn.Module):
         return "rowcol" if self.weight_scale.numel() > 1 and self.input_scale is None else "tensor"
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, torch.Tensor], prefix: str = "") -> FP8Linear:
+    def from_state_dict(
+        cls, state: Mapping[str, torch.Tensor], prefix: str = "", out_dtype: torch.dtype = torch.bfloat16
+    ) -> FP8Linear:
         """From a checkpoint's tensors `{prefix}weight`, `{prefix}weight_scale` (or, as DeepSeek-V3's
         block-quantized checkpoints name it, `{prefix}weight_scale_inv`) and, where present,
-        `{prefix}input_scale` and `{prefix}bias`."""
+        `{prefix}input_scale` and `{prefix}bias`; y in `out_dtype`."""
         scale_name = next((prefix + k for k in ("weight_scale", "weight_scale_inv") if prefix + k in state), None)
         if prefix + "weight" not in state or scale_name is None:
             missing = [prefix + "weight"] if prefix + "weight" not in state else []
@@ -198,34 +206,39 @@ class FP8Linear(torch.nn.Module):
             state[scale_name],
             state.get(f"{prefix}bias"),
             state.get(f"{prefix}input_scale"),
+            out_dtype,
         )
 
     @classmethod
     def quantize(cls, layer: torch.nn.Linear, scaling: str = "rowcol") -> FP8Linear:
         """A 16-bit `torch.nn.Linear` quantized to e4m3: one weight scale per output channel
         ("rowcol"), one for the whole weight ("tensor") or one per 128x128 block ("block"), each its
-        largest |w| over 448; dynamic activation scales."""
+        largest |w| over 448; dynamic activation scales; y in the layer's dtype where it is fp16,
+        else bf16."""
         if scaling not in ("rowcol", "tensor", "block"):
             raise ValueError(f"FP8Linear.quantize: scaling is 'rowcol', 'tensor' or 'block', got {scaling!r}")
         with torch.no_grad():
             w = layer.weight.float()
             bias = None if layer.bias is None else layer.bias.detach()
+            out_dtype = torch.float16 if layer.weight.dtype == torch.float16 else torch.bfloat16
             if scaling == "block":
                 amax = _block_amax(w, BLOCK_K, BLOCK_K)
                 scale = (amax / E4M3_MAX).clamp_min(1e-12)
                 q = (w / _spread(scale, w.shape, BLOCK_K)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-                return cls(q, scale, bias)
+                return cls(q, scale, bias, out_dtype=out_dtype)
             amax = w.abs().amax(dim=1, keepdim=True) if scaling == "rowcol" else w.abs().amax().reshape(1, 1)
             scale = (amax / E4M3_MAX).clamp_min(1e-12)
             q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        return cls(q, scale.reshape(-1), bias)
+        return cls(q, scale.reshape(-1), bias, out_dtype=out_dtype)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
         if self.blocked:  # one scale per token and 128-deep block of K
             scale_blocks = (_block_amax(x.float(), 1, BLOCK_K) / E4M3_MAX).clamp_min(1e-12)
             x8 = (x.float() / _spread(scale_blocks, x.shape, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-            y = scaled_gemm(x8.contiguous(), self.weight, scale_blocks, self.weight_scale, bias=self.bias)
+            y = scaled_gemm(
+                x8.contiguous(), self.weight, scale_blocks, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype
+            )
             return y.reshape(*input.shape[:-1], self.out_features)
         if self.input_scale is not None:
             scale_x = self.input_scale
@@ -235,8 +248,13 @@ class FP8Linear(torch.nn.Module):
             scale_x = (x.abs().amax().float() / E4M3_MAX).clamp_min(1e-12).reshape(1)
         ratio = x.float() / (scale_x[:, None] if scale_x.numel() > 1 else scale_x)
         x8 = ratio.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        y = scaled_gemm(x8.contiguous(), self.weight, scale_x, self.weight_scale, bias=self.bias)
+        y = scaled_gemm(
+            x8.contiguous(), self.weight, scale_x, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype
+        )
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, scaling={self.scaling}"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, scaling={self.scaling}, "
+            f"out_dtype={self.out_dtype}"
+        )

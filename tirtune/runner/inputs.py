@@ -98,7 +98,7 @@ def draw_inputs(
     else:
         b = torch.randn(n, k, dtype=types[dtype], device=device, generator=gen)
     operands = {}
-    for operand in epilogue.operands(m, n, out_dtype_of(dtype), k):
+    for operand in epilogue.operands(m, n, out_dtype_of(dtype, epilogue), k):
         value = torch.randn(operand.shape, dtype=torch.float32, device=device, generator=gen)
         if operand.name in ("bias", "residual"):
             value = value * math.sqrt(k)
@@ -209,10 +209,10 @@ def _fp8_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     """An FP8 problem's same-run reference: torch._scaled_mm, what torch offers for e4m3 operands
     on Hopper (cuBLASLt's FP8 GEMM for a per-tensor scale, a rowwise kernel for per-token x
     per-channel scales), with fast accumulation (no promotion of the sum, as the kernel does not
-    promote either: the fastest setting torch has) and a bf16 D. scale_a and scale_b are its
-    tensor scales and scale_row and scale_col its rowwise ones (a missing vector all ones, the
-    tensor scales folded into the vectors when both kinds are given); with no scale, a tensor
-    scale of 1. A bias rides in its epilogue, a residual is an eager add after it.
+    promote either: the fastest setting torch has) and D's dtype (bf16, or fp16 with out_float16).
+    scale_a and scale_b are its tensor scales and scale_row and scale_col its rowwise ones (a
+    missing vector all ones, the tensor scales folded into the vectors when both kinds are given);
+    with no scale, a tensor scale of 1. A bias rides in its epilogue, a residual is an eager add after it.
     torch._scaled_mm refuses an N that is not a multiple of 16: B and scale_col are then padded
     with zero rows once, outside what is timed, and each call writes an (M, N16) buffer whose
     first N columns are copied into D."""
@@ -278,7 +278,8 @@ def torch_takes_block_scales() -> bool:
 def _block_scaled_mm_torch(torch: Any, a: Any, b: Any, sa: Any, sb: Any, out: Any) -> Any:
     # A's 1x128 scales as torch reads them: (M, KB) with M contiguous (`sa`, (KB, M), transposed);
     # B's 128x128 ones for b.T (K, N): (KB, NB), i.e. `sb` (NB, KB) transposed.
-    return torch._scaled_mm(a, b.T, sa.T, sb.T, out_dtype=torch.bfloat16, use_fast_accum=False, out=out)
+    out_dtype = torch.bfloat16 if out is None else out.dtype
+    return torch._scaled_mm(a, b.T, sa.T, sb.T, out_dtype=out_dtype, use_fast_accum=False, out=out)
 
 
 def _fp8_block_baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:

@@ -254,7 +254,9 @@ class _Bench:
         (cuBLAS; fused: cuBLAS and the ops). Each kernel's ratio of a round is that round's
         baseline median over the kernel's block median."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype)], device=self.device)
+        d = torch.empty(
+            req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype, inputs.epilogue)], device=self.device
+        )
         launches = [lambda fn=fn: _call(fn, inputs, d) for fn in fns]
         cublas = baseline(torch, inputs, d)
         reps = [
@@ -288,7 +290,9 @@ class _Bench:
         """Kernel times, baseline times and the ratio of each round (baseline median / kernel
         median); the baseline is cuBLAS, for a fused problem cuBLAS and the ops (`inputs.baseline`)."""
         torch = self.torch
-        d = torch.empty(req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype)], device=self.device)
+        d = torch.empty(
+            req.m, req.n, dtype=torch_dtypes(torch)[out_dtype_of(req.dtype, inputs.epilogue)], device=self.device
+        )
         kernel = lambda: _call(fn, inputs, d)  # noqa: E731
         cublas = baseline(torch, inputs, d)
         estimate = _median(self._events(kernel, 3))

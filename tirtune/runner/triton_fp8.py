@@ -1,6 +1,6 @@
 """A block-scaled FP8 GEMM in Triton: the measuring child's baseline where torch has none.
 
-D (M, N) bf16 = sum over the 128-deep k blocks kb of (A_kb @ B_kb.T) * scale_a_block[kb, m] *
+D (M, N) bf16 or fp16 = sum over the 128-deep k blocks kb of (A_kb @ B_kb.T) * scale_a_block[kb, m] *
 scale_b_block[n // 128, kb] (core/epilogue.py's block scales; A (M, K) and B (N, K) e4m3,
 row-major). Each program owns one BLOCK_M x BLOCK_N tile of D, multiplies one k block at a time
 with `tl.dot` on the e4m3 tiles (fp32 products), scales the block's product by A's row scales and
@@ -57,13 +57,13 @@ def _kernel() -> Any:
             col_scale = tl.load(sb + (cols // BK) * KB + kb, mask=cols < N, other=0.0)
             acc += part * row_scale[:, None] * col_scale[None, :]
         d_mask = (rows[:, None] < M) & (cols[None, :] < N)
-        tl.store(d + rows[:, None] * N + cols[None, :], acc.to(tl.bfloat16), mask=d_mask)
+        tl.store(d + rows[:, None] * N + cols[None, :], acc.to(d.dtype.element_ty), mask=d_mask)
 
     return block_scaled_fp8
 
 
 def block_scaled_mm(a: Any, b: Any, scale_a_block: Any, scale_b_block: Any, d: Any, config: int = 0) -> Any:
-    """D = the block-scaled product of e4m3 A (M, K) and B (N, K) into bf16 `d` (M, N); the scales
+    """D = the block-scaled product of e4m3 A (M, K) and B (N, K) into bf16 or fp16 `d` (M, N); the scales
     as core/epilogue.py lays them out: (ceil(K/128), M) and (ceil(N/128), ceil(K/128)), fp32,
     contiguous; `config` indexes CONFIGS."""
     m, k = a.shape
@@ -89,8 +89,8 @@ def block_scaled_mm(a: Any, b: Any, scale_a_block: Any, scale_b_block: Any, d: A
     return d
 
 
-# (M, N, K, device) -> the CONFIGS index chosen for it in this process.
-_CHOSEN: dict[tuple[int, int, int, str], int] = {}
+# (M, N, K, device, D dtype) -> the CONFIGS index chosen for it in this process.
+_CHOSEN: dict[tuple[int, int, int, str, str], int] = {}
 
 
 def fastest_config(torch: Any, a: Any, b: Any, scale_a_block: Any, scale_b_block: Any, d: Any) -> int:
@@ -98,7 +98,7 @@ def fastest_config(torch: Any, a: Any, b: Any, scale_a_block: Any, scale_b_block
     few launches after one to compile it, once a problem and process), 0 off a GPU."""
     if not a.is_cuda:
         return 0
-    key = (a.shape[0], b.shape[0], a.shape[1], str(a.device))
+    key = (a.shape[0], b.shape[0], a.shape[1], str(a.device), str(d.dtype))
     if key in _CHOSEN:
         return _CHOSEN[key]
     times = []

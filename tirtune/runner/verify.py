@@ -28,10 +28,10 @@ still one rounding of D's dtype from the reference, so the same table holds. A k
 a residual or bias in D's dtype after rounding the product would add at most one more rounding
 of D's dtype, still inside the margin; a dropped or misplaced op is not (`runner.inputs`).
 
-FP8 (e4m3 A and B, a bf16 D, `core.problem`): the reference takes the e4m3 operands as float32,
-where they are exact, and D is poisoned and compared as bf16. Its tolerance is bf16's plus what
-the tensor cores' FP8 accumulation loses over K (`FP8_ACCUMULATION_PER_K`, with where it comes
-from): an FP8 wgmma accumulates into fewer mantissa bits than fp32 keeps.
+FP8 (e4m3 A and B, a bf16 D, or fp16 with out_float16, `core.problem`): the reference takes the
+e4m3 operands as float32, where they are exact, and D is poisoned and compared in its dtype. Its
+tolerance is that dtype's plus what the tensor cores' FP8 accumulation loses over K
+(`FP8_ACCUMULATION_PER_K`, with where it comes from): an FP8 wgmma accumulates into fewer mantissa bits than fp32 keeps.
 
 swiglu: the reference de-interleaves B (`runner.inputs.unpack_gate_up`) and computes
 silu(A @ gate.T) * (A @ up.T) in float32 (torch's silu); D is (M, N) with N = B's rows / 2. The
@@ -86,11 +86,12 @@ FP8_ACCUMULATION_PER_K = 2.0**-19
 GUARD_ROWS = 256  # rows of NaN guard before and after D while verifying (>= the largest blk_m)
 
 
-def tolerance(dtype: str, k: int) -> float:
-    """The relative Frobenius error a kernel of operand dtype `dtype` and depth `k` may have:
-    TOLERANCE for fp16 and bf16; for FP8, bf16's plus the accumulator's truncations over K."""
+def tolerance(dtype: str, k: int, out_dtype: str | None = None) -> float:
+    """The relative Frobenius error a kernel of operand dtype `dtype`, depth `k` and D of
+    `out_dtype` (`core.problem.out_dtype_of` when None) may have: TOLERANCE for fp16 and bf16; for
+    FP8, D's dtype's plus the accumulator's truncations over K."""
     if dtype == FP8:
-        return TOLERANCE["bfloat16"] + k * FP8_ACCUMULATION_PER_K
+        return TOLERANCE[out_dtype or out_dtype_of(dtype)] + k * FP8_ACCUMULATION_PER_K
     return TOLERANCE[dtype]
 
 
@@ -117,7 +118,7 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
     packed B (module docstring). SpaceError for an operand missing, unexpected or of another
     shape than the op's (core.epilogue.EpilogueSpec.operands)."""
     m, n = a.shape[0], b.shape[0] // 2 if epilogue.gated else b.shape[0]
-    out_dtype = out_dtype_of(str(a.dtype).removeprefix("torch."))
+    out_dtype = out_dtype_of(str(a.dtype).removeprefix("torch."), epilogue)
     wanted = {o.name: o.shape for o in epilogue.operands(m, n, out_dtype, a.shape[1])}
     if set(operands) != set(wanted):
         raise SpaceError(
@@ -139,7 +140,7 @@ def reference(a: Any, b: Any, epilogue: EpilogueSpec = EPILOGUE_NONE, **operands
         out = block_scaled_product(a, b, operands["scale_a_block"], operands["scale_b_block"])
     else:
         out = a.float() @ b.float().T
-    for op in epilogue.ops:
+    for op in epilogue.operand_ops:
         if op in BLOCK_OPS:
             continue  # in the product above
         value = operands[op].float()
@@ -171,7 +172,8 @@ def verify(
 
     ref = reference(a, b, epilogue, **(operands or {}))
     m, n = ref.shape
-    out_dtype = torch_dtypes(torch)[out_dtype_of(dtype)]
+    out_name = out_dtype_of(dtype, epilogue)
+    out_dtype = torch_dtypes(torch)[out_name]
     outs = []
     for _ in range(runs):
         guarded = torch.full((m + 2 * guard_rows, n), float("nan"), dtype=out_dtype, device=a.device)
@@ -188,7 +190,7 @@ def verify(
     if unwritten:
         return Verdict(False, f"{unwritten} of {d.numel()} outputs never written (still NaN)")
     err = relative_error(d, ref)
-    tol = tolerance(dtype, a.shape[1])
+    tol = tolerance(dtype, a.shape[1], out_name)
     if not math.isfinite(err) or err > tol:
         return Verdict(False, f"relative error {err:.3e} > tolerance {tol:.0e}", err)
     if any(not torch.equal(outs[0], other) for other in outs[1:]):

@@ -13,7 +13,9 @@ A new problem's first trials should be its likely best. Two sources, in this ord
    nearest but for the same scaling, `OTHER_SCALING` further away: their kernels differ in the
    scales the epilogue multiplies by, and their configs rank alike (on the H100 the rowwise
    512x4096x14336 job, started without its per-tensor twin's best, ended at 0.729 of torch where
-   that best ran 0.914: docs/perf-notes.md, "The sibling scaling's best");
+   that best ran 0.914: docs/perf-notes.md, "The sibling scaling's best"). An FP8 problem with
+   a bf16 D and its twin with an fp16 D (the epilogue op out_float16) are each other's nearest too,
+   as far: their kernels differ in the conversion at the store, two bytes an element either way;
 2. **Shape class**: the branch registry's starting configs for the problem's class
    (`space.shapes.shape_class`: decode, small batch, square, ...).
 
@@ -42,7 +44,7 @@ import logging
 from sqlalchemy.orm import Session, sessionmaker
 
 from tirtune.core import Config, Problem, Source
-from tirtune.core.epilogue import rescaled, scaling_of
+from tirtune.core.epilogue import OUT_FLOAT16, EpilogueSpec, rescaled, scaling_of
 from tirtune.core.problem import FP8, HALF_DTYPES
 from tirtune.db import repo, transaction
 from tirtune.model.guide import Guide
@@ -90,6 +92,8 @@ def transferred(
     sibling = SIBLING_SCALINGS.get(scaling_of(problem.epilogue)) if problem.is_fp8 else None
     if sibling is not None:
         epilogues.append(rescaled(problem.epilogue, sibling))
+    if problem.is_fp8:
+        epilogues += [_other_out(e) for e in epilogues]
     tuned = [
         p
         for dtype in dtypes
@@ -108,6 +112,13 @@ def transferred(
         ]
         configs += own[:PER_PROBLEM]
     return configs
+
+
+def _other_out(epilogue: EpilogueSpec) -> EpilogueSpec:
+    """An FP8 epilogue with D's other dtype: out_float16 added, or taken away."""
+    if epilogue.out_float16:
+        return EpilogueSpec(tuple(op for op in epilogue.ops if op != OUT_FLOAT16))
+    return EpilogueSpec((*epilogue.ops, OUT_FLOAT16))
 
 
 def start_sources(

@@ -2,7 +2,7 @@
 
 A wgmma m64nN f32 fragment gives thread (warp, lane) of a warpgroup register r at row
 16*warp + lane/4 + 8*((r>>1)&1) and column 8*(r>>2) + 2*(lane%4) + (r&1) of its m64 block
-(`store_block`). Each value is converted to D's dtype (the operands' own; bf16 for e4m3 operands)
+(`store_block`). Each value is converted to D's dtype (the operands' own; bf16 for e4m3 operands, fp16 with out_float16)
 and stored under guards on M and N:
 
 * with N even (every row 4-byte aligned, and col < N implies col+1 < N), the column pair
@@ -101,7 +101,7 @@ class Epilogue:
         PAIRED = N % 2 == 0
         store2_name, store2_source = store2_helper(DT)
         D, warp, lane, X = f.D, f.warp, f.lane, f.fused
-        OPS = p.fused.ops
+        OPS = p.fused.operand_ops
         # swiglu: D is half the GEMM's width, PN columns (PM with swap_ab, the kernel's M halved).
         GATED, (_, PN) = p.fused.gated, p.problem_shape
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from tirtune.core.config import Config
 from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, EpilogueSpec
-from tirtune.core.problem import Problem
+from tirtune.core.problem import Problem, out_dtype_of
 from tirtune.kernels.skeleton import GemmPlan, TileSchedule, plan_fields
 from tirtune.space.hopper.rules import (
     CONFIG_RULES,
@@ -168,6 +168,12 @@ class KernelPlan(GemmPlan):
         """128-byte swizzle atoms along K in one stage (`atom_k` elements each): one TMA box each
         per operand."""
         return self.blk_k // self.atom_k
+
+    @property
+    def out_dtype(self) -> str:
+        """D's dtype: the operands' own, for e4m3 operands bf16, or fp16 where the fused epilogue
+        holds out_float16 (core/epilogue.py); bias and residual come in it too."""
+        return out_dtype_of(self.dtype, self.fused)
 
     @property
     def block_scaled(self) -> bool:

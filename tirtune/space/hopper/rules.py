@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tirtune.core.config import Config
 from tirtune.core.epilogue import BLOCK_K
-from tirtune.core.problem import Problem, block_scales_fp8, swiglu_n_aligned
+from tirtune.core.problem import Problem, block_scales_fp8, out_float16_fp8, swiglu_n_aligned
 from tirtune.space.hopper.knobs import (
     CLUSTER_DIMS,
     CLUSTER_SIZES,
@@ -1171,6 +1171,7 @@ PROBLEM_RULES: tuple[ProblemRule, ...] = (
     fp8_epilogue_supported,
     fp8_one_row_operand,
     block_scales_fp8,
+    out_float16_fp8,
 )
 # hopper-gemm/3: the prefetching consumer thread restarts the ring per tile, so persistent CTAs
 # no longer need a producer.
