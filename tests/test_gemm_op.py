@@ -146,13 +146,16 @@ def test_the_readme_example_runs() -> None:
 
 # The fused call: tirtune.gemm(a, b, bias=..., residual=...) and torch.ops.tirtune.gemm_fused(_out).
 
-# Every valid spec with an operand but the block scales, which dequantize FP8 operands only.
+# Every valid spec with an operand but the block scales, which dequantize FP8 operands only, and
+# an fp16 D (out_float16), which is FP8's choice of D.
 SPECS = [
     EpilogueSpec.parse(t)
     for t in EPILOGUE_TEXTS
-    if t not in ("none", SWIGLU) and not EpilogueSpec.parse(t).block_scaled
+    if t not in ("none", SWIGLU) and not EpilogueSpec.parse(t).block_scaled and not EpilogueSpec.parse(t).out_float16
 ]
-BLOCK_SPECS = [EpilogueSpec.parse(t) for t in EPILOGUE_TEXTS if EpilogueSpec.parse(t).block_scaled]
+FP8_ONLY_SPECS = [
+    EpilogueSpec.parse(t) for t in EPILOGUE_TEXTS if EpilogueSpec.parse(t).block_scaled or t == "bias+out_float16"
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -172,10 +175,10 @@ def test_the_unfused_fallback_matches_the_float32_reference(spec: EpilogueSpec, 
     assert error <= TOLERANCE[name], (spec, float(error))
 
 
-@pytest.mark.parametrize("spec", BLOCK_SPECS, ids=str)
-def test_the_unfused_fallback_refuses_block_scales_on_16_bit_operands(spec: EpilogueSpec) -> None:
-    """The block scales dequantize FP8 operands: with fp16 ones the fallback says so rather than
-    returning a product that ignores them."""
+@pytest.mark.parametrize("spec", FP8_ONLY_SPECS, ids=str)
+def test_the_unfused_fallback_refuses_fp8s_ops_on_16_bit_operands(spec: EpilogueSpec) -> None:
+    """The block scales dequantize FP8 operands, and out_float16 picks an FP8 product's D: with
+    fp16 operands the fallback says so rather than returning a product that ignores them."""
     inputs = draw_inputs(torch, 48, 40, 256, "float16", spec, device="cpu", seed=3)
     with pytest.raises(tirtune.TirtuneError, match="FP8 operands"):
         tirtune.dispatch.current().gemm_fused(inputs.a, inputs.b, spec, inputs.operands)

@@ -34,7 +34,7 @@ from typing import Any
 
 from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, GATE_GROUP, SCALE_OPS, EpilogueSpec
 from tirtune.core.errors import SpaceError
-from tirtune.core.problem import FP8, Problem, block_scales_fp8, out_dtype_of
+from tirtune.core.problem import FP8, Problem, block_scales_fp8, out_dtype_of, out_float16_fp8
 
 __all__ = [
     "Inputs",
@@ -146,9 +146,10 @@ def baseline(torch: Any, inputs: Inputs, d: Any) -> Callable[[], Any]:
     a, b, ops = inputs.a, inputs.b, inputs.operands
     if a.dtype == torch.float8_e4m3fn:
         return _fp8_baseline(torch, inputs, d)
-    if inputs.epilogue.block_scaled:  # 16-bit operands: no problem to serve (the problem rule says why)
-        dtype = str(a.dtype).removeprefix("torch.")
-        raise SpaceError(block_scales_fp8(Problem(a.shape[0], b.shape[0], a.shape[1], dtype, inputs.epilogue)) or "")
+    if inputs.epilogue.block_scaled or inputs.epilogue.out_float16:
+        # 16-bit operands: no problem to serve (the problem rules say why)
+        problem = Problem(a.shape[0], b.shape[0], a.shape[1], str(a.dtype).removeprefix("torch."), inputs.epilogue)
+        raise SpaceError(block_scales_fp8(problem) or out_float16_fp8(problem) or "")
     if inputs.epilogue.gated:
         return _swiglu_baseline(torch, a, b, d)
     scaled = [op for op in SCALE_OPS if op in ops]
