@@ -33,8 +33,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tirtune.core import Problem
-from tirtune.core.problem import HALF_DTYPES
+from tirtune.core import EpilogueSpec, Problem
+from tirtune.core.problem import HALF_DTYPES, out_dtype_of
 from tirtune.runner.inputs import draw_inputs
 from tirtune.runner.measure import Nvml
 from tirtune.runner.verify import tolerance, verify
@@ -88,9 +88,10 @@ def problem_text(problem: dict[str, Any]) -> str:
     return f"{text} {problem['epilogue']}" if problem.get("epilogue", "none") != "none" else text
 
 
-def _dtype_and_k(text: str) -> tuple[str, int]:
-    shape, dtype = text.split()[:2]
-    return dtype, int(shape.split("x")[2])
+def _dtype_k_and_out(text: str) -> tuple[str, int, str]:
+    """(operand dtype, K, D's dtype) of a row's problem text."""
+    shape, dtype, *epilogue = text.split()
+    return dtype, int(shape.split("x")[2]), out_dtype_of(dtype, EpilogueSpec.parse(epilogue[0] if epilogue else "none"))
 
 
 def _worst_text(dtype: str, error: float, share: float) -> str:
@@ -131,9 +132,9 @@ def summary(rows: list[dict[str, Any]], title: str) -> str:
     share: dict[str, float] = {}
     for r in rows:
         if r.get("rel_error") is not None:
-            dtype, k = _dtype_and_k(r["problem"])
+            dtype, k, out = _dtype_k_and_out(r["problem"])
             worst[dtype] = max(worst.get(dtype, 0.0), r["rel_error"])
-            share[dtype] = max(share.get(dtype, 0.0), r["rel_error"] / tolerance(dtype, k))
+            share[dtype] = max(share.get(dtype, 0.0), r["rel_error"] / tolerance(dtype, k, out))
     within = all(v <= 1.0 for v in share.values())
     lines = [
         f"# {title}",
