@@ -72,8 +72,8 @@ def trial_tables(results: Path) -> Iterator[dict[str, str]]:
     for path in sorted(results.rglob("*trials*.csv")):
         with path.open() as f:
             for r in csv.DictReader(f):
-                if r.get("outcome") != "OK" or not r.get("ratio"):
-                    continue
+                if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
+                    continue  # the prior is plain GEMMs' (a fused job's trials name their epilogue)
                 m, n, k = (int(x) for x in r["problem"].split("x"))
                 yield _row(
                     Problem(m, n, k, r["dtype"]),

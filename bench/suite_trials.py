@@ -4,7 +4,8 @@
 
 Reads a suite's database (bench/suite.py --database: the service's tables and the jobs' Optuna
 studies in one) and writes one CSV row per measurement of each job's own trials: problem, dtype,
-trial, origin, config, outcome, ratio, TFLOP/s and same-run cuBLAS TFLOP/s. The origin is what
+trial, origin, config, outcome, ratio, TFLOP/s, same-run cuBLAS TFLOP/s and the job's epilogue
+("none", or its fused ops and scales: two jobs of one shape and dtype are told apart by it). The origin is what
 the job's proposer recorded on the Optuna trial: "start" (a starting point, enqueued: with a cost
 model, its first picks), "neighbour" (one knob, or one of the space's jumps, from a best so far:
 user attr neighbour_of), "refine" (among a guided job's last trials, the best config's own
@@ -47,6 +48,7 @@ class Row:
     ratio: float | None
     tflops: float | None
     cublas_tflops: float | None
+    epilogue: str = "none"
 
 
 def origin(trial: optuna.trial.FrozenTrial) -> str:
@@ -81,25 +83,28 @@ def trials(url: str) -> list[Row]:
             for m in measured:
                 number = int(m.trial_number or 0)
                 rows.append(Row(f"{job.m}x{job.n}x{job.k}", job.dtype, number, origins.get(number, "?"),
-                                Config.from_json(m.config, HOPPER_KNOBS).label(), m.outcome, m.ratio, m.tflops, m.cublas_tflops))
+                                Config.from_json(m.config, HOPPER_KNOBS).label(), m.outcome, m.ratio, m.tflops, m.cublas_tflops,
+                                job.epilogue or "none"))
     return rows
 
 
 def summary(rows: Sequence[Row]) -> list[str]:
     """Per job: its best trial (the trial figure), the best's origin, the origins within 2% of it."""
     lines: list[str] = []
-    jobs = list(dict.fromkeys((r.problem, r.dtype) for r in rows))
+    jobs = list(dict.fromkeys((r.problem, r.dtype, r.epilogue) for r in rows))
     not_start = 0
-    for problem, dtype in jobs:
-        ok = [r for r in rows if (r.problem, r.dtype) == (problem, dtype) and r.outcome == "OK" and r.ratio]
+    for problem, dtype, epilogue in jobs:
+        name = f"{problem} {dtype}" + ("" if epilogue == "none" else f" {epilogue}")
+        own = [r for r in rows if (r.problem, r.dtype, r.epilogue) == (problem, dtype, epilogue)]
+        ok = [r for r in own if r.outcome == "OK" and r.ratio]
         if not ok:
-            lines.append(f"{problem} {dtype}: no verified trial")
+            lines.append(f"{name}: no verified trial")
             continue
         best = max(ok, key=lambda r: r.ratio or 0.0)
         near = Counter(r.origin for r in ok if (r.ratio or 0.0) >= NEAR * (best.ratio or 0.0))
-        measured = Counter(r.origin for r in rows if (r.problem, r.dtype) == (problem, dtype))
+        measured = Counter(r.origin for r in own)
         not_start += best.origin != "start"
-        lines.append(f"{problem} {dtype}: best {best.ratio:.3f} (trial {best.trial}, {best.origin}: {best.config}); "
+        lines.append(f"{name}: best {best.ratio:.3f} (trial {best.trial}, {best.origin}: {best.config}); "
                      f"within 2%: {dict(near)}; measured: {dict(measured)}")
     lines.append(f"{not_start} of {len(jobs)} jobs' best trial was not a starting point")
     return lines
@@ -119,10 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None:
         with args.out.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["problem", "dtype", "trial", "origin", "config", "outcome", "ratio", "tflops", "cublas_tflops"])
+            w.writerow(["problem", "dtype", "trial", "origin", "config", "outcome", "ratio", "tflops", "cublas_tflops",
+                        "epilogue"])
             for r in rows:
                 w.writerow([r.problem, r.dtype, r.trial, r.origin, r.config, r.outcome,
-                            *(f"{v:.4g}" if v is not None else "" for v in (r.ratio, r.tflops, r.cublas_tflops))])
+                            *(f"{v:.4g}" if v is not None else "" for v in (r.ratio, r.tflops, r.cublas_tflops)),
+                            r.epilogue])
     print("\n".join(summary(rows)))
     return 0
 

@@ -90,6 +90,7 @@ def test_suite_trials_names_where_each_measured_trial_came_from(replaying_servic
         measured = s.scalar(sa.select(sa.func.count()).select_from(Measurement)
                             .where(Measurement.job_id.is_not(None), Measurement.trial_number.is_not(None)))
     assert len(rows) == measured and {r.problem for r in rows} == {"4096x4096x4096"}
+    assert {r.epilogue for r in rows} == {"none"}
     assert {r.origin for r in rows} <= set(suite_trials.ORIGINS)
     by_trial = sorted(rows, key=lambda r: r.trial)
     assert [r.origin for r in by_trial[:4]] == ["start"] * 4
@@ -101,4 +102,18 @@ def test_suite_trials_names_where_each_measured_trial_came_from(replaying_servic
     out = tmp_path / "trials.csv"
     assert suite_trials.main([str(database), "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == len(rows) + 1
+    assert out.read_text().splitlines()[0].endswith(",epilogue")
     assert suite_trials.main([str(tmp_path / "missing.db")]) == 2
+
+
+def test_suite_trials_tells_two_epilogues_of_one_shape_apart() -> None:
+    """Two FP8 jobs of one shape under two scalings are two jobs in the summary, each with its own best."""
+    from bench import suite_trials
+
+    def row(trial: int, ratio: float, epilogue: str) -> suite_trials.Row:
+        return suite_trials.Row("512x4096x14336", "float8_e4m3fn", trial, "start", "c", "OK", ratio, 1.0, 1.0, epilogue)
+
+    lines = suite_trials.summary([row(0, 0.7, "scale_a+scale_b"), row(0, 0.9, "scale_row+scale_col")])
+    assert lines[0].startswith("512x4096x14336 float8_e4m3fn scale_a+scale_b: best 0.700")
+    assert lines[1].startswith("512x4096x14336 float8_e4m3fn scale_row+scale_col: best 0.900")
+    assert lines[-1] == "0 of 2 jobs' best trial was not a starting point"
