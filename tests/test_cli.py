@@ -73,6 +73,7 @@ def test_the_result_table_is_whole_when_piped(env: Path, capsys: pytest.CaptureF
     (["tune", "128x128x128", "--epilogue", "bias+gelu"], "unknown epilogue op 'gelu'"),
     (["best", "64x64x64", "--epilogue", "bias+Bias"], "epilogue op 'bias' given more than once"),
     (["tune", "--shapes", "shapes.txt", "--epilogue", "bias"], "--epilogue and --scaling take one shape"),
+    (["tune", "128x128x128", "--epilogue", "bias+out_float16"], "out_float16 picks D's dtype for FP8 operands"),
 ])
 def test_bad_input_is_a_message_not_a_traceback(env: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                                 needle: str) -> None:

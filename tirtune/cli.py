@@ -33,11 +33,14 @@ log = logging.getLogger("tirtune")
 
 EPILOGUE_HELP = (
     "the fused epilogue: none (default), swiglu alone, or ops joined by '+', each once, of scale_a, scale_b, "
-    "scale_row, scale_col, bias, residual (e.g. bias+residual); part of the problem: its trials and best are its own"
+    "scale_row, scale_col, bias, residual (e.g. bias+residual), and with fp8 out_float16 for an fp16 D; part of the "
+    "problem: its trials and best are its own"
 )
 
 
-DTYPE_HELP = "float16 (default), bfloat16 or float8_e4m3fn (fp8: e4m3 A and B, a bf16 D)"
+DTYPE_HELP = (
+    "float16 (default), bfloat16 or float8_e4m3fn (fp8: e4m3 A and B, a bf16 D, fp16 with --epilogue out_float16)"
+)
 SCALING_HELP = (
     "the scaling of a quantized (FP8) product, added to the epilogue: none (default), tensor "
     "(scale_a+scale_b, one fp32 value each), rowcol (scale_row+scale_col, per token and per channel) or block "
