@@ -1481,6 +1481,28 @@ def _fuzz_fp8_out16(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, FP8_OUT16_PROBLEMS, forced, accept=HOPPER.is_valid)
 
 
+def _fp8_out16_perf() -> list[tuple[Config, Problem]]:
+    """The same FP8 kernel with a bf16 D and with an fp16 one (out_float16), side by side: the
+    H100 FP8 suite's best configs of four problems, per tensor and rowwise
+    (bench/results/fp8/2026-12-06-suite-h100.md), and the two-buffer block-scaled tile of
+    `_block_buffers_perf`, so that a kit's timing compares the two stores in one process."""
+    cases = (
+        (hopper_config(128, 128, 128, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+                       schedule="pingpong"), Problem(8192, 8192, 8192, FP8, "scale_a+scale_b")),
+        (hopper_config(64, 16, 256, 8, 1, True, swap_ab=True, l2_hint="first/none", l2_promotion="256B"),
+         Problem(16, 4096, 4096, FP8, "scale_a+scale_b")),
+        (hopper_config(128, 256, 128, 4, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked"),
+         Problem(4096, 14336, 4096, FP8, "scale_a+scale_b")),
+        (hopper_config(128, 128, 128, 6, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+                       schedule="pingpong"), Problem(4096, 4096, 4096, FP8, "scale_row+scale_col")),
+        (hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+                       l2_hint="first/none", reg_split="240/24"),
+         Problem(4096, 4096, 4096, FP8, "scale_a_block+scale_b_block")),
+    )
+    out16 = [(c, Problem(p.m, p.n, p.k, FP8, EpilogueSpec((*p.epilogue.ops, OUT_FLOAT16)))) for c, p in cases]
+    return [point for pair in zip(cases, out16, strict=True) for point in pair]
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1744,6 +1766,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "fp8-block-buffers-fuzz": lambda: _fuzz_fp8_block(200, seed=53, accept=_two_buffers) + _block_buffers_tail(),
     # An fp16 D on FP8 kernels (out_float16): 72 points over FP8_OUT16_PROBLEMS, seed 55.
     "fp8-out16-fuzz": lambda: _fuzz_fp8_out16(72, seed=55),
+    # The same FP8 kernels with a bf16 D and with an fp16 one, timed as a kit.
+    "fp8-out16-perf": _fp8_out16_perf,
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
