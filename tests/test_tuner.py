@@ -446,6 +446,39 @@ def test_the_gpus_measure_the_next_batch_while_the_last_is_recorded_and_told(db_
     assert min(gaps) < 0.05, gaps
 
 
+def test_a_batch_is_asked_knowing_every_result_but_the_batch_before_its_own(db_url: str) -> None:
+    """Two batches are asked before any result; each later one only once the batch two before it
+    is told, so a 32-trial job in quarters asks half its trials knowing results. (Before, the next
+    batch was asked as soon as the last one was built: the third of four knew nothing, and in a
+    draw every job asked 25 of its 34 proposals before its first result.)"""
+
+    class CountingProposer(InstantProposer):
+        def __init__(self, configs: Sequence[Config]) -> None:
+            super().__init__(configs)
+            self.told = 0
+            self.told_at_ask: list[int] = []
+
+        def ask(self, n: int) -> list[Proposal]:
+            self.told_at_ask.append(self.told)
+            return super().ask(n)
+
+        def tell(self, feedback: Sequence[Feedback]) -> None:
+            self.told += len(feedback)
+
+    proposer = CountingProposer(HOPPER_V1.valid_configs(P))
+    sessions = open_database(db_url)
+    with transaction(sessions) as s:
+        job = repo.create_job(s, P, HOPPER_V1.arch, 32)
+        repo.claim_job(s, job.id)
+    summary = JobLoop(
+        sessions, db_url, HOPPER_V1, ReplayBuilder(), TimedReplay([DATA]), batch_size=8, remeasure_top=0,
+        proposer_factory=lambda _job: proposer,
+    ).run(job.id)
+    sessions.kw["bind"].dispose()
+    assert summary.trials == 32
+    assert proposer.told_at_ask == [0, 0, 8, 16]
+
+
 @pytest.mark.parametrize(
     ("trials", "batch", "sizes"), [(32, 16, [8, 8, 8, 8]), (64, 16, [16] * 4), (10, 16, [4, 4, 2])]
 )

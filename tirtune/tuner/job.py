@@ -296,15 +296,19 @@ class _JobRun:
     # --- the search: batches through propose -> check -> build -> measure -> record -> tell ------
 
     def _search(self) -> None:
-        """Record and tell each batch as its measurement arrives, asking the next ones first."""
+        """Record and tell each batch as its measurement arrives, then ask the next: a batch is
+        asked knowing the results of every batch but the one before it (which the GPUs measure
+        meanwhile, already built), so half of a 32-trial job's trials are asked knowing results.
+        Asking the next batch as soon as the last one was built, before its results, left three
+        quarters of a job asked blind: in a draw on an H100 every job asked 25 of its 34
+        proposals before its first result, and its local search centred on the cost model's first
+        picks instead of the best measured (docs/perf-notes.md, "Asked before any result")."""
         self._fill(measuring=0)
         while self.pending:
             batch = self.pending.popleft()
             builds = batch.built.result()
-            self._fill(measuring=len(batch.trials))
             self._record_batch(batch, builds)
-            if not self.pending:  # what was asked is measured; ask again while budget is left
-                self._fill(measuring=0)
+            self._fill(measuring=0)
 
     def _fill(self, measuring: int) -> None:
         """Ask, build and queue for measurement up to `ahead` batches, while budget is left beyond
