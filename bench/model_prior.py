@@ -1,7 +1,8 @@
-"""Build the cost model's shipped prior: every H200 measurement on file, in one table.
+"""Build the cost model's shipped prior of a GPU model: its measurements on file, in one table.
 
-    python -m bench.model_prior                                    # the results on file
+    python -m bench.model_prior                                    # the H200's, from the results on file
     python -m bench.model_prior --database sqlite:///run.sqlite    # ... and a run's database
+    python -m bench.model_prior --gpu "NVIDIA H100 80GB HBM3"      # another GPU model's
 
 The cost model (tirtune/model) learns from the measurements in the service's database and from
 this prior, so a fresh database does not start blind (docs/design.md, "The cost model"). The
@@ -10,6 +11,9 @@ took against same-run cuBLAS with L2 flushed: the suite runs' trial tables (`*tr
 config named by its label) and the prebuilt kits timed by bench/best_vs_cublas.py (`records`
 with whole configs), plus, with `--database`, the OK GPU trials of a run's database (a
 generalization run brought back from the GPU host, say). Every row keeps where it came from.
+Another GPU model's runs are filed as measurement tables (`*-measurements.csv`, never named as
+trial tables, so they stay out of the H200's): with `--gpu`, the prior is built from the tables
+whose rows (a `gpu_name` column) or whose report beside them (`<stem>.json`, its "gpu") name it.
 Rows of configs the current Hopper space does not hold are left out, and said so, as are FP8 rows
 (the model's features count 2-byte elements and a 16-bit MMA peak: it learns 16-bit GEMMs only, as
 the service's own samples do, `repo.training_samples`).
@@ -44,6 +48,7 @@ KIT_VERSION = "hopper-gemm/5"
 
 
 def _row(
+    gpu: str,
     problem: Problem,
     config: Config,
     ratio: float,
@@ -53,7 +58,7 @@ def _row(
     origin: str,
 ) -> dict[str, str]:
     return {
-        "gpu_name": GPU,
+        "gpu_name": gpu,
         "template_version": version,
         "m": str(problem.m),
         "n": str(problem.n),
@@ -76,6 +81,7 @@ def trial_tables(results: Path) -> Iterator[dict[str, str]]:
                     continue  # the prior is plain GEMMs' (a fused job's trials name their epilogue)
                 m, n, k = (int(x) for x in r["problem"].split("x"))
                 yield _row(
+                    GPU,
                     Problem(m, n, k, r["dtype"]),
                     Config.from_label(r["config"], HOPPER_KNOBS),
                     float(r["ratio"]),
@@ -102,6 +108,7 @@ def kit_records(results: Path) -> Iterator[dict[str, str]]:
                 continue
             m, n, k = (int(x) for x in str(r["problem"]).split("x"))
             yield _row(
+                GPU,
                 Problem(m, n, k, r["dtype"]),
                 Config.from_json(r["config"], HOPPER_KNOBS),
                 float(r["ratio"]),
@@ -112,7 +119,35 @@ def kit_records(results: Path) -> Iterator[dict[str, str]]:
             )
 
 
-def database_rows(url: str) -> Iterator[dict[str, str]]:
+def measurement_tables(results: Path, gpu: str) -> Iterator[dict[str, str]]:
+    """Another GPU model's measurement tables (`*-measurements.csv`): the plain GEMMs' correct rows
+    measured on `gpu`, by the row's gpu_name or else the report beside the table."""
+    for path in sorted(results.rglob("*-measurements.csv")):
+        report = path.with_name(path.name.removesuffix("-measurements.csv") + ".json")
+        try:
+            filed = json.loads(report.read_text()).get("gpu", "") if report.is_file() else ""
+        except (OSError, json.JSONDecodeError, AttributeError):
+            filed = ""
+        with path.open() as f:
+            for r in csv.DictReader(f):
+                if (r.get("gpu_name") or filed) != gpu:
+                    continue
+                if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
+                    continue
+                m, n, k = (int(x) for x in r["problem"].split("x"))
+                yield _row(
+                    gpu,
+                    Problem(m, n, k, r["dtype"]),
+                    Config.from_label(r["config"], HOPPER_KNOBS),
+                    float(r["ratio"]),
+                    _number(r.get("tflops")),
+                    _number(r.get("cublas_tflops")),
+                    KIT_VERSION,
+                    str(path.relative_to(ROOT)),
+                )
+
+
+def database_rows(url: str, gpu: str = GPU) -> Iterator[dict[str, str]]:
     """The OK GPU trials of a tirtune database (measured on this GPU model)."""
     engine = sa.create_engine(url)
     query = sa.text(
@@ -120,9 +155,10 @@ def database_rows(url: str) -> Iterator[dict[str, str]]:
         "WHERE outcome = 'OK' AND source = 'gpu' AND ratio IS NOT NULL AND gpu_name = :gpu ORDER BY id"
     )
     with engine.connect() as c:
-        for m, n, k, dtype, config, ratio, tflops, cublas, version in c.execute(query, {"gpu": GPU}):
+        for m, n, k, dtype, config, ratio, tflops, cublas, version in c.execute(query, {"gpu": gpu}):
             knobs = json.loads(config) if isinstance(config, str) else config
             yield _row(
+                gpu,
                 Problem(m, n, k, dtype), Config.from_json(knobs, HOPPER_KNOBS), ratio, tflops, cublas, version, url.rsplit("/", 1)[-1]
             )
     engine.dispose()
@@ -132,12 +168,13 @@ def _number(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def build(results: Path, databases: Sequence[str] = ()) -> tuple[list[dict[str, str]], int]:
+def build(results: Path, databases: Sequence[str] = (), gpu: str = GPU) -> tuple[list[dict[str, str]], int]:
     """The prior's rows (sorted, each once) and how many rows were left out (not 16-bit, or not in
     the space)."""
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     left_out = 0
-    sources = [trial_tables(results), kit_records(results), *(database_rows(u) for u in databases)]
+    filed = [trial_tables(results), kit_records(results)] if gpu == GPU else [measurement_tables(results, gpu)]
+    sources = [*filed, *(database_rows(u, gpu) for u in databases)]
     for source in sources:
         for row in source:
             config = Config.from_json(json.loads(row["config"]), HOPPER_KNOBS)
@@ -170,14 +207,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the results on file are")
     ap.add_argument("--database", action="append", default=[], help="also a run's database (SQLAlchemy URL)")
+    ap.add_argument("--gpu", default=GPU, help=f"the GPU model (default {GPU}: the trial tables and kits)")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {PRIOR_DIR}/<gpu>.csv.gz")
     args = ap.parse_args(argv)
     try:
-        rows, left_out = build(args.results, args.database)
+        rows, left_out = build(args.results, args.database, args.gpu)
     except (SpaceError, ValueError, KeyError) as e:
         print(f"model_prior: {e}", file=sys.stderr)
         return 2
-    out = args.out or prior_path(GPU)
+    out = args.out or prior_path(args.gpu)
     write(rows, out)
     problems = {(r["m"], r["n"], r["k"], r["dtype"]) for r in rows}
     print(f"{len(rows)} rows over {len(problems)} problems -> {out} ({left_out} left out: not 16-bit, or not in the space)")

@@ -20,7 +20,7 @@ from tirtune.model.features import FEATURES, features, matrix
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
 from tirtune.model.learner import MIN_SAMPLES, problem_weights, train
-from tirtune.model.prior import load_prior, prior_for, prior_path
+from tirtune.model.prior import OWN_PROBLEMS_ALONE, load_prior, prior_for, prior_gpus, prior_path
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.hopper import HOPPER
@@ -220,20 +220,37 @@ def test_the_keeper_retrains_when_the_database_grows_and_not_otherwise() -> None
 
 
 def test_a_gpu_model_without_a_prior_learns_from_its_branchs_shipped_one() -> None:
-    """No prior is shipped for the H100: its model starts from the H200's (same branch), says so,
+    """No prior is shipped for the H800: its model starts from the H200's (same branch), says so,
     and learns its own measurements beside them; a branch nobody shipped measurements for gets none."""
-    h100 = "NVIDIA H100 80GB HBM3"
+    h800 = "NVIDIA H800"
     assert (prior_for(H200).gpu_name, prior_for(H200).digest) == (H200, PRIOR.digest)
-    borrowed = prior_for(h100)
-    assert borrowed.gpu_name == H200 and borrowed.samples == PRIOR.samples and load_prior(h100).samples == ()
+    borrowed = prior_for(h800)
+    assert borrowed.gpu_name == H200 and borrowed.samples == PRIOR.samples and load_prior(h800).samples == ()
     assert prior_for("NVIDIA B200", "blackwell-").samples == () and prior_for(None).gpu_name == ""
     stored = [Sample(WIDE, s.config, s.ratio) for s in PRIOR.samples[:40]]
     keeper = ModelKeeper(_loader(stored, []))
-    model = keeper.model(h100, "hopper-")
-    assert model is not None and model.samples == len(PRIOR) + 40 and keeper.prior_gpu(h100, "hopper-") == H200
+    model = keeper.model(h800, "hopper-")
+    assert model is not None and model.samples == len(PRIOR) + 40 and keeper.prior_gpu(h800, "hopper-") == H200
     assert keeper.model(H200, "hopper-") is not model and keeper.prior_gpu(H200, "hopper-") == H200
-    assert keeper.prior_gpu("NVIDIA H800", "hopper-") == ""  # not asked for yet
+    assert keeper.prior_gpu("NVIDIA H100 PCIe", "hopper-") == ""  # not asked for yet
     assert ModelKeeper(_loader([], [])).model("NVIDIA B200", "blackwell-") is None
+
+
+def test_a_gpu_model_with_a_small_prior_learns_from_it_beside_the_lent_one() -> None:
+    """The H100's shipped prior covers fewer than OWN_PROBLEMS_ALONE problems: its model learns from
+    those rows followed by the H200's, and names both; the H200's own (more problems) stands alone."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    own = load_prior(h100)
+    assert own.samples and own.gpu_name == h100  # shipped: bench/model_prior.py --gpu
+    assert 0 < len({s.problem for s in own.samples}) < OWN_PROBLEMS_ALONE <= len({s.problem for s in PRIOR.samples})
+    joined = prior_for(h100)
+    assert joined.samples == own.samples + PRIOR.samples and joined.gpu_name == f"{h100} + {H200}"
+    assert joined.digest not in (own.digest, PRIOR.digest) and prior_gpus(joined.gpu_name) == (h100, H200)
+    assert prior_gpus("") == () and prior_for(H200).samples == PRIOR.samples
+    keeper = ModelKeeper(_loader([], []))
+    model = keeper.model(h100, "hopper-")
+    assert model is not None and model.samples == len(own) + len(PRIOR)
+    assert keeper.prior_gpu(h100, "hopper-") == f"{h100} + {H200}"
 
 
 def test_the_keeper_trains_once_for_threads_asking_together() -> None:

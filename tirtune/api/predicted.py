@@ -23,7 +23,7 @@ from tirtune.core import Problem, Sample, Source
 from tirtune.db import repo, transaction
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
-from tirtune.model.prior import shipped_gpus
+from tirtune.model.prior import load_prior, prior_gpus, shipped_gpus
 from tirtune.space.branches import BRANCHES, Branch, branch_for_gpu_name
 
 __all__ = ["ALTERNATIVES", "model_keeper", "predict_best", "prediction_gpu", "unpredictable"]
@@ -43,14 +43,13 @@ def model_keeper(sessions: sessionmaker[Session]) -> ModelKeeper:
 
 def prediction_gpu(s: Session, gpu: str | None) -> str | None:
     """The GPU model a prediction is for: the one asked for, else the one this database measured
-    last, else the one whose prior is shipped (when one is)."""
+    last, else the one whose shipped prior is the largest (when one is shipped)."""
     if gpu:
         return gpu
     newest = repo.newest_gpu(s)
     if newest:
         return newest
-    shipped = shipped_gpus()
-    return shipped[0] if len(shipped) == 1 else None
+    return max(shipped_gpus(), key=lambda gpu: len(load_prior(gpu, "")), default=None)
 
 
 def unpredictable(problem: Problem) -> str | None:
@@ -85,9 +84,10 @@ def predict_best(models: ModelKeeper, problem: Problem, gpu: str) -> PredictedBe
     predicted = guide.predict(picks)
     best, ratio = picks[0], float(predicted[0])
     prior_gpu = models.prior_gpu(gpu, branch.version_prefix, Source.GPU)
-    borrowed = (
-        f", those shipped measured on {prior_gpu}: none are shipped for {gpu}" if prior_gpu not in ("", gpu) else ""
-    )
+    borrowed = ""
+    if prior_gpu not in ("", gpu):
+        few = "none" if gpu not in prior_gpus(prior_gpu) else "too few"
+        borrowed = f", those shipped measured on {prior_gpu}: {few} are shipped for {gpu}"
     return PredictedBestOut(
         problem=ProblemOut.of(problem),
         shape=problem.shape,

@@ -870,9 +870,9 @@ class ModelOut(BaseModel):
     digest: str = Field(description="content hash of its training samples: the same samples give the same model")
     prior_gpu: str = Field(
         default="",
-        description="the GPU model its shipped measurements were made on: the asked GPU's own, or, where none "
-        "are shipped for it, another GPU model's of the same branch (an H100's model learns from the H200's); "
-        "empty: no shipped prior",
+        description="the GPU models its shipped measurements were made on: the asked GPU's own, or, where too "
+        "few are shipped for it, its own (if any) and another GPU model's of the same branch, as 'OWN + OTHER' "
+        "(an H100's model learns beside the H200's); empty: no shipped prior",
     )
 
 

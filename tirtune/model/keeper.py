@@ -62,7 +62,7 @@ class ModelKeeper:
                 prior = prior_for(gpu_name, version_prefix) if self._use_prior else Prior((), "")
                 if prior.gpu_name not in ("", gpu_name):
                     log.info(
-                        "no prior shipped for %s (%s): its cost model learns from %s's",
+                        "the cost model of %s (%s) learns from the prior measured on %s",
                         gpu_name,
                         version_prefix,
                         prior.gpu_name,

@@ -1,4 +1,4 @@
-"""The shipped prior: H200 measurements on file, which the cost model learns from beside the database.
+"""The shipped priors: measurements on file per GPU model, which the cost model learns from beside the database.
 
 A fresh database holds no measurements, so a model trained on it alone would know nothing; the
 prior (tirtune/model/data/<gpu>.csv.gz, built by bench/model_prior.py from the results on file)
@@ -20,7 +20,17 @@ from pathlib import Path
 from tirtune.core import Config, Problem, Sample
 from tirtune.space.branches import branch_for_version
 
-__all__ = ["COLUMNS", "PRIOR_DIR", "Prior", "load_prior", "prior_for", "prior_path", "shipped_gpus"]
+__all__ = [
+    "COLUMNS",
+    "OWN_PROBLEMS_ALONE",
+    "PRIOR_DIR",
+    "Prior",
+    "load_prior",
+    "prior_for",
+    "prior_gpus",
+    "prior_path",
+    "shipped_gpus",
+]
 
 PRIOR_DIR = Path(__file__).resolve().parent / "data"
 COLUMNS = (
@@ -80,21 +90,39 @@ def load_prior(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
     return Prior(samples, hashlib.sha256(raw).hexdigest()[:16], gpu_name if samples else "")
 
 
+# A GPU model whose own shipped measurements cover fewer problems than this learns from them beside
+# another GPU model's prior of the same branch, not from them alone: offline, over the H100 draw's
+# 30 problems, the H100's own rows alone ranked an unseen problem's configs no better than the lent
+# H200 prior, and both together did better than either in three seeds (docs/perf-notes.md, "A small
+# prior of the GPU's own beside the lent one").
+OWN_PROBLEMS_ALONE = 100
+
+
 def prior_for(gpu_name: str | None, version_prefix: str = "hopper-") -> Prior:
-    """The shipped samples a GPU model's cost model starts from: its own, else, where none are
-    shipped for it, those of the first shipped GPU model with samples of the same branch (an H100
-    learns from the H200's: the same SMs and instructions, the ratio to cuBLAS measured on each;
-    the H200 prior's model ranked an H100's measured configs at 0.94 of their best in geomean,
-    docs/perf-notes.md, "A GPU model without a prior of its own"). `Prior.gpu_name` says whose."""
+    """The shipped samples a GPU model's cost model starts from: its own where they cover
+    OWN_PROBLEMS_ALONE problems or more; else its own (if any) followed by the largest other GPU
+    model's prior of the same branch (an H100 learns beside the H200's: the same SMs
+    and instructions, the ratio to cuBLAS measured on each; the H200 prior's model ranked an H100's
+    measured configs at 0.94 of their best in geomean, docs/perf-notes.md, "A GPU model without a
+    prior of its own"). `Prior.gpu_name` says whose: one name, or "OWN + LENT"."""
     own = load_prior(gpu_name, version_prefix)
-    if own.samples or not gpu_name:
+    if not gpu_name or len({s.problem for s in own.samples}) >= OWN_PROBLEMS_ALONE:
         return own
-    for other in shipped_gpus():
-        if other != gpu_name:
-            borrowed = load_prior(other, version_prefix)
-            if borrowed.samples:
-                return borrowed
-    return own
+    others = [load_prior(other, version_prefix) for other in shipped_gpus() if other != gpu_name]
+    lent = max(others, key=lambda p: len(p.samples), default=Prior((), ""))
+    if not lent.samples:
+        return own
+    return lent if not own.samples else _joined(own, lent)
+
+
+def _joined(own: Prior, lent: Prior) -> Prior:
+    digest = hashlib.sha256(f"{own.digest}+{lent.digest}".encode()).hexdigest()[:16]
+    return Prior(own.samples + lent.samples, digest, f"{own.gpu_name} + {lent.gpu_name}")
+
+
+def prior_gpus(prior_gpu: str) -> tuple[str, ...]:
+    """The GPU models a `Prior.gpu_name` names ("" names none)."""
+    return tuple(name for name in prior_gpu.split(" + ") if name)
 
 
 @functools.cache
