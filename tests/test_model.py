@@ -86,11 +86,13 @@ def test_the_prior_holds_valid_configs_of_the_current_space() -> None:
     assert load_prior("NVIDIA B200").samples == () and load_prior(None).digest == ""
 
 
-def test_the_prior_is_rebuilt_byte_for_byte_from_the_results_on_file(tmp_path: Path) -> None:
-    rows, _ = model_prior.build(model_prior.RESULTS)
+@pytest.mark.parametrize("gpu", [H200, "NVIDIA H100 80GB HBM3"])
+def test_the_prior_is_rebuilt_byte_for_byte_from_the_results_on_file(tmp_path: Path, gpu: str) -> None:
+    rows, _ = model_prior.build(model_prior.RESULTS, gpu=gpu)
     out = tmp_path / "prior.csv.gz"
     model_prior.write(rows, out)
-    assert out.read_bytes() == prior_path(H200).read_bytes()
+    assert rows and {r["gpu_name"] for r in rows} == {gpu}
+    assert out.read_bytes() == prior_path(gpu).read_bytes()
 
 
 def test_training_is_reproducible_and_refuses_too_little(model) -> None:  # type: ignore[no-untyped-def]
