@@ -78,6 +78,14 @@ def test_tune_model_refuses_before_anything_starts(env: Path, capsys: pytest.Cap
     with transaction(open_database(database)) as s:
         assert repo.count_jobs(s) == 0
     assert main(["tune-model", str(config), "--tokens", "x"]) == 2
+    # a scaling quantizes an FP8 layer: asked of a bf16 one, it is a message, and nothing is queued
+    assert main(["tune-model", str(config), "--tokens", "16", "--scaling", "rowcol", "--database", database]) == 2
+    assert "--scaling rowcol quantizes an FP8 layer: it needs --dtype float8_e4m3fn" in capsys.readouterr().err
+    assert main(["tune-model", str(config), "--tokens", "16", "--dtype", "float8_e4m3fn", "--scaling", "rows",
+                 "--database", database]) == 2
+    assert "unknown scaling 'rows'" in capsys.readouterr().err
+    with transaction(open_database(database)) as s:
+        assert repo.count_jobs(s) == 0
 
 
 def test_a_fused_problem_of_a_batch_reports_its_own_best(env: Path, capsys: pytest.CaptureFixture[str]) -> None:

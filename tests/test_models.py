@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tirtune.core import Problem, SpaceError
-from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype
+from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype, quantized_epilogues
 
 # Qwen2.5-7B's public config.json (the fields that matter)
 QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
@@ -59,3 +59,27 @@ def test_a_fused_layer_carries_each_projections_epilogue() -> None:
     assert layer_epilogues({**llama, "attention_bias": True})["qkv"] == "bias"
     plain = layer_gemms(DecoderShape.from_config(qwen), [16], "bfloat16")
     assert all(g.problem.epilogue.is_none for g in plain)
+
+
+def test_an_fp8_layer_adds_its_scaling_to_each_projection() -> None:
+    """quantized_epilogues: every projection carries the scaling's ops beside its fused ones; SwiGLU,
+    which no scaling combines with, is left out (gate_up tuned at its full width, the gate outside);
+    a float16 model's projections write D in float16 (out_float16); an unknown scaling is refused."""
+    qwen = {**QWEN25_7B, "model_type": "qwen2"}
+    shape = DecoderShape.from_config(qwen)
+    plain = dict.fromkeys(shape.weights(), "none")
+    rowcol = layer_gemms(shape, [16], "float8_e4m3fn", quantized_epilogues(plain, "rowcol", "bfloat16"))
+    assert [(g.name, str(g.problem.epilogue)) for g in rowcol] == [
+        (name, "scale_row+scale_col") for name in ("qkv", "o", "gate_up", "down")]
+    fused = quantized_epilogues(layer_epilogues(qwen), "block", "bfloat16")
+    assert fused == {"qkv": "scale_a_block+scale_b_block+bias", "o": "scale_a_block+scale_b_block+residual",
+                     "gate_up": "scale_a_block+scale_b_block", "down": "scale_a_block+scale_b_block+residual"}
+    gate_up = layer_gemms(shape, [16], "float8_e4m3fn", fused)[2].problem
+    assert (gate_up.n, gate_up.gemm_n) == (37888, 37888) and not gate_up.epilogue.gated
+    half = quantized_epilogues(plain, "tensor", "float16")
+    assert set(half.values()) == {"scale_a+scale_b+out_float16"}
+    problem = layer_gemms(shape, [16], "float8_e4m3fn", half)[0].problem
+    assert problem.epilogue.out_float16 and problem.epilogue == Problem.parse(
+        "16x4608x3584", "float8_e4m3fn", "scale_a+scale_b+out_float16").epilogue
+    with pytest.raises(SpaceError, match="unknown scaling"):
+        quantized_epilogues(plain, "per-channel", "bfloat16")

@@ -49,12 +49,13 @@ SCALING_HELP = (
 
 
 def _with_scaling(args: argparse.Namespace) -> None:
-    """Fold --scaling into --epilogue (core.epilogue.with_scaling); a SpaceError says why not."""
+    """Fold --scaling into --epilogue (core.epilogue.with_scaling); a SpaceError says why not.
+    (tune-model, which has no --epilogue, adds its --scaling to each projection itself.)"""
     from tirtune.core import EpilogueSpec
     from tirtune.core.epilogue import with_scaling
 
     scaling = getattr(args, "scaling", "none")
-    if str(scaling).strip().lower() != "none":
+    if hasattr(args, "epilogue") and str(scaling).strip().lower() != "none":
         args.epilogue = str(with_scaling(EpilogueSpec.parse(args.epilogue), scaling))
 
 
@@ -115,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
         help="tune each projection with the epilogue it can fuse: qkv's bias where the model has one, "
         "the residual add after o and down, SwiGLU into gate_up where the MLP's activation is SiLU "
         "(docs/design.md, Epilogues)",
+    )
+    model.add_argument(
+        "--scaling",
+        default="none",
+        help="with --dtype float8_e4m3fn, the layer's FP8 scaling, added to each projection's problem: tensor, "
+        "rowcol or block (SwiGLU, which no scaling combines with, stays outside: gate_up is tuned as a scaled "
+        "GEMM); a float16 model's projections get out_float16 (D in its dtype)",
     )
     for batch in (model,):
         batch.add_argument("--trials", type=int, default=64, help="trials per problem (default 64)")
@@ -266,7 +274,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _tune_model(args: argparse.Namespace) -> int:
-    from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype
+    from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype, quantized_epilogues
     from tirtune.tuner.batch_command import Named
 
     if args.trials < 1:
@@ -277,7 +285,13 @@ def _tune_model(args: argparse.Namespace) -> int:
     except ValueError:
         raise _usage(f"--tokens takes integers, e.g. 1,16,512,8192; got {args.tokens!r}") from None
     epilogues = layer_epilogues(config) if args.fused else None
-    gemms = layer_gemms(DecoderShape.from_config(config), tokens, args.dtype or model_dtype(config), epilogues)
+    dtype = args.dtype or model_dtype(config)
+    if str(args.scaling).strip().lower() != "none":
+        if dtype != "float8_e4m3fn":
+            raise _usage(f"--scaling {args.scaling} quantizes an FP8 layer: it needs --dtype float8_e4m3fn (got {dtype})")
+        plain = dict.fromkeys(DecoderShape.from_config(config).weights(), "none")
+        epilogues = quantized_epilogues(epilogues or plain, args.scaling, model_dtype(config))
+    gemms = layer_gemms(DecoderShape.from_config(config), tokens, dtype, epilogues)
     named: dict[Any, Named] = {}
     for g in gemms:  # a problem two projections share (o and down when sizes agree) is tuned once
         named.setdefault(g.problem, Named(f"{g.name}@{g.problem.m}", g.problem))

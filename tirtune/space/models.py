@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tirtune.core import Problem, SpaceError
-from tirtune.core.epilogue import EpilogueSpec
+from tirtune.core.epilogue import OUT_FLOAT16, EpilogueSpec, with_scaling
 
-__all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype"]
+__all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype", "quantized_epilogues"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +84,27 @@ def layer_epilogues(config: Mapping[str, Any]) -> dict[str, str]:
 SILU_NAMES = ("silu", "swish")
 
 
+def quantized_epilogues(epilogues: Mapping[str, str], scaling: str, layer_dtype: str) -> dict[str, str]:
+    """Each projection's epilogue for an FP8 layer: `epilogues` (`layer_epilogues`, or "none" each)
+    with the scaling's ops added, SwiGLU left out (no scaling combines with it: gate_up is then
+    tuned as a scaled GEMM and its SiLU gate stays outside), and `out_float16` where the layer
+    computes in float16 (D in the layer's dtype). SpaceError for an unknown scaling."""
+    out = {}
+    for name, text in epilogues.items():
+        spec = EpilogueSpec.parse(text)
+        spec = with_scaling(EpilogueSpec(()) if spec.gated else spec, scaling)
+        if layer_dtype == "float16":
+            spec = EpilogueSpec((*spec.ops, OUT_FLOAT16))
+        out[name] = str(spec)
+    return out
+
+
 def layer_gemms(
     shape: DecoderShape, tokens: Sequence[int], dtype: str = "bfloat16", epilogues: Mapping[str, str] | None = None
 ) -> list[LayerGemm]:
     """Every linear GEMM of one decoder layer at each token count, tokens-major; with
-    `epilogues` (`layer_epilogues`), each projection's problem carries its fused epilogue."""
+    `epilogues` (`layer_epilogues`, `quantized_epilogues`), each projection's problem carries its
+    fused epilogue."""
     specs = {name: EpilogueSpec.parse((epilogues or {}).get(name, "none")) for name in shape.weights()}
     # A gated epilogue's problem is named by its output's width: gate_up's N halves (B keeps both).
     widths = {name: (n // 2 if specs[name].gated else n, k) for name, (n, k) in shape.weights().items()}
