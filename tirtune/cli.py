@@ -288,7 +288,9 @@ def _tune_model(args: argparse.Namespace) -> int:
     dtype = args.dtype or model_dtype(config)
     if str(args.scaling).strip().lower() != "none":
         if dtype != "float8_e4m3fn":
-            raise _usage(f"--scaling {args.scaling} quantizes an FP8 layer: it needs --dtype float8_e4m3fn (got {dtype})")
+            raise _usage(
+                f"--scaling {args.scaling} quantizes an FP8 layer: it needs --dtype float8_e4m3fn (got {dtype})"
+            )
         plain = dict.fromkeys(DecoderShape.from_config(config).weights(), "none")
         epilogues = quantized_epilogues(epilogues or plain, args.scaling, model_dtype(config))
     gemms = layer_gemms(DecoderShape.from_config(config), tokens, dtype, epilogues)
