@@ -13,7 +13,8 @@ with whole configs), plus, with `--database`, the OK GPU trials of a run's datab
 generalization run brought back from the GPU host, say). Every row keeps where it came from.
 Another GPU model's runs are filed as measurement tables (`*-measurements.csv`, never named as
 trial tables, so they stay out of the H200's): with `--gpu`, the prior is built from the tables
-whose rows (a `gpu_name` column) or whose report beside them (`<stem>.json`, its "gpu") name it.
+whose rows (a `gpu_name` column) or whose report beside them (`<stem>.json`, its "gpu") name it,
+and from the kits timed on it.
 Rows of configs the current Hopper space does not hold are left out, and said so, as are FP8 rows
 (the model's features count 2-byte elements and a 16-bit MMA peak: it learns 16-bit GEMMs only, as
 the service's own samples do, `repo.training_samples`).
@@ -92,7 +93,7 @@ def trial_tables(results: Path) -> Iterator[dict[str, str]]:
                 )
 
 
-def kit_records(results: Path) -> Iterator[dict[str, str]]:
+def kit_records(results: Path, gpu: str = GPU) -> Iterator[dict[str, str]]:
     """Prebuilt kits timed against same-run cuBLAS (bench/best_vs_cublas.py's `records`)."""
     for path in sorted(results.rglob("*.json")):
         try:
@@ -101,14 +102,14 @@ def kit_records(results: Path) -> Iterator[dict[str, str]]:
             continue
         if not isinstance(data, dict) or data.get("template_version") != KIT_VERSION or "records" not in data:
             continue
-        if (data.get("environment") or {}).get("gpu_name") != GPU:
+        if (data.get("environment") or {}).get("gpu_name") != gpu:
             continue
         for r in data["records"]:
             if r.get("outcome") != "OK" or not r.get("ratio") or not isinstance(r.get("config"), dict):
                 continue
             m, n, k = (int(x) for x in str(r["problem"]).split("x"))
             yield _row(
-                GPU,
+                gpu,
                 Problem(m, n, k, r["dtype"]),
                 Config.from_json(r["config"], HOPPER_KNOBS),
                 float(r["ratio"]),
@@ -173,7 +174,8 @@ def build(results: Path, databases: Sequence[str] = (), gpu: str = GPU) -> tuple
     the space)."""
     rows: dict[tuple[str, ...], dict[str, str]] = {}
     left_out = 0
-    filed = [trial_tables(results), kit_records(results)] if gpu == GPU else [measurement_tables(results, gpu)]
+    filed = [trial_tables(results)] if gpu == GPU else [measurement_tables(results, gpu)]
+    filed.append(kit_records(results, gpu))
     sources = [*filed, *(database_rows(u, gpu) for u in databases)]
     for source in sources:
         for row in source:

@@ -1503,6 +1503,29 @@ def _fp8_out16_perf() -> list[tuple[Config, Problem]]:
     return [point for pair in zip(cases, out16, strict=True) for point in pair]
 
 
+def _cluster_m_perf() -> list[tuple[Config, Problem]]:
+    """Each mid-sized loser of the H100 draw (bench/results/generalize/2026-12-06-1039785609-h100.md)
+    on its best config, then on the same config with a cluster along M of 2 and of 4 CTAs (each B
+    tile loaded once and multicast to the cluster's row tiles), where the space takes it. cuBLAS ran
+    all four with a cluster along M that spans the problem's row tiles and read B from DRAM once
+    (bench/results/profiles/2026-12-06-gemm-h100-draw-losers.md); the question is what our
+    multicast is worth on the same tiles."""
+    bests = (
+        ("256x176x64 s3 c2 ws persist g16 tma_chunked l2 none/first", Problem(398, 11008, 4096, "float16")),
+        ("128x160x64 s4 c2 ws persist g16 tma_chunked ewg l2 last/first p256B", Problem(444, 5120, 14336, "bfloat16")),
+        ("256x160x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 none/first pftm",
+         Problem(1935, 2560, 3072, "bfloat16")),
+        ("256x144x64 s3 c2 ws persist g16 tma_chunked l2 none/first", Problem(398, 11008, 4096, "float16")),
+    )
+    out = []
+    for label, problem in bests:
+        best = Config.from_label(label, HOPPER_KNOBS)
+        for config in (best, best.replace(cluster=2, cluster_dim="m"), best.replace(cluster=4, cluster_dim="m")):
+            if HOPPER.is_valid(config, problem):
+                out.append((config, problem))
+    return out
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1768,6 +1791,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "fp8-out16-fuzz": lambda: _fuzz_fp8_out16(72, seed=55),
     # The same FP8 kernels with a bf16 D and with an fp16 one, timed as a kit.
     "fp8-out16-perf": _fp8_out16_perf,
+    "cluster-m-perf": _cluster_m_perf,
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
