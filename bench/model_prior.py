@@ -73,24 +73,33 @@ def _row(
     }
 
 
+def table_rows(path: Path, gpu: str, filed_gpu: str | None = None) -> Iterator[dict[str, str]]:
+    """A trial or measurement table's correct plain-GEMM rows (a fused job's trials name their
+    epilogue) as prior rows of `gpu`; with `filed_gpu`, only the rows measured on `gpu`, by the
+    row's gpu_name or else `filed_gpu` (the report beside the table)."""
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            if filed_gpu is not None and (r.get("gpu_name") or filed_gpu) != gpu:
+                continue
+            if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
+                continue
+            m, n, k = (int(x) for x in r["problem"].split("x"))
+            yield _row(
+                gpu,
+                Problem(m, n, k, r["dtype"]),
+                Config.from_label(r["config"], HOPPER_KNOBS),
+                float(r["ratio"]),
+                _number(r.get("tflops")),
+                _number(r.get("cublas_tflops")),
+                KIT_VERSION,
+                str(path.relative_to(ROOT)),
+            )
+
+
 def trial_tables(results: Path) -> Iterator[dict[str, str]]:
     """The suite runs' trial tables: problem, dtype, config label, outcome, ratio, TFLOP/s."""
     for path in sorted(results.rglob("*trials*.csv")):
-        with path.open() as f:
-            for r in csv.DictReader(f):
-                if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
-                    continue  # the prior is plain GEMMs' (a fused job's trials name their epilogue)
-                m, n, k = (int(x) for x in r["problem"].split("x"))
-                yield _row(
-                    GPU,
-                    Problem(m, n, k, r["dtype"]),
-                    Config.from_label(r["config"], HOPPER_KNOBS),
-                    float(r["ratio"]),
-                    _number(r.get("tflops")),
-                    _number(r.get("cublas_tflops")),
-                    KIT_VERSION,
-                    str(path.relative_to(ROOT)),
-                )
+        yield from table_rows(path, GPU)
 
 
 def kit_records(results: Path, gpu: str = GPU) -> Iterator[dict[str, str]]:
@@ -129,23 +138,7 @@ def measurement_tables(results: Path, gpu: str) -> Iterator[dict[str, str]]:
             filed = json.loads(report.read_text()).get("gpu", "") if report.is_file() else ""
         except (OSError, json.JSONDecodeError, AttributeError):
             filed = ""
-        with path.open() as f:
-            for r in csv.DictReader(f):
-                if (r.get("gpu_name") or filed) != gpu:
-                    continue
-                if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
-                    continue
-                m, n, k = (int(x) for x in r["problem"].split("x"))
-                yield _row(
-                    gpu,
-                    Problem(m, n, k, r["dtype"]),
-                    Config.from_label(r["config"], HOPPER_KNOBS),
-                    float(r["ratio"]),
-                    _number(r.get("tflops")),
-                    _number(r.get("cublas_tflops")),
-                    KIT_VERSION,
-                    str(path.relative_to(ROOT)),
-                )
+        yield from table_rows(path, gpu, filed)
 
 
 def database_rows(url: str, gpu: str = GPU) -> Iterator[dict[str, str]]:

@@ -21,7 +21,6 @@ search found, not over the whole space.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.model_prior import table_rows
 from tirtune.core import Config, Problem, Sample
 from tirtune.model.features import FEATURES, matrix
 from tirtune.model.learner import PARAMS, ROUNDS, lightgbm, problem_weights
@@ -39,16 +39,16 @@ from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
 
 
 def read_table(path: Path) -> list[Sample]:
-    """A measurement table's correct plain-GEMM rows as samples."""
-    out = []
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            if r.get("outcome") != "OK" or not r.get("ratio") or r.get("epilogue", "none") != "none":
-                continue
-            m, n, k = (int(x) for x in r["problem"].split("x"))
-            config = Config.from_label(r["config"], HOPPER_KNOBS)
-            out.append(Sample(Problem(m, n, k, r["dtype"]), config, float(r["ratio"]), r.get("origin", "")))
-    return out
+    """A measurement table's correct plain-GEMM rows as samples (bench/model_prior.py reads them)."""
+    return [
+        Sample(
+            Problem(int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"]),
+            Config.from_json(json.loads(r["config"]), HOPPER_KNOBS),
+            float(r["ratio"]),
+            r["origin"],
+        )
+        for r in table_rows(path.resolve(), gpu="")
+    ]
 
 
 def fit(samples: list[Sample], weights: np.ndarray, seed: int) -> object:

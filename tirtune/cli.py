@@ -284,6 +284,7 @@ def _tune_model(args: argparse.Namespace) -> int:
         tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     except ValueError:
         raise _usage(f"--tokens takes integers, e.g. 1,16,512,8192; got {args.tokens!r}") from None
+    shape = DecoderShape.from_config(config)
     epilogues = layer_epilogues(config) if args.fused else None
     dtype = args.dtype or model_dtype(config)
     if str(args.scaling).strip().lower() != "none":
@@ -291,9 +292,9 @@ def _tune_model(args: argparse.Namespace) -> int:
             raise _usage(
                 f"--scaling {args.scaling} quantizes an FP8 layer: it needs --dtype float8_e4m3fn (got {dtype})"
             )
-        plain = dict.fromkeys(DecoderShape.from_config(config).weights(), "none")
+        plain = dict.fromkeys(shape.weights(), "none")
         epilogues = quantized_epilogues(epilogues or plain, args.scaling, model_dtype(config))
-    gemms = layer_gemms(DecoderShape.from_config(config), tokens, dtype, epilogues)
+    gemms = layer_gemms(shape, tokens, dtype, epilogues)
     named: dict[Any, Named] = {}
     for g in gemms:  # a problem two projections share (o and down when sizes agree) is tuned once
         named.setdefault(g.problem, Named(f"{g.name}@{g.problem.m}", g.problem))

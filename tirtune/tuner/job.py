@@ -303,18 +303,18 @@ class _JobRun:
         quarters of a job asked blind: in a draw on an H100 every job asked 25 of its 34
         proposals before its first result, and its local search centred on the cost model's first
         picks instead of the best measured (docs/perf-notes.md, "Asked before any result")."""
-        self._fill(measuring=0)
+        self._fill()
         while self.pending:
             batch = self.pending.popleft()
             builds = batch.built.result()
             self._record_batch(batch, builds)
-            self._fill(measuring=0)
+            self._fill()
 
-    def _fill(self, measuring: int) -> None:
+    def _fill(self) -> None:
         """Ask, build and queue for measurement up to `ahead` batches, while budget is left beyond
-        the trials in flight (`measuring` of them on the GPUs now)."""
+        the trials in flight (every batch pending: none is popped before it is recorded)."""
         while len(self.pending) < self.settings.ahead and not self.out_of_time() and self.idle_asks < MAX_IDLE_ASKS:
-            in_flight = measuring + sum(len(b.trials) for b in self.pending)
+            in_flight = sum(len(b.trials) for b in self.pending)
             if self.remaining() - in_flight <= 0:
                 return
             trials = self._next_trials(in_flight)
