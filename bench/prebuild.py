@@ -1526,6 +1526,36 @@ def _cluster_m_perf() -> list[tuple[Config, Problem]]:
     return out
 
 
+def _cluster_m_uneven() -> list[tuple[Config, Problem]]:
+    """The tiles cuBLAS ran three mid-sized losers of the H100 draw with (256x136 in 2x1 clusters
+    with 4 stages, 128x152 in 4x1 with 6, 256x152 in 2x1 with 4:
+    bench/results/profiles/2026-12-06-gemm-h100-draw-losers.md), which split B's rows into uneven
+    multicast slices (72 + 64; 40 + 40 + 40 + 32; 80 + 72). Their stages fit beside the register
+    epilogue only; each tile also with the chunked TMA store (a stage fewer) and without a cluster,
+    beside the problem's best from the draw."""
+    rows = (
+        (Problem(398, 11008, 4096, "float16"), "256x176x64 s3 c2 ws persist g16 tma_chunked l2 none/first",
+         ("256x136x64 s4 c2 ws persist g16 l2 none/first",
+          "256x136x64 s3 c2 ws persist g16 tma_chunked l2 none/first")),
+        (Problem(444, 5120, 14336, "bfloat16"), "128x160x64 s4 c2 ws persist g16 tma_chunked ewg l2 last/first p256B",
+         ("128x152x64 s6 c2 ws persist g16 l2 none/first",
+          "128x152x64 s5 c2 ws persist g16 tma_chunked l2 none/first")),
+        (Problem(1935, 2560, 3072, "bfloat16"),
+         "256x160x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 none/first pftm",
+         ("256x152x64 s4 c2 ws persist g16 l2 none/first",
+          "256x136x64 s3 c2 ws persist g16 tma_chunked l2 none/first")),
+    )
+    out = []
+    for problem, best, tiles in rows:
+        out.append((Config.from_label(best, HOPPER_KNOBS), problem))
+        for label in tiles:
+            tile = Config.from_label(label, HOPPER_KNOBS)
+            for config in (tile, tile.replace(cluster=2, cluster_dim="m"), tile.replace(cluster=4, cluster_dim="m")):
+                if HOPPER.is_valid(config, problem):
+                    out.append((config, problem))
+    return out
+
+
 # What an FP8 kernel took when fp8-fuzz was drawn (rules.FP8_KNOBS then): TMA loads, the register
 # epilogue, whole sums. The sweep fp8-paths-fuzz has lifted the last two since; the set draws as it drew.
 FP8_FUZZ_KNOBS: dict[str, object] = {
@@ -1792,6 +1822,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # The same FP8 kernels with a bf16 D and with an fp16 one, timed as a kit.
     "fp8-out16-perf": _fp8_out16_perf,
     "cluster-m-perf": _cluster_m_perf,
+    # The same losers on cuBLAS's tiles, whose multicast slices are uneven.
+    "cluster-m-uneven": _cluster_m_uneven,
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,

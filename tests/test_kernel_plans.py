@@ -51,6 +51,20 @@ def test_a_cluster_shares_one_operand_and_places_its_ctas_in_rank_order() -> Non
     assert plan(hopper_config(128, 128, 64, 4, 2, True), P4096).cta_origin(1, 2, None) == (128, 256)
 
 
+def test_multicast_slices_are_whole_swizzle_atoms_as_even_as_they_go() -> None:
+    even = plan(hopper_config(128, 128, 64, 4, 2, True, persistent=True, cluster=2), P4096)
+    assert even.multicast_even and even.multicast_slices == ((0, 64), (64, 128))
+    # 136 rows are 17 atoms: rank 0 loads 9 of them, rank 1 the other 8.
+    pair = plan(hopper_config(256, 136, 64, 3, 2, True, persistent=True, cluster=2), Problem(398, 11008, 4096))
+    assert not pair.multicast_even and pair.multicast_slices == ((0, 72), (72, 136))
+    # 152 rows over 4 CTAs: 19 atoms, 5 + 5 + 5 + 4.
+    quad = plan(hopper_config(128, 152, 64, 5, 2, True, persistent=True, cluster=4), Problem(512, 5120, 4096))
+    assert quad.multicast_slices == ((0, 40), (40, 80), (80, 120), (120, 152))
+    # Along N the cluster shares A: a 64-row A tile over 4 CTAs, 16 rows each.
+    along_n = plan(hopper_config(64, 128, 64, 4, 1, True, persistent=True, cluster=4, cluster_dim="n"), P4096)
+    assert along_n.multicast_even and along_n.multicast_slices == ((0, 16), (16, 32), (32, 48), (48, 64))
+
+
 def test_swap_ab_plans_the_kernel_on_the_transposed_problem() -> None:
     p = plan(hopper_config(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "float16"))
     assert (p.m, p.n, p.problem_shape) == (4096, 16, (16, 4096))

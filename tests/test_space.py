@@ -310,8 +310,10 @@ def test_rules_of_clusters() -> None:
     odd_m = Problem(1100, 4096, 4096)
     assert _rules(hopper_config(128, 128, 64, 4, 2, True, **P8, cluster=2), odd_m) == ["cluster_divides_grid"]
     assert _rules(hopper_config(128, 128, 64, 4, 2, True, **P8, cluster=2, cluster_dim="n"), odd_m) == []
-    # A 4-CTA cluster along M splits B's 48 rows into slices of 12: not whole 8-row swizzle atoms.
-    assert _rules(hopper_config(128, 48, 64, 4, 2, True, **P8, cluster=4)) == ["multicast_slice_aligned"]
+    # A 4-CTA cluster along M splits B's rows into slices of whole 8-row swizzle atoms: 48 rows are
+    # 16 + 16 + 8 + 8, but 24 rows are three atoms, one short of a slice for every CTA.
+    assert _rules(hopper_config(128, 48, 64, 4, 2, True, **P8, cluster=4)) == []
+    assert _rules(hopper_config(128, 24, 64, 4, 2, True, **P8, cluster=4)) == ["multicast_slice_aligned"]
     assert _rules(hopper_config(128, 64, 64, 4, 2, True, **P8, cluster=4)) == []
 
 

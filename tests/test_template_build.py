@@ -67,6 +67,11 @@ CASES = {
         _c(128, 64, 64, 4, 2, True, persistent=True, cluster=4, cluster_dim="n"),
         Problem(1000, 1024, 200, "float16"),
     ),
+    # Uneven multicast slices: B's 152 rows over 4 CTAs are 40 + 40 + 40 + 32 (a box each).
+    "cluster4m-uneven-152": (
+        _c(128, 152, 64, 5, 2, True, persistent=True, raster_group=16, epilogue="tma_chunked", cluster=4),
+        Problem(512, 5120, 1024, "bfloat16"),
+    ),
     "ws-c3-m192-chunked": (
         _c(192, 128, 64, 4, 3, True, persistent=True, raster_group=8, epilogue="tma_chunked"),
         Problem(1000, 1000, 1000, "float16"),
@@ -674,8 +679,11 @@ def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(na
     source = toolchain.lower_to_cuda(config, problem)
     assert "CUtensorMap D_tensormap_1" in source
     encodes = re.findall(r"cuTensorMapEncodeTiled\(.*?\);", source)
-    # A, B, then the full boxes' map and the last box's, a pair for each m64 block a consumer owns.
-    assert len(encodes) == 2 + 2 * (rules.consumer_rows(config) // 64)
+    # A, B (a map for each rank's slice where a cluster's multicast slices are uneven), then the
+    # full boxes' map and the last box's, a pair for each m64 block a consumer owns.
+    kernel = plan(config, problem)
+    operands = 2 if kernel.cluster == 1 or kernel.multicast_even else 1 + kernel.cluster
+    assert len(encodes) == operands + 2 * (rules.consumer_rows(config) // 64)
     boxes = re.findall(r"auto (tensormap_arg(?:_\d+)?_5) = (\d+);\n\s*auto tensormap_arg(?:_\d+)?_6 = (\d+);", source)
     assert (str(tail), "64") in [(w, h) for _, w, h in boxes], boxes
     assert ("m8n8.x2" in source) == (tail % 16 == 8)

@@ -90,6 +90,9 @@ class Loads:
         # KT: the k-tiles one CTA multiplies (1/split_k of them in a split-K cluster).
         KT, GM, SPLIT, ATOMS, TX_BYTES = p.cta_k_tiles, p.grid[0], p.split_k, p.atoms, p.stage_bytes
         CL, ALONG_M, MC_ROWS = p.cluster, p.cluster_dim == "m", p.multicast_rows
+        # Uneven multicast slices (plan.multicast_slices): each rank's rows are constants of a
+        # branch of its own, since a TMA box's extent is fixed when the kernel is built.
+        EVEN, SLICES = CL == 1 or p.multicast_even, p.multicast_slices
         ONE_A, ONE_B, K_ROTATE = p.one_row_a, p.one_row_b, p.k_rotate
         TAIL, K_TILES = p.split_tail, p.k_tiles
         LOAD_A, LOAD_B = p.load_options("a"), p.load_options("b")
@@ -167,14 +170,51 @@ class Loads:
                               dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_B)
 
         @T.inline
+        def load_unshared(s, kt, kk, m0, n0):
+            # Uneven slices: this CTA's own operand (A along M, B along N), loaded locally.
+            k0 = T.meta_var(kt * BK + kk)
+            if ALONG_M:
+                Tx.copy_async(As[s, :, kk:kk + ATOM_K], XA[m0:m0 + BM, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_A)
+            else:
+                Tx.copy_async(Bs[s, :, kk:kk + ATOM_K], XB[n0:n0 + BN, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), **LOAD_B)
+
+        @T.inline
+        def multicast_slice(s, kt, kk, m0, n0, lo, hi):
+            # Uneven slices: rows [lo, hi) of the shared tile (constants), multicast to the cluster.
+            k0 = T.meta_var(kt * BK + kk)
+            if ALONG_M:
+                Tx.copy_async(Bs[s, lo:hi, kk:kk + ATOM_K], XB[n0 + lo:n0 + hi, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1,
+                              **LOAD_B)
+            else:
+                Tx.copy_async(As[s, lo:hi, kk:kk + ATOM_K], XA[m0 + lo:m0 + hi, k0:k0 + ATOM_K],
+                              dispatch="tma_auto", cta_group=1, mbar=full.ptr_to([s]), cta_mask=(1 << CL) - 1,
+                              **LOAD_A)
+
+        @T.inline
         def load_atom(s, kt, kk, m0, n0):
             if CL == 1:
                 load_own(s, kt, kk, m0, n0)
-            else:
+            elif EVEN:
                 # One branch per rank keeps every shared-memory slice offset a constant.
                 for r in range(CL):
                     if rank == r:
                         load_shared_slice(s, kt, kk, m0, n0, r)
+            else:
+                # The own operand once (one tensor map), then this rank's slice: clusters of 2 or
+                # 4 (knobs.CLUSTER_SIZES), a branch and a box for each rank.
+                load_unshared(s, kt, kk, m0, n0)
+                if rank == 0:
+                    multicast_slice(s, kt, kk, m0, n0, SLICES[0][0], SLICES[0][1])
+                if rank == 1:
+                    multicast_slice(s, kt, kk, m0, n0, SLICES[1][0], SLICES[1][1])
+                if CL == 4:
+                    if rank == 2:
+                        multicast_slice(s, kt, kk, m0, n0, SLICES[2][0], SLICES[2][1])
+                    if rank == 3:
+                        multicast_slice(s, kt, kk, m0, n0, SLICES[3][0], SLICES[3][1])
 
         @T.inline
         def load_atoms(j, kt, m0, n0):

@@ -408,8 +408,23 @@ class KernelPlan(GemmPlan):
 
     @property
     def multicast_rows(self) -> int:
-        """Rows of the shared operand's tile (B along M, A along N) each CTA of a cluster loads."""
+        """Rows of the shared operand's tile (B along M, A along N) each CTA of a cluster loads
+        where they split evenly (`multicast_slices` otherwise)."""
         return (self.blk_n if self.cluster_dim == "m" else self.blk_m) // self.cluster
+
+    @property
+    def multicast_slices(self) -> tuple[tuple[int, int], ...]:
+        """Rows [lo, hi) of the shared operand's tile that the CTA of each cluster rank loads and
+        multicasts: whole 8-row swizzle atoms, the lower ranks one atom more where the atoms do not
+        split evenly (a 136-row B tile over 2 CTAs: 72 and 64 rows; rules.multicast_slice_aligned)."""
+        atoms, cl = (self.blk_n if self.cluster_dim == "m" else self.blk_m) // 8, self.cluster
+        bounds = [8 * (r * (atoms // cl) + min(r, atoms % cl)) for r in range(cl + 1)]
+        return tuple(zip(bounds, bounds[1:], strict=False))
+
+    @property
+    def multicast_even(self) -> bool:
+        """Every CTA of the cluster loads as many of the shared tile's rows (`multicast_rows`)."""
+        return len({hi - lo for lo, hi in self.multicast_slices}) == 1
 
     def cta_origin(self, tm: Any, tn: Any, rank: Any) -> tuple[Any, Any]:
         """Cluster tile (tm, tn) -> (m0, n0), the first row and column of the tile of the CTA of

@@ -431,15 +431,16 @@ def cluster_divides_grid(config: Config, problem: Problem) -> str | None:
 
 @reads("cluster", "cluster_dim", "blk_m", "blk_n")
 def multicast_slice_aligned(config: Config, problem: Problem) -> str | None:
-    """Each CTA of a cluster loads 1/cluster of the shared operand's rows and multicasts it; a slice
-    must start on a 128B-swizzle atom (8 rows)."""
+    """Each CTA of a cluster loads a slice of the shared operand's rows and multicasts it; a slice
+    is whole 128B-swizzle atoms (8 rows), as even as the atoms allow (plan.multicast_slices: a
+    136-row tile over 2 CTAs is 72 + 64 rows), so the tile needs an atom for every CTA."""
     if config.cluster not in CLUSTER_SIZES[1:] or config.cluster_dim not in CLUSTER_DIMS:
         return None  # no cluster, or one cluster_supported refuses
     shared = config.blk_n if config.cluster_dim == "m" else config.blk_m
-    if shared % (8 * config.cluster):
+    if shared % 8 or shared // 8 < config.cluster:
         return (
-            f"the shared {'B' if config.cluster_dim == 'm' else 'A'} tile has {shared} rows: slices of "
-            f"{shared}/{config.cluster} rows are not whole 8-row swizzle atoms"
+            f"the shared {'B' if config.cluster_dim == 'm' else 'A'} tile has {shared} rows: it does not "
+            f"split into {config.cluster} slices of whole 8-row swizzle atoms"
         )
     return None
 
