@@ -251,15 +251,28 @@ LATER_RULES = frozenset({swap_ab_pingpong_unclustered, swap_ab_pingpong_wide})
 _LATER_RULE_NAMES = frozenset(rule.__name__ for rule in LATER_RULES)
 
 
+def _even_slices(config: Config) -> bool:
+    """A cluster's multicast slices are equal whole 8-row atoms, as every cluster had to be when the
+    sets before `uneven-fuzz` were drawn (rules.multicast_slice_aligned takes uneven ones since)."""
+    shared = config.blk_n if config.cluster_dim == "m" else config.blk_m
+    return config.cluster == 1 or shared % (8 * config.cluster) == 0
+
+
 def _valid_as_drawn(space: SearchSpace, config: Config, problem: Problem) -> bool:
-    """`space.is_valid` as it answered when the sets were drawn (without LATER_RULES)."""
-    return all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
+    """`space.is_valid` as it answered when the sets were drawn (without LATER_RULES, with even
+    multicast slices only)."""
+    return _even_slices(config) and all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
 
 
-def _drawable(space: SearchSpace, config: Config, problem: Problem) -> bool:
+def _drawable(space: SearchSpace, config: Config, problem: Problem, uneven: bool = False) -> bool:
     """A random draw's test: valid as drawn, within the 128 accumulators a consumer thread every
-    drawn set was drawn under (hopper-gemm/5 now takes up to 192), so they draw what they drew."""
-    return v4_accumulator_limit(config, problem) is None and _valid_as_drawn(space, config, problem)
+    drawn set was drawn under (hopper-gemm/5 now takes up to 192), so they draw what they drew.
+    uneven: a draw made since uneven multicast slices are valid (`uneven-fuzz`) takes them too."""
+    if v4_accumulator_limit(config, problem) is not None:
+        return False
+    if uneven:
+        return all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
+    return _valid_as_drawn(space, config, problem)
 
 
 def _fuzz(
@@ -1147,10 +1160,11 @@ def _fuzz_forced(
     forced: Callable[[Any, int], dict[str, Any]],
     accept: Callable[[Config, Problem], bool] = lambda c, p: True,
     space: SearchSpace = HOPPER,
+    uneven: bool = False,
 ) -> list[tuple[Config, Problem]]:
     """`count` points for a correctness sweep: the problems in turn; for each turn, up to 5000
     draws of every knob from the whole grid (the later /5 knobs too), with `forced(rng, turn)`
-    laid over them, until one is drawable in `space`, `accept`ed and new."""
+    laid over them, until one is drawable in `space` (`_drawable`, with `uneven`), `accept`ed and new."""
     import random
 
     rng = random.Random(seed)
@@ -1164,7 +1178,7 @@ def _fuzz_forced(
             knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
             knobs.update(forced(rng, turn))
             config = hopper_config(**knobs)
-            if _drawable(space, config, problem) and accept(config, problem) and (config, problem) not in chosen:
+            if _drawable(space, config, problem, uneven) and accept(config, problem) and (config, problem) not in chosen:
                 chosen.append((config, problem))
                 break
     return chosen
@@ -1526,6 +1540,34 @@ def _cluster_m_perf() -> list[tuple[Config, Problem]]:
     return out
 
 
+# Problems for clusters along M whose B tile splits unevenly: row tiles of 64..256 that pair and
+# quadruple (M = 1024 and 512 rows), ragged N and K, both 2-byte types.
+UNEVEN_PROBLEMS: tuple[Problem, ...] = (
+    Problem(1024, 1000, 1000, "float16"),
+    Problem(512, 1368, 520, "bfloat16"),
+    Problem(1024, 776, 200, "bfloat16"),
+    Problem(512, 2056, 1096, "float16"),
+    Problem(1000, 1024, 200, "float16"),
+)
+
+
+def _fuzz_uneven(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid points whose cluster along M splits B's tile into uneven multicast slices
+    (plan.multicast_slices), the problems in turn, every other knob drawn from the whole grid: the
+    correctness sweep of uneven slices."""
+    from tirtune.kernels.hopper.plan import plan as hopper_plan
+
+    def forced(rng: Any, turn: int) -> dict[str, Any]:
+        cluster = rng.choice((2, 4))  # B's width: 8-row atoms that do not split evenly over the cluster
+        blk_n = rng.choice([w for w in HOPPER_KNOBS["blk_n"].values if w % (8 * cluster)])
+        return {"cluster": cluster, "cluster_dim": "m", "persistent": True, "warp_specialized": True, "blk_n": blk_n}
+
+    def uneven(config: Config, problem: Problem) -> bool:
+        return HOPPER.is_valid(config, problem) and not hopper_plan(config, problem).multicast_even
+
+    return _fuzz_forced(count, seed, UNEVEN_PROBLEMS, forced, accept=uneven, uneven=True)
+
+
 def _cluster_m_uneven() -> list[tuple[Config, Problem]]:
     """The tiles cuBLAS ran three mid-sized losers of the H100 draw with (256x136 in 2x1 clusters
     with 4 stages, 128x152 in 4x1 with 6, 256x152 in 2x1 with 4:
@@ -1824,6 +1866,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "cluster-m-perf": _cluster_m_perf,
     # The same losers on cuBLAS's tiles, whose multicast slices are uneven.
     "cluster-m-uneven": _cluster_m_uneven,
+    # 300 random valid points with uneven multicast slices, for the smoke run.
+    "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,

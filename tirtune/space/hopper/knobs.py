@@ -148,7 +148,9 @@ KNOBS = KnobTable(
         int,
         1,
         CLUSTER_SIZES,
-        "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA.",
+        "CTAs per thread-block cluster (1: no cluster), multicasting the operand tile they share with TMA, a "
+        "slice of whole 8-row swizzle atoms each (uneven where the atoms do not split evenly: 136 rows over 2 CTAs "
+        "are 72 + 64).",
     ),
     Knob(
         "cluster_dim",
