@@ -258,10 +258,15 @@ def _even_slices(config: Config) -> bool:
     return config.cluster == 1 or shared % (8 * config.cluster) == 0
 
 
+def _valid_but_later(space: SearchSpace, config: Config, problem: Problem) -> bool:
+    """`space.is_valid` but for LATER_RULES: what a set may hold (a point they refuse is left out)."""
+    return all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
+
+
 def _valid_as_drawn(space: SearchSpace, config: Config, problem: Problem) -> bool:
     """`space.is_valid` as it answered when the sets were drawn (without LATER_RULES, with even
     multicast slices only)."""
-    return _even_slices(config) and all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
+    return _even_slices(config) and _valid_but_later(space, config, problem)
 
 
 def _drawable(space: SearchSpace, config: Config, problem: Problem, uneven: bool = False) -> bool:
@@ -270,9 +275,7 @@ def _drawable(space: SearchSpace, config: Config, problem: Problem, uneven: bool
     uneven: a draw made since uneven multicast slices are valid (`uneven-fuzz`) takes them too."""
     if v4_accumulator_limit(config, problem) is not None:
         return False
-    if uneven:
-        return all(v.rule in _LATER_RULE_NAMES for v in space.violations(config, problem))
-    return _valid_as_drawn(space, config, problem)
+    return (_valid_but_later if uneven else _valid_as_drawn)(space, config, problem)
 
 
 def _fuzz(
@@ -1939,7 +1942,7 @@ def main() -> int:
     space, template = SET_SPACES.get(args.set, (HOPPER, DEFAULT_TEMPLATE))
     for _, config, problem in chosen:
         space.check_problem(problem)
-        if not _valid_as_drawn(space, config, problem):
+        if not _valid_but_later(space, config, problem):
             bad = space.violations(config, problem)
             raise SystemExit(f"{config.label()} {problem}: {'; '.join(map(str, bad))}")
     for _, config, problem in chosen:  # drawn when valid, refused by a rule added since

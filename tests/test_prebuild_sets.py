@@ -437,3 +437,19 @@ def test_the_fp8_paths_template_plans_with_the_product_rules_now_that_the_sweep_
     assert fp8_paths.build(split, problem) is not None and build(split, problem) is not None
     with pytest.raises(Exception, match="stream_k"):  # stream-K stays refused for FP8
         fp8_paths.build(split.replace(split_k=1, persistent=True, stream_k=True), Problem(4096, 4096, 4096, "fp8"))
+
+
+def test_the_uneven_sweep_holds_only_valid_points_whose_multicast_slices_differ() -> None:
+    from tirtune.kernels.hopper.plan import plan
+
+    pairs = _pairs("uneven-fuzz")
+    assert len(pairs) == 300 and len(set(pairs)) == 300
+    assert all(HOPPER.is_valid(c, p) for c, p in pairs)
+    plans = [plan(c, p) for c, p in pairs]
+    assert not any(k.multicast_even for k in plans)
+    # Both cluster sizes, and each slice whole 8-row atoms, the lower ranks never the smaller.
+    assert {k.cluster for k in plans} == {2, 4}
+    for k in plans:
+        sizes = [hi - lo for lo, hi in k.multicast_slices]
+        assert all(size % 8 == 0 and size > 0 for size in sizes) and sizes == sorted(sizes, reverse=True)
+        assert sum(sizes) == k.blk_n
