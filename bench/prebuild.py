@@ -1571,6 +1571,35 @@ def _fuzz_uneven(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, UNEVEN_PROBLEMS, forced, accept=uneven, uneven=True)
 
 
+def _swap_mid() -> list[tuple[Config, Problem]]:
+    """cuBLAS's tiles on the H100 draw's mid-sized losers read as swapped ones: its grids (2x66,
+    4x30, 2x65, 2x64) match tiles whose 136 or 152 side lies along the problem's M (3, 3, 13 and 4
+    row tiles) and whose 128 or 256 side lies along N, one wave of at most 132 tiles each
+    (bench/results/profiles/2026-12-06-gemm-h100-draw-losers.md). Here that is swap_ab (the
+    kernel's N is the problem's M) with the register epilogue, without and with a cluster, each
+    beside the problem's best from the draw."""
+    reg = "ws persist g16 swap l2 none/first"
+    rows = (
+        (Problem(398, 11008, 4096, "float16"), "256x176x64 s3 c2 ws persist g16 tma_chunked l2 none/first",
+         (f"256x136x64 s4 c2 {reg}", f"256x136x64 s3 c2 {reg}")),
+        (Problem(444, 5120, 14336, "bfloat16"), "128x160x64 s4 c2 ws persist g16 tma_chunked ewg l2 last/first p256B",
+         (f"128x152x64 s6 c2 {reg}",)),
+        (Problem(1935, 2560, 3072, "bfloat16"),
+         "256x160x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 none/first pftm", (f"256x152x64 s4 c2 {reg}",)),
+        (Problem(536, 4096, 1024, "bfloat16"), "128x160x64 s5 c1 ws persist g16 tma_chunked l2 first/last pftm",
+         (f"128x136x64 s6 c2 {reg}",)),
+    )
+    out = []
+    for problem, best, tiles in rows:
+        out.append((Config.from_label(best, HOPPER_KNOBS), problem))
+        for label in tiles:
+            tile = Config.from_label(label, HOPPER_KNOBS)
+            for config in (tile, tile.replace(cluster=2), tile.replace(cluster=4)):
+                if HOPPER.is_valid(config, problem):
+                    out.append((config, problem))
+    return out
+
+
 def _cluster_m_uneven() -> list[tuple[Config, Problem]]:
     """The tiles cuBLAS ran three mid-sized losers of the H100 draw with (256x136 in 2x1 clusters
     with 4 stages, 128x152 in 4x1 with 6, 256x152 in 2x1 with 4:
@@ -1869,6 +1898,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "cluster-m-perf": _cluster_m_perf,
     # The same losers on cuBLAS's tiles, whose multicast slices are uneven.
     "cluster-m-uneven": _cluster_m_uneven,
+    # The same losers on cuBLAS's tiles read as swapped ones.
+    "swap-mid": _swap_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),
     # One product buffer against two on the same tiles, timed as a kit.
