@@ -89,9 +89,11 @@ PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 # SMS: streaming multiprocessors of the H200 (and H100 SXM): the persistent grid's cap, and the wave
 # split_k_scope="tail" counts whole waves by (rules.SMS).
-# CTAs that can run at once in clusters of 1, 2, 4: a cluster must fit inside one GPC, and the
-# GH100's GPCs hold 16 or 18 usable SMs, so 4-CTA clusters leave 2 SMs idle in some (32 clusters).
-# A persistent grid larger than this would run its last clusters as a second wave.
+# CTAs of a persistent grid in clusters of 1, 2, 4: a cluster must fit inside one GPC, and 4-CTA
+# clusters leave SMs idle in GPCs whose SM count is not a multiple of 4; 128 assumes 32 clusters.
+# GPCs are floor-swept per die, so the count belongs to the card: the H100 we measured holds 66
+# pairs but only 30 clusters of 4 (bench/results/profiles/2026-12-06-cluster-occupancy-h100.json),
+# so there a 4-CTA grid of more than 30 clusters runs its last clusters as a second wave.
 CLUSTER_CTAS = {1: SMS, 2: SMS, 4: 128}
 STORE_BOX = 64  # the TMA-store epilogue's box: 64 rows x 64 columns (one 128-byte swizzle atom wide)
 # l2_hint's policy names -> the TMA loads' L2::cache_hint (TVM encodes the createpolicy value).
