@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # File a kit's run brought back by `gpu_session.sh pick NAME` (here, between two device calls of
-# one batch), then rebuild the cost model's shipped prior from it and commit, so that the next
+# one batch), then rebuild the shipped prior of the GPU model it ran on and commit, so that the next
 # device call (which carries the working tree) tunes with the kit's timings known:
 #
 #   bash bench/file_kit.sh NAME KIT [TARBALL]
@@ -24,7 +24,10 @@ cp "$perf.json" "bench/results/kits/$day-$kit.json"
 cp "$perf.md" "bench/results/kits/$day-$kit.md"
 smoke=$(ls "$work/$name"/smoke-*.md 2>/dev/null | head -n 1 || true)
 [ -n "$smoke" ] && cp "$smoke" "bench/results/sweeps/$day-$kit-smoke.md"
-"${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}" -m bench.model_prior
+py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+# the prior of the GPU model the kit ran on: a prior reads only its own card's kits
+gpu=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["environment"]["gpu_name"])' "$perf.json")
+"$py" -m bench.model_prior --gpu "$gpu"
 git add "bench/results/kits/$day-$kit".* tirtune/model/data
 [ -n "$smoke" ] && git add "bench/results/sweeps/$day-$kit-smoke.md"
 git commit -qm "Kit $kit timed on the GPU host ($day), and the shipped prior rebuilt with it"

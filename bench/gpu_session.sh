@@ -356,11 +356,14 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     # by queue step NAME filed as bench/results/kits/<date>-KIT.json in the host's tree, then the
     # shipped prior rebuilt with it, so that a later step (a draw) tunes with the kit's timings
     # known and no device call has to wait on a local step. File the same pick here afterwards
-    # (bench/file_kit.sh): the same inputs give the same prior.
+    # (bench/file_kit.sh): the same inputs give the same prior. The prior rebuilt is the one of
+    # the GPU model the kit ran on (its report's environment), since a prior reads only its own
+    # card's kits.
     perf="/root/tirtune/$2/perf/best-vs-cublas"
     [ -f "$perf.json" ] || { echo "no $perf.json" >&2; exit 2; }
     cp "$perf.json" "bench/results/kits/$(date -u +%F)-$3.json"
-    python3 -m bench.model_prior 2>&1 | tail -n 3
+    gpu=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["environment"]["gpu_name"])' "$perf.json")
+    python3 -m bench.model_prior --gpu "$gpu" 2>&1 | tail -n 3
     sha256sum tirtune/model/data/*.csv.gz ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then
