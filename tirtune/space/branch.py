@@ -61,6 +61,8 @@ class Branch:
     wave_fit: Callable[[Config], bool] = _never
     # The branch's own change to a start config before its tile is fitted (as it is: `_same`).
     fit_start: Callable[[Config, Problem], Config] = _same
+    # The branch's K split of a start config once its tile is fitted (as it is: `_same`).
+    fit_split: Callable[[Config, Problem], Config] = _same
 
     @property
     def measured(self) -> bool:
@@ -75,7 +77,8 @@ class Branch:
         says (`fit_start`: on Hopper, a peeled last k-tile kept only where K leaves k16 steps to
         skip), their tiles fitted to the problem (`shapes.fitted`: swap-AB's wgmma N to a small M,
         a tile wider than N; those `wave_fit` names get the valid blk_n that best fills the SMs,
-        `shapes.wave_fitted`), each once."""
+        `shapes.wave_fitted`), then their K split as the branch fits it to that tile (`fit_split`:
+        on Hopper, no deeper than adds no round of CTAs), each once."""
         widths = tuple(self.space.knobs.get("blk_n", ()))
         configs = self.start_with[shape_class(problem)]
         if not widths:
@@ -84,8 +87,10 @@ class Branch:
         def fit(c: Config) -> Config:
             c = self.fit_start(c, problem)
             if self.wave_fit(c):
-                return wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
-            return fitted(c, problem, widths)
+                c = wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
+            else:
+                c = fitted(c, problem, widths)
+            return self.fit_split(c, problem)
 
         return tuple(dict.fromkeys(fit(c) for c in configs))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from tirtune.core import Config, Problem
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.space.branch import Branch
-from tirtune.space.hopper.knobs import KNOBS, REG_SPLITS
+from tirtune.space.hopper.knobs import KNOBS, REG_SPLITS, SPLIT_KS
 from tirtune.space.hopper.rules import (
     FP8_KNOBS,
     FP8_SWIZZLE_ELEMENTS,
@@ -25,6 +25,7 @@ from tirtune.space.hopper.rules import (
     SWIGLU_TILE_ALIGN,
     fp8_block_buffers,
     k_tail_steps,
+    rounds,
 )
 from tirtune.space.hopper.spaces import (
     HOPPER,
@@ -108,6 +109,29 @@ def _fit_start(config: Config, problem: Problem) -> Config:
     return config
 
 
+def _split_fitted(config: Config, problem: Problem) -> Config:
+    """A start's K split no deeper than adds no round of CTAs. A split gives each tile split_k
+    CTAs to fill SMs that too few tiles leave idle; where the tiles alone fill them, its CTAs run
+    as further rounds (`rules.rounds`). Of the 79 pairs on file (a split config and its unsplit
+    twin measured on one problem and GPU, 17 problems, 16-bit and FP8, decode and not) in which the
+    split adds rounds, the split won 2; of the 34 16-bit pairs off decode in which it adds none, 30
+    (bench/results/generalize/2026-12-06-split-rounds.md). A start that splits every tile
+    (split_k_scope "all") and adds rounds takes the deepest shallower split the space holds that
+    adds none and the rules take, else none; one that adds none, or splits the last round's tiles
+    alone (split_k_scope "tail"), stays as it is."""
+    if config.split_k <= 1 or config.split_k_scope != "all" or config.stream_k:
+        return config
+    unsplit = config.replace(split_k=1)
+    most = rounds(unsplit, problem)
+    if rounds(config, problem) <= most:
+        return config
+    for split in sorted((s for s in SPLIT_KS if 1 < s < config.split_k), reverse=True):
+        shallower = config.replace(split_k=split)
+        if rounds(shallower, problem) <= most and HOPPER.is_valid(shallower, problem):
+            return shallower
+    return same_kernel(unsplit)
+
+
 BRANCH = Branch(
     arch="sm_90a",
     name="Hopper",
@@ -125,4 +149,5 @@ BRANCH = Branch(
     mma_flops_per_sm_clock=4096,
     wave_fit=_wave_fitted,
     fit_start=_fit_start,
+    fit_split=_split_fitted,
 )

@@ -80,6 +80,8 @@ __all__ = [
     "registers_fit",
     "rebalances_registers",
     "reg_split_valid",
+    "rounds",
+    "ctas_per_sm",
     "schedule_supported",
     "store_box_divides_tile",
     "tma_load_options_supported",
@@ -411,6 +413,30 @@ def kernel_tiles(config: Config, problem: Problem) -> int:
     """Output tiles of the kernel's grid: blk_m x blk_n tiles over its (M, N) (`kernel_shape`)."""
     m, n = kernel_shape(config, problem)
     return int(-(-m // max(config.blk_m, 1)) * -(-n // max(config.blk_n, 1)))
+
+
+THREADS_PER_SM = 2048
+
+
+def ctas_per_sm(config: Config, problem: Problem) -> int:
+    """CTAs one SM runs at once: a persistent grid's one; else as many as its shared memory (of
+    the problem's element size) and threads allow, at most two (the template's CTAs ask for most of
+    an SM's registers)."""
+    if config.persistent:
+        return 1
+    by_smem = max(1, SMEM_LIMIT_BYTES // max(smem_bytes(config, problem.element_bytes), 1))
+    by_threads = max(1, THREADS_PER_SM // (warpgroups(config) * 128))
+    return min(by_smem, by_threads, 2)
+
+
+def rounds(config: Config, problem: Problem) -> int:
+    """How many times the SMs are filled over the kernel: its CTAs (tiles x split_k, every tile
+    split: split_k_scope "all") over SMS x `ctas_per_sm`, or a persistent grid's tiles over its
+    at most SMS CTAs."""
+    tiles = kernel_tiles(config, problem)
+    if config.persistent:
+        return int(-(-tiles // SMS))
+    return int(-(-(tiles * max(config.split_k, 1)) // (SMS * ctas_per_sm(config, problem))))
 
 
 @reads("cluster", "cluster_dim", "blk_m", "blk_n", "swap_ab")
