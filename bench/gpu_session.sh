@@ -27,6 +27,7 @@
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 #   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
 #   bash bench/gpu_session.sh generalize ARGS...   # bench/generalize.py ARGS (a random draw through its own service)
+#   bash bench/gpu_session.sh fp8 ARGS...       # bench/fp8_suite.py ARGS (--out $OUT/NAME), then its trials table
 #   bash bench/gpu_session.sh tuner-quality NAME|REPORT [ARGS...]   # bench/tuner_quality.py over the draw of step
 #                                               # NAME, or a draw's report on file
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
@@ -333,6 +334,18 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     done
     grep -E "^- |^\| " "$OUT"/*.md 2>/dev/null | cut -c1-200 | head -n 50
     tail -n 5 "$OUT/generalize.log"
+    exit $rc ;;
+  fp8)
+    # bench/fp8_suite.py ARGS (--out under $OUT) with its own `tirtune serve` and a fresh database,
+    # TIRTUNE_CONCURRENT_JOBS jobs at once (default 4), then each database's trials table.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    TIRTUNE_CONCURRENT_JOBS=${TIRTUNE_CONCURRENT_JOBS:-4} python3 -m bench.fp8_suite "${@:2}" > "$OUT/fp8.log" 2>&1
+    rc=$?
+    for db in "$OUT"/*.sqlite; do
+      [ -e "$db" ] && python3 -m bench.suite_trials "$db" --out "${db%.sqlite}-trials.csv" > /dev/null 2>&1
+    done
+    grep -E "^- |^\| " "$OUT"/*.md 2>/dev/null | cut -c1-200 | head -n 30
+    tail -n 5 "$OUT/fp8.log"
     exit $rc ;;
   tuner-quality)
     # bench/tuner_quality.py over the draw a generalize step left in /root/tirtune/NAME, or over a
