@@ -26,8 +26,6 @@ from tirtune.space.shapes import SMS
 
 __all__ = ["FEATURES", "features", "matrix"]
 
-SMEM_PER_SM = 232_448  # bytes of shared memory one SM holds (sm_90)
-THREADS_PER_SM = 2048
 MMA_PEAK = 989.4e12  # dense 16-bit flop/s of an H100/H200 SXM at its boost clock
 DRAM_BYTES_S = 4.0e12  # about the H200's device-copy bandwidth (bench/results: 4.15 TB/s at 256 MiB)
 L2_BYTES_S = 10.0e12  # about what the SMs pull from L2 together
@@ -104,16 +102,6 @@ FEATURES: tuple[str, ...] = (
 )
 
 
-def _ctas_per_sm(config: Config) -> int:
-    """CTAs one SM runs at once: a persistent grid has one; else as many as its shared memory
-    and threads allow (the template's CTAs ask for most of an SM's registers: at most two)."""
-    if config.persistent:
-        return 1
-    by_smem = max(1, SMEM_PER_SM // max(rules.smem_bytes(config), 1))
-    by_threads = max(1, THREADS_PER_SM // (rules.warpgroups(config) * 128))
-    return min(by_smem, by_threads, 2)
-
-
 def features(config: Config, problem: Problem) -> tuple[float, ...]:
     """The FEATURES of `config` on `problem`, in that order."""
     m, n = rules.kernel_shape(config, problem)
@@ -125,7 +113,7 @@ def features(config: Config, problem: Problem) -> tuple[float, ...]:
     k_tiles = -(-k // bk)
     split = max(c.split_k, 1)
     ctas = tiles * split
-    per_sm = _ctas_per_sm(c)
+    per_sm = rules.ctas_per_sm(c, problem)
     # split_k_scope "tail": the whole waves' tiles run one CTA each over the whole K, the last
     # wave's split (rules.split_tail_tiles); its rounds count the tail's as 1/split of one.
     tail = split > 1 and c.split_k_scope == "tail"
