@@ -40,6 +40,7 @@ from tirtune.core import Config, Problem
 from tirtune.model.prior import PRIOR_DIR
 from tirtune.space.hopper.knobs import KNOBS
 from tirtune.space.hopper.rules import rounds
+from tirtune.space.hopper.spaces import same_kernel
 
 # (gpu, problem) -> config -> best ratio measured
 Measured = dict[tuple[str, Problem], dict[Config, float]]
@@ -53,9 +54,10 @@ def prior_rows(folder: Path = PRIOR_DIR) -> Iterator[tuple[str, Problem, Config,
 
 
 def fp8_rows(folder: Path = RESULTS / "fp8") -> Iterator[tuple[str, Problem, Config, float]]:
-    """The FP8 suites' correct trials; a trials table names its problem but not its scaling, which
-    a pair never mixes up: a pair is two configs of one job's problem and GPU, and every scaling's
-    jobs of a problem count as one problem here (their configs rank alike but for block scales)."""
+    """The FP8 suites' correct trials. A trials table names its problem but not its scaling, so
+    here every scaling's jobs of a problem count as one problem, and a pair may join a split
+    config of one scaling's job with its twin from another's (their configs rank alike, but for
+    block scales)."""
     for path in sorted(folder.glob("*-trials.csv")):
         report = path.with_name(path.name.removesuffix("-trials.csv") + ".json")
         gpu = json.loads(report.read_text()).get("gpu", "") if report.is_file() else ""
@@ -75,14 +77,15 @@ def measured(rows: Iterator[tuple[str, Problem, Config, float]]) -> Measured:
 
 
 def pairs(data: Measured) -> list[dict[str, Any]]:
-    """Each split config beside its best measured unsplit twin."""
+    """Each split config beside its best measured unsplit twin (any reduction knob: unsplit, it
+    builds the same kernel, `same_kernel`)."""
     out = []
     for (gpu, problem), configs in sorted(data.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         for config, ratio in configs.items():
             if config.split_k <= 1 or config.split_k_scope != "all" or config.stream_k:
                 continue
-            twin = config.replace(split_k=1)
-            twins = [c for c in configs if c.replace(split_k_reduce=config.split_k_reduce) == twin]
+            twin = same_kernel(config.replace(split_k=1))
+            twins = [c for c in configs if same_kernel(c) == twin]
             if not twins:
                 continue
             unsplit = max(configs[c] for c in twins)
