@@ -24,10 +24,8 @@ cp "$perf.json" "bench/results/kits/$day-$kit.json"
 cp "$perf.md" "bench/results/kits/$day-$kit.md"
 smoke=$(ls "$work/$name"/smoke-*.md 2>/dev/null | head -n 1 || true)
 [ -n "$smoke" ] && cp "$smoke" "bench/results/sweeps/$day-$kit-smoke.md"
-py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 # the prior of the GPU model the kit ran on: a prior reads only its own card's kits
-gpu=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["environment"]["gpu_name"])' "$perf.json")
-"$py" -m bench.model_prior --gpu "$gpu"
+"${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}" -m bench.model_prior --gpu-of "$perf.json"
 git add "bench/results/kits/$day-$kit".* tirtune/model/data
 [ -n "$smoke" ] && git add "bench/results/sweeps/$day-$kit-smoke.md"
 git commit -qm "Kit $kit timed on the GPU host ($day), and the shipped prior rebuilt with it"

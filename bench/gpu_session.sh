@@ -375,8 +375,7 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
     perf="/root/tirtune/$2/perf/best-vs-cublas"
     [ -f "$perf.json" ] || { echo "no $perf.json" >&2; exit 2; }
     cp "$perf.json" "bench/results/kits/$(date -u +%F)-$3.json"
-    gpu=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["environment"]["gpu_name"])' "$perf.json")
-    python3 -m bench.model_prior --gpu "$gpu" 2>&1 | tail -n 3
+    python3 -m bench.model_prior --gpu-of "$perf.json" 2>&1 | tail -n 3
     sha256sum tirtune/model/data/*.csv.gz ;;
   sweep)
     # The correctness sweep: build a prebuilt set here (TVM from the stash, JOBS in parallel), then

@@ -3,6 +3,7 @@
     python -m bench.model_prior                                    # the H200's, from the results on file
     python -m bench.model_prior --database sqlite:///run.sqlite    # ... and a run's database
     python -m bench.model_prior --gpu "NVIDIA H100 80GB HBM3"      # another GPU model's
+    python -m bench.model_prior --gpu-of kits/<date>-KIT.json       # the one a kit's timing ran on
 
 The cost model (tirtune/model) learns from the measurements in the service's database and from
 this prior, so a fresh database does not start blind (docs/design.md, "The cost model"). The
@@ -202,9 +203,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the results on file are")
     ap.add_argument("--database", action="append", default=[], help="also a run's database (SQLAlchemy URL)")
-    ap.add_argument("--gpu", default=GPU, help=f"the GPU model (default {GPU}: the trial tables and kits)")
+    gpu = ap.add_mutually_exclusive_group()
+    gpu.add_argument("--gpu", default=GPU, help=f"the GPU model (default {GPU}: the trial tables and kits)")
+    gpu.add_argument("--gpu-of", type=Path, default=None, metavar="KIT.json",
+                     help="the GPU model a kit's timing (bench/best_vs_cublas.py's report) ran on")
     ap.add_argument("--out", type=Path, default=None, help=f"default: {PRIOR_DIR}/<gpu>.csv.gz")
     args = ap.parse_args(argv)
+    if args.gpu_of is not None:
+        try:
+            args.gpu = json.loads(args.gpu_of.read_text())["environment"]["gpu_name"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"model_prior: no GPU named in {args.gpu_of}: {e}", file=sys.stderr)
+            return 2
     try:
         rows, left_out = build(args.results, args.database, args.gpu)
     except (SpaceError, ValueError, KeyError) as e:

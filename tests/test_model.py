@@ -95,6 +95,19 @@ def test_the_prior_is_rebuilt_byte_for_byte_from_the_results_on_file(tmp_path: P
     assert out.read_bytes() == prior_path(gpu).read_bytes()
 
 
+def test_a_kits_timing_names_the_gpu_whose_prior_is_rebuilt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gpu-of KIT.json` rebuilds the prior of the GPU model the kit ran on (its report's
+    environment), as file_kit.sh and the GPU host's file-kit step do: an H100 kit, the H100's."""
+    kit = model_prior.RESULTS / "kits" / "2026-12-06-swap-mid.json"
+    out = tmp_path / "prior.csv.gz"
+    assert model_prior.main(["--gpu-of", str(kit), "--out", str(out)]) == 0
+    assert out.read_bytes() == prior_path("NVIDIA H100 80GB HBM3").read_bytes()
+    unnamed = tmp_path / "kit.json"
+    unnamed.write_text('{"environment": {}}')
+    assert model_prior.main(["--gpu-of", str(unnamed), "--out", str(out)]) == 2
+    assert "no GPU named in" in capsys.readouterr().err
+
+
 def test_training_is_reproducible_and_refuses_too_little(model) -> None:  # type: ignore[no-untyped-def]
     again = train(PRIOR.samples)
     assert again is not None and again.digest == model.digest
