@@ -154,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--url", default=None, help="a running service; default: start one")
     ap.add_argument("--database", default=None, help="the started service's database (default: OUT.sqlite)")
     ap.add_argument("--only", nargs="*", default=(), help="problems to run, e.g. 16x4096x4096 or 16x4096x4096:rowcol")
-    ap.add_argument("--deadline-s", type=float, default=3600.0, help="give up waiting after this long")
+    ap.add_argument("--deadline-s", type=float, default=3600.0,
+                    help="give up waiting this many seconds after the script began (its service's start included)")
     ap.add_argument("--scalings", nargs="*", choices=BUILT, default=BUILT,
                     help="the scalings to run, in this order (default: all; a run split in two parts under "
                          "one deadline each: tensor rowcol, then block)")
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with suite.service(database, log) if args.url is None else suite._given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             jobs = queue(client, chosen, args.trials)
-            suite.wait(client, jobs, args.deadline_s)
+            suite.wait(client, jobs, args.deadline_s, since=began)
             scored = [score(client, job) for job in jobs]
     result = report(scored, args.trials, time.monotonic() - began)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

@@ -221,17 +221,27 @@ def database_counts(client: httpx.Client) -> dict[str, int] | None:
 
 
 def run(
-    client: httpx.Client, problems: Sequence[Drawn], trials: int, deadline_s: float, source: str = "gpu"
+    client: httpx.Client,
+    problems: Sequence[Drawn],
+    trials: int,
+    deadline_s: float,
+    source: str = "gpu",
+    since: float | None = None,
 ) -> tuple[dict[str, int] | None, list[dict[str, Any]]]:
     """Ask, queue, wait, score: (the database's counts at the start, one scored entry per problem).
     Each problem is asked about just before it is queued, so the first jobs tune while the later
-    problems are asked (a prediction takes the service a second or so): what GET /best said then."""
+    problems are asked (a prediction takes the service a second or so): what GET /best said then.
+    The deadline counts from `since` (a `time.monotonic()` reading; default: this call), so the
+    asking counts too (on an H100 the 30 questions of a draw took over a minute while its first
+    jobs tuned, and a draw cut at its step's limit while still waiting lost its report:
+    `generalize/2026-12-07-2439082570-h100-partial.md`)."""
+    since = time.monotonic() if since is None else since
     at_start = database_counts(client)
     priors, jobs = [], []
     for d in problems:
         priors.append(probe(client, d, source))
         jobs += suite.queue(client, [(d.problem.shape, d.problem.dtype, d.label)], trials)
-    suite.wait(client, jobs, deadline_s)
+    suite.wait(client, jobs, deadline_s, since=since)
     return at_start, [scored_entry(client, d, p, j, source) for d, p, j in zip(problems, priors, jobs, strict=True)]
 
 
@@ -378,7 +388,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--catalogue", type=Path, default=CATALOGUE, help="a folder of model config.json subsets")
     ap.add_argument("--url", default=None, help="a running service; default: start one")
     ap.add_argument("--database", default=None, help="the started service's database (default: beside the output)")
-    ap.add_argument("--deadline-s", type=float, default=7200.0, help="give up waiting after this long")
+    ap.add_argument("--deadline-s", type=float, default=7200.0,
+                    help="give up waiting this many seconds after the script began (its service's start included)")
     ap.add_argument("--out-dir", type=Path, default=Path("bench/results/generalize"))
     ap.add_argument(
         "--source",
@@ -426,7 +437,7 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
     started_here = args.url is None
     with suite.service(database, out.with_suffix(".serve.log")) if started_here else suite._given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
-            at_start, scored = run(client, chosen, args.trials, args.deadline_s, args.source)
+            at_start, scored = run(client, chosen, args.trials, args.deadline_s, args.source, since=began)
     # This process's setting is the started service's; a given service's is known only if set here too.
     concurrent = os.environ.get("TIRTUNE_CONCURRENT_JOBS", "1" if started_here else None)
     result = report(

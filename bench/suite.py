@@ -118,9 +118,12 @@ def queue(client: httpx.Client, chosen: Sequence[tuple[str, str, str]], trials: 
     return jobs
 
 
-def wait(client: httpx.Client, jobs: list[dict[str, Any]], deadline_s: float) -> None:
-    """Poll until every job has finished (or the deadline passes: the rest are reported unfinished)."""
-    started = time.monotonic()
+def wait(client: httpx.Client, jobs: list[dict[str, Any]], deadline_s: float, since: float | None = None) -> None:
+    """Poll until every job has finished (or the deadline passes: the rest are reported unfinished).
+    The deadline counts from `since` (a `time.monotonic()` reading: the script's start, so that the
+    service's start and the queuing count too, as they do against a GPU host's step limit), else
+    from this call."""
+    started = time.monotonic() if since is None else since
     pending = {j["job_id"]: j for j in jobs}
     while pending and time.monotonic() - started < deadline_s:
         for job_id, job in list(pending.items()):
@@ -250,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--database", default=None, help="the started service's database (default: OUT.sqlite)")
     ap.add_argument("--only", nargs="*", default=(),
                     help="problems to run, e.g. 16x4096x4096 or 128x4096x4096:bfloat16")
-    ap.add_argument("--deadline-s", type=float, default=3600.0, help="give up waiting after this long")
+    ap.add_argument("--deadline-s", type=float, default=3600.0,
+                    help="give up waiting this many seconds after the script began (its service's start included)")
     ap.add_argument("--source", choices=("gpu", "replay"), default="gpu",
                     help="replay: score a replaying service's recorded figures (a check of this script, with --url)")
     args = ap.parse_args(argv)
@@ -264,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with service(database, args.out.with_suffix(".serve.log")) if args.url is None else _given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             jobs = queue(client, chosen, args.trials)
-            wait(client, jobs, args.deadline_s)
+            wait(client, jobs, args.deadline_s, since=began)
             scored = [score(client, job, args.source) for job in jobs]
     result = report(scored, args.trials, time.monotonic() - began, args.source)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

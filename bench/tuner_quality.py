@@ -148,7 +148,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--database", default=None, help="the started service's database (default: beside the output)")
     ap.add_argument("--source", choices=("gpu", "replay"), default="gpu",
                     help="replay: score a replaying service's figures (a check of this script, with --url)")
-    ap.add_argument("--deadline-s", type=float, default=7200.0, help="give up waiting after this long")
+    ap.add_argument("--deadline-s", type=float, default=7200.0,
+                    help="give up waiting this many seconds after the script began (its service's start included)")
     ap.add_argument("--out-dir", type=Path, default=Path("bench/results/generalize"))
     args = ap.parse_args(argv)
     if args.problems < 1 or args.trials < 1:
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with suite.service(database, out.with_suffix(".serve.log")) if args.url is None else suite._given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             jobs = suite.queue(client, [(p["problem"], p["dtype"], p.get("model", "")) for p in chosen], args.trials)
-            suite.wait(client, jobs, args.deadline_s)
+            suite.wait(client, jobs, args.deadline_s, since=began)
             references = [suite.score(client, job, args.source) for job in jobs]
     problems = []
     for p, ref in zip(chosen, references, strict=True):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -70,6 +72,26 @@ def test_a_problem_scored_before_its_job_ended_is_named_so() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| 3000x5000x2000")]
     assert len(rows) == 1 and "| RUNNING |" in rows[0] and "| no |" in rows[0]
     assert "| DONE |" in next(line for line in text.splitlines() if line.startswith("| 4000x4000x4000"))
+
+
+def test_the_deadline_counts_from_the_scripts_start() -> None:
+    """A GPU host's queue step kills a script at its limit, so `--deadline-s` must bound the whole
+    run, not only the waiting after the jobs are queued (a draw that spent over a minute asking
+    for predictions was killed still waiting, its report lost:
+    bench/results/generalize/2026-12-07-2439082570-h100-partial.md). The service here answers
+    the job API only, every job still running."""
+    polls: list[str] = []
+
+    def running(request: httpx.Request) -> httpx.Response:
+        polls.append(request.url.path)
+        return httpx.Response(200, json={"state": "RUNNING", "trials_done": 3, "message": ""})
+
+    with httpx.Client(transport=httpx.MockTransport(running), base_url="http://service") as client:
+        jobs = [{"shape": "4096x4096x4096", "dtype": "float16", "class": "", "job_id": 7}]
+        suite.wait(client, jobs, 5.0, since=time.monotonic() - 6.0)  # began 6 s ago: already past
+        assert polls == [] and "state" not in jobs[0]
+        suite.wait(client, jobs, 0.5)  # from the call: polled until the deadline, left unfinished
+        assert polls and set(polls) == {"/jobs/7"} and jobs[0]["state"] == "RUNNING"
 
 
 def test_suite_trials_names_where_each_measured_trial_came_from(replaying_service: str, tmp_path: Path) -> None:
