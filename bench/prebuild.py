@@ -1571,6 +1571,29 @@ def _fuzz_uneven(count: int, seed: int) -> list[tuple[Config, Problem]]:
     return _fuzz_forced(count, seed, UNEVEN_PROBLEMS, forced, accept=uneven, uneven=True)
 
 
+def _block_mid() -> list[tuple[Config, Problem]]:
+    """Block-scaled tiles on the mid-sized FP8 problems: 512x4096x14336 ran best on 128x64 tiles
+    (0.58 of torch, bench/results/fp8/2026-12-06-suite-block-starts-h100.md), two rounds of 256
+    tiles, because its class starts are 64 wide or swapped 64x256, which the block rules refuse
+    (`rules.fp8_block_registers`), and 16 trials never reached the 128x128 tile that won every large
+    block-scaled problem. Here the 128x128 tile (one round of 128 tiles) with two product buffers,
+    data-parallel and persistent, at several ring depths, and swapped 64x128 and 128x128 tiles,
+    beside that best, on it and on 128x4096x4096."""
+    labels = (
+        "128x64x128 s8 c2 ws l2 none/first",
+        "128x128x128 s4 c2 ws persist g8 tma_chunked r240/24 l2 first/none",
+        "128x128x128 s4 c2 ws r240/24 l2 none/first",
+        "128x128x128 s5 c2 ws r240/24 l2 none/first",
+        "128x128x128 s6 c2 ws r240/24 l2 none/first",
+        "128x128x128 s6 c2 ws persist r240/24 l2 none/first",
+        "64x128x128 s8 c1 ws swap l2 first/none",
+        "128x128x128 s4 c2 ws swap r240/24 l2 first/none",
+    )
+    problems = [Problem(m, n, k, FP8, "scale_a_block+scale_b_block") for m, n, k in ((512, 4096, 14336), (128, 4096, 4096))]
+    points = [(Config.from_label(label, HOPPER_KNOBS), problem) for problem in problems for label in labels]
+    return [(c, p) for c, p in points if HOPPER.is_valid(c, p)]
+
+
 def _swap_mid() -> list[tuple[Config, Problem]]:
     """cuBLAS's tiles on the H100 draw's mid-sized losers read as swapped ones: its grids (2x66,
     4x30, 2x65, 2x64) match tiles whose 136 or 152 side lies along the problem's M (3, 3, 13 and 4
@@ -1900,6 +1923,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "cluster-m-uneven": _cluster_m_uneven,
     # The same losers on cuBLAS's tiles read as swapped ones.
     "swap-mid": _swap_mid,
+    "fp8-block-mid": _block_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),
     # One product buffer against two on the same tiles, timed as a kit.
