@@ -15,7 +15,7 @@
 #   bash bench/gpu_session.sh queue "NAME TIMEOUT_S COMMAND"...   # steps one after another in a process
 #                                               # session of their own (outlives the call): each runs with
 #                                               # OUT=/root/tirtune/NAME, its output in NAME/step.log, its
-#                                               # exit status in NAME.done (124: cut at TIMEOUT_S)
+#                                               # exit status in NAME.done (143 or 137: cut at TIMEOUT_S)
 #   bash bench/gpu_session.sh wait NAME...      # wait (at most SUITE_WAIT_S) for those steps; one line of
 #                                               # progress each, no files (a queue outlives a call only while
 #                                               # the host is held: ask the next call back to back with this
@@ -133,15 +133,17 @@ case "$1" in
       > /root/tirtune/queue.log 2>&1 &
     sleep 2; cat /root/tirtune/queue.txt ;;
   run-queue)
-    # Each step in a process group of its own, killed whole at its timeout (a service, Ray and the
-    # measuring children with it), so a stuck step costs its own time and not the next steps'.
+    # Each step in a process group of its own, sent SIGTERM at its timeout and killed whole 75 s
+    # later, so a stuck step costs its own time and not the next steps'. The bench scripts that
+    # start a service (its own session, out of the group) stop waiting on the SIGTERM, score and
+    # report what finished and stop the service within that grace (bench/suite.py, stop_on_sigterm).
     while IFS= read -r line; do
       name=${line%% *}; rest=${line#* }; limit=${rest%% *}; cmd=${rest#* }
       mkdir -p "/root/tirtune/$name"; rm -f "/root/tirtune/$name.done"
       echo "$(date +%T) start $name ($limit s): $cmd"
       OUT="/root/tirtune/$name" setsid bash -c "$cmd" > "/root/tirtune/$name/step.log" 2>&1 &
       pid=$!
-      ( sleep "$limit"; kill -TERM -- "-$pid"; sleep 15; kill -KILL -- "-$pid" ) > /dev/null 2>&1 &
+      ( sleep "$limit"; kill -TERM -- "-$pid"; sleep 75; kill -KILL -- "-$pid" ) > /dev/null 2>&1 &
       watchdog=$!
       wait "$pid"; rc=$?
       kill "$watchdog" 2>/dev/null; kill -KILL -- "-$pid" 2>/dev/null

@@ -13,7 +13,10 @@ limit measured in the same process, tirtune.core.roofline). The geomean is over 
 
 With no --url the script starts `python -m tirtune serve` on a free loopback port with its own
 database (`--database`, default a SQLite file beside the output) and stops it at the end, so the
-figures come from this run's jobs only. Writes OUT.json and OUT.md (default OUT:
+figures come from this run's jobs only. A SIGTERM while it serves (a GPU host's queue step cut at
+its limit) ends the waiting as the deadline does: what finished is scored, the report written
+and the service stopped, where the default action would end the script at once and leave the
+service, which runs in a session of its own, tuning on the GPU into the next step. Writes OUT.json and OUT.md (default OUT:
 bench/results/suite/<date>-<trials>trials):
 {"date", "gpu", "driver", "cuda", "tvm", "torch", "template_version", "trials_per_problem",
  "problems": [{"problem", "dtype", "config", "ratio", "ratio_p10", "ratio_p90", "tflops",
@@ -30,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -72,6 +76,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Set by a SIGTERM while `stop_on_sigterm` is in force: `wait` stops waiting.
+_STOP = threading.Event()
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[threading.Event]:
+    """While in force, a SIGTERM sets the event `wait` watches instead of ending the process, so
+    that the script scores, reports and stops its service; the handler before is restored after.
+    Only the main thread can set handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield _STOP
+        return
+    _STOP.clear()
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: _STOP.set())
+    try:
+        yield _STOP
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _STOP.clear()
+
+
 @contextmanager
 def service(database: str, log: Path, *, worker: bool = True) -> Iterator[str]:
     """`tirtune serve` on a free loopback port with its own database; its URL, stopped after.
@@ -81,7 +106,7 @@ def service(database: str, log: Path, *, worker: bool = True) -> Iterator[str]:
     env = {**os.environ, "DATABASE_URL": database}
     env.pop("TIRTUNE_REPLAY", None)  # the suite is measured on the GPU, never replayed
     command = [sys.executable, "-m", "tirtune", "serve", "--port", str(port), *([] if worker else ["--no-worker"])]
-    with log.open("w") as out:
+    with log.open("w") as out, stop_on_sigterm():
         proc = subprocess.Popen(command, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
@@ -119,13 +144,14 @@ def queue(client: httpx.Client, chosen: Sequence[tuple[str, str, str]], trials: 
 
 
 def wait(client: httpx.Client, jobs: list[dict[str, Any]], deadline_s: float, since: float | None = None) -> None:
-    """Poll until every job has finished (or the deadline passes: the rest are reported unfinished).
+    """Poll until every job has finished (or the deadline passes, or a SIGTERM comes while
+    `stop_on_sigterm` is in force: the rest are reported unfinished).
     The deadline counts from `since` (a `time.monotonic()` reading: the script's start, so that the
     service's start and the queuing count too, as they do against a GPU host's step limit), else
     from this call."""
     started = time.monotonic() if since is None else since
     pending = {j["job_id"]: j for j in jobs}
-    while pending and time.monotonic() - started < deadline_s:
+    while pending and not _STOP.is_set() and time.monotonic() - started < deadline_s:
         for job_id, job in list(pending.items()):
             state = client.get(f"/jobs/{job_id}").json()
             job["state"], job["message"] = state["state"], state.get("message", "")
@@ -134,7 +160,9 @@ def wait(client: httpx.Client, jobs: list[dict[str, Any]], deadline_s: float, si
                 print(f"[{job['finished_after_s']:7.1f} s] {job['shape']} {job['dtype']}: {state['state']} "
                       f"({state['trials_done']} trials) {job['message'][:120]}", flush=True)
                 del pending[job_id]
-        time.sleep(2)
+        _STOP.wait(2)
+    if pending and _STOP.is_set():
+        print(f"SIGTERM: stopped waiting, {len(pending)} job(s) not finished", flush=True)
 
 
 def score(client: httpx.Client, job: dict[str, Any], source: str = "gpu") -> dict[str, Any]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +95,28 @@ def test_the_deadline_counts_from_the_scripts_start() -> None:
         assert polls == [] and "state" not in jobs[0]
         suite.wait(client, jobs, 0.5)  # from the call: polled until the deadline, left unfinished
         assert polls and set(polls) == {"/jobs/7"} and jobs[0]["state"] == "RUNNING"
+
+
+def test_a_sigterm_ends_the_wait_and_not_the_script() -> None:
+    """A queue step cut at its limit gets a SIGTERM: the script must stop waiting and go on to
+    score, report and stop its service (which runs in a session of its own and would otherwise
+    keep tuning on the GPU into the next step), not end at once. The job API answers here, every
+    job still running; the signal is real."""
+
+    def running(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"state": "RUNNING", "trials_done": 3, "message": ""})
+
+    before = signal.getsignal(signal.SIGTERM)
+    with httpx.Client(transport=httpx.MockTransport(running), base_url="http://service") as client:
+        jobs = [{"shape": "4096x4096x4096", "dtype": "float16", "class": "", "job_id": 7}]
+        with suite.stop_on_sigterm() as stop:
+            timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+            timer.start()
+            began = time.monotonic()
+            suite.wait(client, jobs, 60.0)
+            timer.join()
+            assert stop.is_set() and time.monotonic() - began < 10 and jobs[0]["state"] == "RUNNING"
+    assert signal.getsignal(signal.SIGTERM) == before and not stop.is_set()
 
 
 def test_suite_trials_names_where_each_measured_trial_came_from(replaying_service: str, tmp_path: Path) -> None:
