@@ -16,8 +16,8 @@ database (`--database`, default a SQLite file beside the output) and stops it at
 figures come from this run's jobs only. A SIGTERM while it serves (a GPU host's queue step cut at
 its limit) ends the waiting as the deadline does: what finished is scored, the report written
 and the service stopped, where the default action would end the script at once and leave the
-service, which runs in a session of its own, tuning on the GPU into the next step. Writes OUT.json and OUT.md (default OUT:
-bench/results/suite/<date>-<trials>trials):
+service, which runs in a session of its own, tuning on the GPU into the next step. Writes
+OUT.json and OUT.md (default OUT: bench/results/suite/<date>-<trials>trials):
 {"date", "gpu", "driver", "cuda", "tvm", "torch", "template_version", "trials_per_problem",
  "problems": [{"problem", "dtype", "config", "ratio", "ratio_p10", "ratio_p90", "tflops",
  "cublas_tflops", "roofline_fraction", ...}], "geomean"}.
