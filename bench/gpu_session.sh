@@ -137,15 +137,21 @@ case "$1" in
     # later, so a stuck step costs its own time and not the next steps'. The bench scripts that
     # start a service (its own session, out of the group) stop waiting on the SIGTERM, score and
     # report what finished and stop the service within that grace (bench/suite.py, stop_on_sigterm).
+    # The step's own shell dies at the SIGTERM, so a cut step's group is given the rest of the
+    # grace to empty (NAME.cut marks the cut) before what is left of it is killed.
     while IFS= read -r line; do
       name=${line%% *}; rest=${line#* }; limit=${rest%% *}; cmd=${rest#* }
-      mkdir -p "/root/tirtune/$name"; rm -f "/root/tirtune/$name.done"
+      mkdir -p "/root/tirtune/$name"; rm -f "/root/tirtune/$name.done" "/root/tirtune/$name.cut"
       echo "$(date +%T) start $name ($limit s): $cmd"
       OUT="/root/tirtune/$name" setsid bash -c "$cmd" > "/root/tirtune/$name/step.log" 2>&1 &
       pid=$!
-      ( sleep "$limit"; kill -TERM -- "-$pid"; sleep 75; kill -KILL -- "-$pid" ) > /dev/null 2>&1 &
+      ( sleep "$limit"; touch "/root/tirtune/$name.cut"; kill -TERM -- "-$pid"; sleep 75; kill -KILL -- "-$pid" ) \
+        > /dev/null 2>&1 &
       watchdog=$!
       wait "$pid"; rc=$?
+      if [ -e "/root/tirtune/$name.cut" ]; then
+        while kill -0 -- "-$pid" 2>/dev/null && kill -0 "$watchdog" 2>/dev/null; do sleep 1; done
+      fi
       kill "$watchdog" 2>/dev/null; kill -KILL -- "-$pid" 2>/dev/null
       echo "$rc" > "/root/tirtune/$name.done"
       echo "$(date +%T) end $name: rc $rc"
