@@ -91,7 +91,9 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
     """Every tile of the space (blk_m x blk_n, swap_ab either way) laid over each config: the
     config's own consumers and schedule where the tile takes them, else the first of the space's
     that it takes (192 rows need three cooperative consumers), with the ring as deep as shared
-    memory allows up to the config's own depth; one valid config per tile and config."""
+    memory allows up to the config's own depth, and the config's own store where the tile takes it,
+    else the register epilogue (a swapped tile stores only from registers); one valid config per
+    tile and config."""
     out = []
     blk_ms = space.knobs.get("blk_m", ())
     blk_ns = space.knobs.get("blk_n", ())
@@ -110,6 +112,9 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
             )
         )
         depths = [s for s in stages if s <= config.stages] or [config.stages]
+        stores: list[dict[str, object]] = [{}]
+        if "epilogue" in space.knobs and "epilogue_warpgroup" in space.knobs and config.epilogue != "register":
+            stores.append({"epilogue": "register", "epilogue_warpgroup": False})
         for swap in swaps:
             for blk_m in blk_ms:
                 for blk_n in blk_ns:
@@ -117,7 +122,16 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
                         space,
                         problem,
                         (
-                            config.replace(blk_m=blk_m, blk_n=blk_n, swap_ab=swap, consumers=c, schedule=s, stages=d)
+                            config.replace(
+                                blk_m=blk_m,
+                                blk_n=blk_n,
+                                swap_ab=swap,
+                                consumers=c,
+                                schedule=s,
+                                stages=d,
+                                **store,
+                            )
+                            for store in stores
                             for c, s in roles
                             for d in depths
                         ),
