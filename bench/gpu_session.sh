@@ -39,9 +39,12 @@
 #   bash bench/gpu_session.sh decode-profile [KIT]   # ncu over one launch of each decode case: $OUT/decode-profile.csv
 #   bash bench/gpu_session.sh gemm-profile KIT|- PROBLEM...   # ncu: cuBLAS's kernel per problem beside a kit's
 #                                               # (prebuild ragged-best): $OUT/gemm-profile.{csv,md}
-#   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (FUSED=1: --fused; default: Qwen2.5-7B,
+#   bash bench/gpu_session.sh tune-model TRIALS [TOKENS] [CONFIG]   # tirtune tune-model (FUSED=1: --fused; SCALING=S:
+#                                               # FP8 with that scaling; default: Qwen2.5-7B,
 #                                               # 8192,16 tokens) into the host's database and build cache
 #   bash bench/gpu_session.sh model-layer [TOKENS]   # bench/model_layer.py on what was tuned: $OUT/model-layer.{json,md}
+#   bash bench/gpu_session.sh model-layer-fp8 SCALING TOKENS [CONFIG]   # bench/model_layer_fp8.py (tune-model with
+#                                               # SCALING=... first): $OUT/model-layer-fp8-SCALING.{json,md}
 #   bash bench/gpu_session.sh model-layer-fused TOKENS CONFIG...   # bench/model_layer_fused.py (tune-model with
 #                                               # FUSED=1 first): $OUT/model-layer-fused.{json,md}
 #   bash bench/gpu_session.sh build-paths KIT    # both build paths per kernel, outputs bitwise: $OUT/build-paths.json
@@ -263,7 +266,7 @@ case "$1" in
     # the host for the model-layer step, and are copied to $OUT.
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     python3 -m tirtune tune-model "${4:-bench/models/qwen2.5-7b.json}" --tokens "${3:-8192,16}" --trials "$2" \
-      ${FUSED:+--fused} --json "$OUT/tune-model.json" 2>"$OUT/tune-model.log"
+      ${FUSED:+--fused} ${SCALING:+--dtype float8_e4m3fn --scaling "$SCALING"} --json "$OUT/tune-model.json" 2>"$OUT/tune-model.log"
     rc=$?
     tail -n 30 "$OUT/tune-model.log"
     cp /root/tirtune/tirtune.db "$OUT/tirtune.db" 2>/dev/null
@@ -284,6 +287,15 @@ case "$1" in
       "${CONFIGS[@]}" --out "$OUT/model-layer-fused" > "$OUT/model-layer-fused.log" 2>&1
     rc=$?
     tail -n 30 "$OUT/model-layer-fused.log"
+    exit $rc ;;
+  model-layer-fp8)
+    # The layer in FP8 (bench/model_layer_fp8.py): tirtune.nn.FP8Linear through the tuned kernels against
+    # torch._scaled_mm and the 16-bit layer; tune first: bash bench/gpu_session.sh tune-model 32 TOKENS CONFIG
+    # with SCALING set (tune-model --dtype float8_e4m3fn --scaling SCALING).
+    TIRTUNE_LOG_LEVEL=INFO TIRTUNE_DISPATCH_STRICT=1 python3 -m bench.model_layer_fp8 --scaling "$2" --tokens "$3" \
+      --config "${4:-bench/models/llama-3-8b.json}" --out "$OUT/model-layer-fp8-$2" > "$OUT/model-layer-fp8.log" 2>&1
+    rc=$?
+    tail -n 30 "$OUT/model-layer-fp8.log"
     exit $rc ;;
   decode-ceiling)
     # The decode GEMM's weights streamed under the suite's flush, dirty and clean (bench/decode_ceiling.py).
