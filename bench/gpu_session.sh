@@ -334,6 +334,9 @@ dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_pea
 sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
     KEEP=$METRICS,launch__cluster_dim_x,launch__cluster_dim_y,launch__registers_per_thread,launch__shared_mem_per_block_dynamic
     KIT=$2; [ "$KIT" = "-" ] && KIT=
+    [ -n "$KIT" ] && [ ! -d "$KIT" ] && tar -xf "$(ls "$KIT".t?z | head -n 1)" -C "$(dirname "$KIT")"  # KIT.txz
+    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
+      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"  # tvm-ffi without the full stack, as the kit step
     ncu --nvtx --csv --page raw --cache-control all --clock-control none --metrics "$METRICS" \
       python3 -m bench.gemm_profile "${@:3}" ${KIT:+--kit "$KIT"} > /root/tirtune/gemm-profile-raw.csv \
       2> "$OUT/gemm-profile.log"
