@@ -1594,6 +1594,32 @@ def _block_mid() -> list[tuple[Config, Problem]]:
     return [(c, p) for c, p in points if HOPPER.is_valid(c, p)]
 
 
+def _mid_l2() -> list[tuple[Config, Problem]]:
+    """The H100 draws' mid-sized losers' bests (generalize/2026-12-06-1039785609-h100.md,
+    generalize/2026-12-07-2439082570-h100-partial.md) with the weights' L2 policy changed: every
+    row of tiles re-reads the same weight tiles, but most of those bests load them evict_first
+    (`l2 X/first`; with swap_ab the weights are the kernel's A). Each best, then each hint of the
+    space with the weights' operand under another policy (default, evict_last, evict_first)."""
+    bests = (
+        (Problem(398, 11008, 4096, "float16"), "256x176x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 last/first"),
+        (Problem(444, 5120, 14336, "bfloat16"), "128x160x64 s4 c2 ws persist g16 tma_chunked ewg l2 last/first p256B"),
+        (Problem(1935, 2560, 3072, "bfloat16"),
+         "256x160x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 none/first pftm"),
+        (Problem(536, 4096, 1024, "bfloat16"), "128x160x64 s5 c1 ws persist g16 tma_chunked l2 first/last pftm"),
+        (Problem(647, 22016, 4096, "bfloat16"), "128x216x64 s5 c2 ws persist g16 r240/24 swap p256B"),
+        (Problem(3286, 3072, 4096, "float16"), "128x208x64 s4 c2 ws persist g16 tma_chunked l2 none/first"),
+    )
+    out = []
+    for problem, label in bests:
+        best = Config.from_label(label, HOPPER_KNOBS)
+        # The weights are B (the hint's second half) unswapped, A (its first) swapped.
+        hints = ("none/none", "last/first", "first/none") if best.swap_ab else ("none/none", "first/last", "none/first")
+        for config in (best, *(best.replace(l2_hint=h) for h in hints if h != best.l2_hint)):
+            if HOPPER.is_valid(config, problem):
+                out.append((config, problem))
+    return out
+
+
 def _swap_mid() -> list[tuple[Config, Problem]]:
     """cuBLAS's tiles on the H100 draw's mid-sized losers read as swapped ones: its grids (2x66,
     4x30, 2x65, 2x64) match tiles whose 136 or 152 side lies along the problem's M (3, 3, 13 and 4
@@ -1923,6 +1949,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "cluster-m-uneven": _cluster_m_uneven,
     # The same losers on cuBLAS's tiles read as swapped ones.
     "swap-mid": _swap_mid,
+    "mid-l2": _mid_l2,
     "fp8-block-mid": _block_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),

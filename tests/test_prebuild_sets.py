@@ -453,3 +453,19 @@ def test_the_uneven_sweep_holds_only_valid_points_whose_multicast_slices_differ(
         sizes = [hi - lo for lo, hi in k.multicast_slices]
         assert all(size % 8 == 0 and size > 0 for size in sizes) and sizes == sorted(sizes, reverse=True)
         assert sum(sizes) == k.blk_n
+
+
+def test_the_mid_l2_kit_changes_only_the_weights_hint_of_each_best() -> None:
+    pairs = _pairs("mid-l2")
+    by_problem: dict[Problem, list[Config]] = {}
+    for c, p in pairs:
+        assert HOPPER.is_valid(c, p)
+        by_problem.setdefault(p, []).append(c)
+    assert len(by_problem) == 6
+    for configs in by_problem.values():
+        best, *variants = configs
+        assert variants and len(set(configs)) == len(configs)
+        weights = 0 if best.swap_ab else 1  # the hint is "<A>/<B>"; swapped, the weights are A
+        seen = {c.l2_hint.split("/")[weights] for c in configs}
+        assert seen == {"none", "first", "last"}  # the weights under each policy the space has
+        assert all(c.replace(l2_hint=best.l2_hint) == best for c in variants)
