@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tirtune.core import Problem, SpaceError
-from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype, quantized_epilogues
+from tirtune.space.models import (
+    DecoderShape,
+    layer_biases,
+    layer_epilogues,
+    layer_gemms,
+    model_dtype,
+    quantized_epilogues,
+)
 
 # Qwen2.5-7B's public config.json (the fields that matter)
 QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
@@ -83,3 +90,35 @@ def test_an_fp8_layer_adds_its_scaling_to_each_projection() -> None:
         "16x4608x3584", "float8_e4m3fn", "scale_a+scale_b+out_float16").epilogue
     with pytest.raises(SpaceError, match="unknown scaling"):
         quantized_epilogues(plain, "per-channel", "bfloat16")
+
+
+@pytest.mark.parametrize("model_type, scaling", [("qwen2", "rowcol"), ("llama", "tensor"), ("qwen2", "block")])
+def test_an_unfused_fp8_layer_tunes_the_problems_fp8linear_asks_for(model_type: str, scaling: str) -> None:
+    """tune-model --scaling without --fused (layer_biases, then the scaling) names exactly the
+    problems tirtune.nn.FP8Linear's layers ask the dispatcher for: qkv with the model's bias fused
+    where it has one (Qwen2), every projection with the scaling's ops."""
+    import torch
+
+    from tirtune.dispatch import Dispatcher, use
+    from tirtune.nn import FP8Linear
+
+    config = {"model_type": model_type, "hidden_size": 256, "intermediate_size": 384, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "head_dim": 128}
+    shape = DecoderShape.from_config(config)
+    biases = layer_biases(config)
+    assert (biases["qkv"] == "bias") == (model_type == "qwen2") and set(list(biases.values())[1:]) == {"none"}
+    wanted = {g.problem for g in layer_gemms(shape, [8], "float8_e4m3fn", quantized_epilogues(biases, scaling,
+                                                                                              "bfloat16"))}
+
+    asked: list[Problem] = []
+
+    class Finder:
+        def best(self, problem: Problem, gpu_name: str) -> None:
+            asked.append(problem)
+
+    torch.manual_seed(0)
+    with use(Dispatcher(Finder(), None, None, device_name=lambda _: "NVIDIA H200")):  # type: ignore[arg-type]
+        for name, (n, k) in shape.weights().items():
+            layer = torch.nn.Linear(k, n, bias=biases[name] == "bias", dtype=torch.bfloat16)
+            FP8Linear.quantize(layer, scaling)(torch.randn(8, k, dtype=torch.bfloat16))
+    assert set(asked) == wanted and len(asked) == 4

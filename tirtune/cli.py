@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         default="none",
         help="with --dtype float8_e4m3fn, the layer's FP8 scaling, added to each projection's problem: tensor, "
         "rowcol or block (SwiGLU, which no scaling combines with, stays outside: gate_up is tuned as a scaled "
-        "GEMM); a float16 model's projections get out_float16 (D in its dtype)",
+        "GEMM); without --fused qkv keeps the model's bias, as tirtune.nn.FP8Linear fuses it; a float16 "
+        "model's projections get out_float16 (D in its dtype)",
     )
     for batch in (model,):
         batch.add_argument("--trials", type=int, default=64, help="trials per problem (default 64)")
@@ -274,7 +275,14 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _tune_model(args: argparse.Namespace) -> int:
-    from tirtune.space.models import DecoderShape, layer_epilogues, layer_gemms, model_dtype, quantized_epilogues
+    from tirtune.space.models import (
+        DecoderShape,
+        layer_biases,
+        layer_epilogues,
+        layer_gemms,
+        model_dtype,
+        quantized_epilogues,
+    )
     from tirtune.tuner.batch_command import Named
 
     if args.trials < 1:
@@ -292,8 +300,9 @@ def _tune_model(args: argparse.Namespace) -> int:
             raise _usage(
                 f"--scaling {args.scaling} quantizes an FP8 layer: it needs --dtype float8_e4m3fn (got {dtype})"
             )
-        plain = dict.fromkeys(shape.weights(), "none")
-        epilogues = quantized_epilogues(epilogues or plain, args.scaling, model_dtype(config))
+        # Unfused, each projection as tirtune.nn.FP8Linear asks for it: its scaled GEMM with the
+        # layer's own bias (qkv's, where the model has one) fused.
+        epilogues = quantized_epilogues(epilogues or layer_biases(config), args.scaling, model_dtype(config))
     gemms = layer_gemms(shape, tokens, dtype, epilogues)
     named: dict[Any, Named] = {}
     for g in gemms:  # a problem two projections share (o and down when sizes agree) is tuned once

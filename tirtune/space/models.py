@@ -18,7 +18,15 @@ from typing import Any
 from tirtune.core import Problem, SpaceError
 from tirtune.core.epilogue import OUT_FLOAT16, EpilogueSpec, with_scaling
 
-__all__ = ["DecoderShape", "LayerGemm", "layer_epilogues", "layer_gemms", "model_dtype", "quantized_epilogues"]
+__all__ = [
+    "DecoderShape",
+    "LayerGemm",
+    "layer_biases",
+    "layer_epilogues",
+    "layer_gemms",
+    "model_dtype",
+    "quantized_epilogues",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +81,20 @@ def layer_epilogues(config: Mapping[str, Any]) -> dict[str, str]:
     them; gate_up "swiglu" where the MLP's activation is SiLU (`hidden_act`, as HF configs name it;
     absent, HF's default "silu", except Gemma's GeGLU) and its width a multiple of 8, else none."""
     model_type = str(config.get("model_type") or "")
-    qkv_bias = bool(config.get("attention_bias")) or model_type == "qwen2"
     act = config.get("hidden_act") or config.get("hidden_activation")
     act = str(act or ("gelu_pytorch_tanh" if model_type.startswith("gemma") else "silu"))
     width = DecoderShape.from_config(config).intermediate
     gate_up = "swiglu" if act in SILU_NAMES and width % 8 == 0 else "none"
-    return {"qkv": "bias" if qkv_bias else "none", "o": "residual", "gate_up": gate_up, "down": "residual"}
+    return {"qkv": layer_biases(config)["qkv"], "o": "residual", "gate_up": gate_up, "down": "residual"}
+
+
+def layer_biases(config: Mapping[str, Any]) -> dict[str, str]:
+    """Each projection's epilogue when only its own bias is fused, as a linear layer with a bias
+    asks for it (`tirtune.nn.FP8Linear` passes the bias into its scaled GEMM): "bias" for qkv where
+    the model has one (`attention_bias` true, or a Qwen2 model, whose q, k and v projections always
+    carry one), else "none"."""
+    qkv_bias = bool(config.get("attention_bias")) or str(config.get("model_type") or "") == "qwen2"
+    return {"qkv": "bias" if qkv_bias else "none", "o": "none", "gate_up": "none", "down": "none"}
 
 
 SILU_NAMES = ("silu", "swish")
