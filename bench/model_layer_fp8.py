@@ -5,9 +5,9 @@ kernels, against the same layer through torch._scaled_mm, and the 16-bit layer o
     python -m bench.model_layer_fp8 --config bench/models/llama-3-8b.json --scaling rowcol --tokens 16,512,8192
     # on the GPU host: bash bench/gpu_session.sh model-layer-fp8 SCALING TOKENS CONFIG
 
-The layer (tirtune.space.models): qkv (fused), o, gate_up (fused), SiLU(gate) * up, down, at M =
-tokens, without biases (tune-model --scaling tunes the plain scaled problems); the o projection
-reads a random stand-in of the attention output. Each 16-bit torch.nn.Linear (the config's dtype,
+The layer (tirtune.space.models): qkv (fused, with its bias where the model has one, as Qwen2's),
+o, gate_up (fused), SiLU(gate) * up, down, at M = tokens: the problems `tune-model --scaling`
+tunes (`layer_biases`); the o projection reads a random stand-in of the attention output. Each 16-bit torch.nn.Linear (the config's dtype,
 weights of a real checkpoint's scale) is quantized once by `FP8Linear.quantize(layer, scaling)`:
 one weight scale per output channel ("rowcol"), per tensor ("tensor") or per 128x128 block
 ("block"), the activations quantized at each call (per token, per tensor or per 1x128 block).
@@ -97,14 +97,15 @@ def run(config: dict[str, Any], tokens: Sequence[int], scaling: str, *, reps: in
     import tirtune.nn
     from tirtune.dispatch import current, use
     from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
-    from tirtune.space.models import DecoderShape, model_dtype
+    from tirtune.space.models import DecoderShape, layer_biases, model_dtype
 
     shape = DecoderShape.from_config(config)
     dtype_name = model_dtype(config)
     dtype = getattr(torch, dtype_name)
     device = torch.device("cuda", 0)
     torch.manual_seed(0)
-    ref = {name: torch.nn.Linear(k, n, bias=False, dtype=dtype, device=device)
+    biases = layer_biases(config)
+    ref = {name: torch.nn.Linear(k, n, bias=biases[name] == "bias", dtype=dtype, device=device)
            for name, (n, k) in shape.weights().items()}
     for layer in ref.values():  # real checkpoints' scale: outputs of order 1
         torch.nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
