@@ -7,8 +7,9 @@ kernels, against the same layer through torch._scaled_mm, and the 16-bit layer o
 
 The layer (tirtune.space.models): qkv (fused, with its bias where the model has one, as Qwen2's),
 o, gate_up (fused), SiLU(gate) * up, down, at M = tokens: the problems `tune-model --scaling`
-tunes (`layer_biases`); the o projection reads a random stand-in of the attention output. Each 16-bit torch.nn.Linear (the config's dtype,
-weights of a real checkpoint's scale) is quantized once by `FP8Linear.quantize(layer, scaling)`:
+tunes (`layer_biases`); the o projection reads a random stand-in of the attention output. Each
+16-bit torch.nn.Linear (the config's dtype, weights of a real checkpoint's scale) is quantized
+once by `FP8Linear.quantize(layer, scaling)`:
 one weight scale per output channel ("rowcol"), per tensor ("tensor") or per 128x128 block
 ("block"), the activations quantized at each call (per token, per tensor or per 1x128 block).
 Three layers share those weights and inputs:
