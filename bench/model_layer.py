@@ -37,7 +37,7 @@ import json
 import logging
 import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -82,18 +82,13 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
     import tirtune
     import tirtune.nn
     from tirtune.dispatch import current
-    from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
     from tirtune.space.models import DecoderShape, model_dtype
 
     shape = DecoderShape.from_config(config)
     dtype_name = model_dtype(config)
     dtype = getattr(torch, dtype_name)
     device = torch.device("cuda", 0)
-    torch.manual_seed(0)
-    ref = {name: torch.nn.Linear(k, n, bias=(name == "qkv" and qkv_bias), dtype=dtype, device=device)
-           for name, (n, k) in shape.weights().items()}
-    for layer in ref.values():  # real checkpoints' scale: outputs of order 1
-        torch.nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
+    ref = reference_linears(shape, dtype, device, biased={"qkv"} if qkv_bias else set())
     ours = {name: tirtune.nn.Linear.from_torch(layer) for name, layer in ref.items()}
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
     with torch.inference_mode():  # inference, as a served model runs: tirtune.gemm's direct path
@@ -107,15 +102,8 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
             if tuned and ours[g["name"]].bias is not None and not r.bias_pays:  # Dispatcher.linear's choice
                 g["kernel"] = f"torch.addmm (bias fused; the tuned {g['kernel']} does not pay for a separate add)"
             g["tuned_ratio"] = r.chosen.ratio if tuned else None
-    import tvm_ffi
-
-    props = torch.cuda.get_device_properties(device)
     return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": props.name,
-        "compute_capability": f"{props.major}.{props.minor}", "driver": Nvml(torch).driver(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda, "tvm_ffi": tvm_ffi.__version__,
-        "template_version": BRANCHES[DEFAULT_ARCH].space.template_version,
+        **environment(device),
         "model": config.get("name") or config.get("_name_or_path") or config.get("model_type"), "dtype": dtype_name,
         "shape": {"hidden": shape.hidden, "intermediate": shape.intermediate, "heads": shape.heads,
                   "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "qkv_bias": qkv_bias},
@@ -127,23 +115,70 @@ def run(config: dict[str, Any], tokens: Sequence[int], *, qkv_bias: bool, reps: 
     }
 
 
-def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: Any, reps: int, dtype: Any,
-          device: Any) -> dict[str, Any]:
+def reference_linears(shape: Any, dtype: Any, device: Any, biased: Collection[str] = ()) -> dict[str, Any]:
+    """The layer's torch.nn.Linear per projection (`shape.weights()`), those named in `biased` with
+    a bias, seeded (torch.manual_seed(0)), the weights of a real checkpoint's scale (outputs of
+    order 1)."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+
+    torch.manual_seed(0)
+    ref = {name: torch.nn.Linear(k, n, bias=name in biased, dtype=dtype, device=device)
+           for name, (n, k) in shape.weights().items()}
+    for layer in ref.values():
+        torch.nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
+    return ref
+
+
+def layer_inputs(m: int, shape: Any, dtype: Any, device: Any) -> dict[str, Any]:
+    """Each projection's input at M = m tokens, drawn with the seed m: the hidden states x for
+    qkv and gate_up, a random stand-in of the attention output for o, and of the MLP's hidden
+    for down (timed alone; the layer feeds down its own)."""
+    import torch
 
     gen = torch.Generator(device=device).manual_seed(m)
     x = torch.randn(m, shape.hidden, dtype=dtype, device=device, generator=gen)
     attn = torch.randn(m, shape.heads * shape.head_dim, dtype=dtype, device=device, generator=gen)
-    inputs = {"qkv": x, "o": attn, "gate_up": x,
-              "down": torch.randn(m, shape.intermediate, dtype=dtype, device=device, generator=gen)}
+    return {"qkv": x, "o": attn, "gate_up": x,
+            "down": torch.randn(m, shape.intermediate, dtype=dtype, device=device, generator=gen)}
+
+
+def layer_forward(lin: dict[str, Any], inputs: dict[str, Any]) -> Callable[[], list[Any]]:
+    """The layer's projections through `lin` (name -> callable): qkv, o, then down over
+    SiLU(gate) * up of gate_up; returns [qkv, o, down]."""
+    import torch.nn.functional as F  # noqa: N812
+
+    def forward() -> list[Any]:
+        qkv, o = lin["qkv"](inputs["qkv"]), lin["o"](inputs["o"])
+        gate, up = lin["gate_up"](inputs["gate_up"]).chunk(2, dim=-1)
+        return [qkv, o, lin["down"](F.silu(gate) * up)]
+    return forward
+
+
+def environment(device: Any) -> dict[str, Any]:
+    """The run's date, GPU, driver and versions, as a report's first keys."""
+    import torch
+    import tvm_ffi
+
+    from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
+
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": props.name,
+        "compute_capability": f"{props.major}.{props.minor}", "driver": Nvml(torch).driver(),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "tvm_ffi": tvm_ffi.__version__,
+        "template_version": BRANCHES[DEFAULT_ARCH].space.template_version,
+    }
+
+
+def _case(m: int, shape: Any, ref: dict[str, Any], ours: dict[str, Any], flush: Any, reps: int, dtype: Any,
+          device: Any) -> dict[str, Any]:
+    import torch.nn.functional as F  # noqa: N812
+
+    inputs = layer_inputs(m, shape, dtype, device)
+    x, attn = inputs["qkv"], inputs["o"]
 
     def layer(lin: dict[str, Any]) -> Callable[[], list[Any]]:
-        def forward() -> list[Any]:
-            qkv, o = lin["qkv"](x), lin["o"](attn)
-            gate, up = lin["gate_up"](x).chunk(2, dim=-1)
-            return [qkv, o, lin["down"](F.silu(gate) * up)]
-        return forward
+        return layer_forward(lin, inputs)
 
     def steps(lin: dict[str, Any]) -> list[tuple[str, Callable[[], None]]]:
         """The same forward as `layer`, op by op (the breakdown times each in its place)."""

@@ -45,12 +45,19 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.filing import dated
-from bench.model_layer import FLUSH_BYTES, ROUNDS, _interleaved
+from bench.model_layer import (
+    FLUSH_BYTES,
+    ROUNDS,
+    _interleaved,
+    environment,
+    layer_forward,
+    layer_inputs,
+    reference_linears,
+)
 from tirtune.runner.verify import relative_error, tolerance
 
 SCALINGS = ("tensor", "rowcol", "block")
@@ -96,32 +103,19 @@ def run(config: dict[str, Any], tokens: Sequence[int], scaling: str, *, reps: in
     import torch
 
     import tirtune.nn
-    from tirtune.dispatch import current, use
-    from tirtune.space.branches import BRANCHES, DEFAULT_ARCH
+    from tirtune.dispatch import current
     from tirtune.space.models import DecoderShape, layer_biases, model_dtype
 
     shape = DecoderShape.from_config(config)
     dtype_name = model_dtype(config)
     dtype = getattr(torch, dtype_name)
     device = torch.device("cuda", 0)
-    torch.manual_seed(0)
-    biases = layer_biases(config)
-    ref = {name: torch.nn.Linear(k, n, bias=biases[name] == "bias", dtype=dtype, device=device)
-           for name, (n, k) in shape.weights().items()}
-    for layer in ref.values():  # real checkpoints' scale: outputs of order 1
-        torch.nn.init.normal_(layer.weight, std=layer.in_features ** -0.5)
+    ref = reference_linears(shape, dtype, device, biased={n for n, e in layer_biases(config).items() if e == "bias"})
     fp8 = {name: tirtune.nn.FP8Linear.quantize(layer, scaling) for name, layer in ref.items()}
     tuned, plain = current(), untuned(current())
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-
-    def through(dispatcher: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
-        def call() -> Any:
-            with use(dispatcher):
-                return fn()
-        return call
-
     with torch.inference_mode():
-        cases = [_case(m, shape, ref, fp8, tuned, plain, through, flush, reps, dtype, device) for m in tokens]
+        cases = [_case(m, shape, ref, fp8, tuned, plain, flush, reps, dtype, device) for m in tokens]
     resolved = {(r.problem.shape if r.problem else None): r for r in tuned.resolved()}
     for case in cases:
         for g in case["gemms"]:
@@ -129,16 +123,8 @@ def run(config: dict[str, Any], tokens: Sequence[int], scaling: str, *, reps: in
             ok = r is not None and r.kernel is not None and r.chosen is not None
             g["kernel"] = r.chosen.config.label() if ok else f"torch ({r.reason if r else 'not resolved'})"
             g["tuned_ratio"] = r.chosen.ratio if ok else None
-    import tvm_ffi
-
-    from tirtune.runner.measure import Nvml
-
-    props = torch.cuda.get_device_properties(device)
     return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": props.name,
-        "compute_capability": f"{props.major}.{props.minor}", "driver": Nvml(torch).driver(),
-        "torch": torch.__version__, "cuda": torch.version.cuda, "tvm_ffi": tvm_ffi.__version__,
-        "template_version": BRANCHES[DEFAULT_ARCH].space.template_version,
+        **environment(device),
         "model": config.get("name") or config.get("_name_or_path") or config.get("model_type"),
         "dtype": dtype_name, "scaling": scaling,
         "timing": f"CUDA events, L2 flushed before each repetition, {ROUNDS} interleaved rounds of {reps}, medians",
@@ -148,25 +134,19 @@ def run(config: dict[str, Any], tokens: Sequence[int], scaling: str, *, reps: in
     }
 
 
-def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: Any, plain: Any,
-          through: Callable[[Any, Callable[[], Any]], Callable[[], Any]], flush: Any, reps: int, dtype: Any,
-          device: Any) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F  # noqa: N812
+def through(dispatcher: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` run with `dispatcher` serving tirtune.scaled_gemm."""
+    from tirtune.dispatch import use
 
-    gen = torch.Generator(device=device).manual_seed(m)
-    x = torch.randn(m, shape.hidden, dtype=dtype, device=device, generator=gen)
-    attn = torch.randn(m, shape.heads * shape.head_dim, dtype=dtype, device=device, generator=gen)
-    inputs = {"qkv": x, "o": attn, "gate_up": x,
-              "down": torch.randn(m, shape.intermediate, dtype=dtype, device=device, generator=gen)}
+    def call() -> Any:
+        with use(dispatcher):
+            return fn()
+    return call
 
-    def layer(lin: dict[str, Any]) -> Callable[[], list[Any]]:
-        def forward() -> list[Any]:
-            qkv, o = lin["qkv"](x), lin["o"](attn)
-            gate, up = lin["gate_up"](x).chunk(2, dim=-1)
-            return [qkv, o, lin["down"]((F.silu(gate) * up).to(dtype))]
-        return forward
 
+def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: Any, plain: Any, flush: Any,
+          reps: int, dtype: Any, device: Any) -> dict[str, Any]:
+    inputs = layer_inputs(m, shape, dtype, device)
     out = str(dtype).removeprefix("torch.")
     # Two FP8 GEMMs each within the check's tolerance of the float32 product (runner.verify) differ
     # by at most twice it; the deepest K of the layer bounds them all.
@@ -178,8 +158,8 @@ def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: A
         t_theirs, t_mine = _interleaved([theirs, mine], flush, reps)
         gemms.append({"name": name, "problem": f"{m}x{n}x{k}", "torch_fp8_ms": t_theirs, "tirtune_ms": t_mine,
                       "speedup": t_theirs / t_mine, "rel_error": relative_error(mine(), theirs())})
-    sixteen, theirs_layer = layer(ref), through(plain, layer(fp8))
-    mine_layer = through(tuned, layer(fp8))
+    sixteen = layer_forward(ref, inputs)
+    theirs_layer, mine_layer = through(plain, layer_forward(fp8, inputs)), through(tuned, layer_forward(fp8, inputs))
     base = theirs_layer()
     errors = [relative_error(a, b) for a, b in zip(mine_layer(), base, strict=True)]
     quantization = [relative_error(a, b) for a, b in zip(base, sixteen(), strict=True)]
