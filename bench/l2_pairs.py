@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from bench.filing import dated
 from bench.split_rounds import Measured, measured, prior_rows
+from bench.suite import geomean
 from tirtune.core import Config, Problem
 from tirtune.model.prior import PRIOR_DIR
 
@@ -72,7 +72,7 @@ def comparisons(data: Measured) -> list[dict[str, Any]]:
                 "rows_share_weights": shared,
                 "policies": f"{x} over {y}",
                 "groups": len(rs),
-                "geomean": round(math.exp(sum(math.log(r) for r in rs) / len(rs)), 4),
+                "geomean": round(geomean(rs) or 0.0, 4),
                 "wins": sum(1 for r in rs if r > 1.0),
             }
         )
