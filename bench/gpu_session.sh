@@ -69,6 +69,18 @@ await_steps() {
   done
 }
 
+# tvm-ffi from a wheel under .whl/, where one was carried (a call without the full stack).
+ffi_from_whl() {
+  ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
+    && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+  return 0
+}
+
+# A prebuilt kit's folder DIR, from DIR.tgz or DIR.txz beside it where the folder is not there.
+unpack_kit() {
+  [ -d "$1" ] || tar -xf "$(ls "$1".t?z | head -n 1)" -C "$(dirname "$1")"
+}
+
 case "$1" in
   unpack)
     python3 ".wh/part$2/wheelhouse" unpack ".wh/part$2" "$STASH" | tail -3 ;;
@@ -200,8 +212,7 @@ case "$1" in
   prebuilt)
     # Needs only torch, tvm-ffi and the prebuilt .so files (no TVM): a tvm-ffi wheel under .whl/ is
     # installed on the side when the stash has none.
-    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
-      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    ffi_from_whl
     SET=${2:-.build/v4}; ONLY=${3:-4096x4096x4096}
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     for _ in $(seq 1 12); do timeout 90 python3 -m bench.smoke "$SET" --out "$OUT/smoke.jsonl" --watchdog-s 8 && break; done
@@ -216,8 +227,7 @@ case "$1" in
     # KIT from `python -m bench.build_speed --set proof --keep KIT` (or KIT.tgz beside it): each kernel's
     # .so and cubin + launch spec run on the same inputs (the cubin path's proof); tvm-ffi from .whl/,
     # cuda-bindings from the image.
-    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
-      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    ffi_from_whl
     KIT=$2
     [ -d "$KIT" ] || tar -xzf "$KIT.tgz" -C "$(dirname "$KIT")"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -229,10 +239,9 @@ case "$1" in
     # .whl/: every kernel once under a watchdog (a fresh process after a hang), then, unless MODE is
     # smoke, the correct ones timed against same-run cuBLAS (ONLY: problems to time, comma-separated
     # name fragments; default all).
-    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
-      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"
+    ffi_from_whl
     SET=$2; MODE=${3:-all}; ONLY=${4:-}; NAME=$(basename "$SET")
-    [ -d "$SET" ] || tar -xf "$(ls "$SET".t?z | head -n 1)" -C "$(dirname "$SET")"  # SET.tgz or SET.txz
+    unpack_kit "$SET"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     timeout "${SMOKE_TIMEOUT_S:-240}" bash -c "for _ in \$(seq 1 25); do timeout 150 python3 -m bench.smoke '$SET' \
       --out '$OUT/smoke-$NAME.jsonl' --watchdog-s 8 && break; done"
@@ -334,9 +343,8 @@ dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_pea
 sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
     KEEP=$METRICS,launch__cluster_dim_x,launch__cluster_dim_y,launch__registers_per_thread,launch__shared_mem_per_block_dynamic
     KIT=$2; [ "$KIT" = "-" ] && KIT=
-    [ -n "$KIT" ] && [ ! -d "$KIT" ] && tar -xf "$(ls "$KIT".t?z | head -n 1)" -C "$(dirname "$KIT")"  # KIT.txz
-    ls .whl/*.whl >/dev/null 2>&1 && pip install --no-index --no-deps .whl/*.whl -q --target /tmp/ffi 2>/dev/null \
-      && export PYTHONPATH="/tmp/ffi:$PYTHONPATH"  # tvm-ffi without the full stack, as the kit step
+    [ -n "$KIT" ] && unpack_kit "$KIT"
+    ffi_from_whl
     ncu --nvtx --csv --page raw --cache-control all --clock-control none --metrics "$METRICS" \
       python3 -m bench.gemm_profile "${@:3}" ${KIT:+--kit "$KIT"} > /root/tirtune/gemm-profile-raw.csv \
       2> "$OUT/gemm-profile.log"
