@@ -319,7 +319,8 @@ def report(
         "catalogue_sha256": catalogue_sha,
         "models": sorted({p["model"] for p in scored}),
         "scored": figures["scored"],
-        "enough_problems": len(scored) >= MIN_PROBLEMS,
+        # Measured problems: a drawn problem whose job never produced a measurement does not count.
+        "enough_problems": figures["scored"] >= MIN_PROBLEMS,
         "targets": TARGETS,
         "targets_met": met,
         "geomean_float16": base["geomean_float16"],
@@ -337,8 +338,11 @@ def markdown(r: dict[str, Any]) -> str:
     f = suite._f
     met = r["targets_met"] or {}
     db = r["database_at_start"]
+    # A run whose deadline passed before every job ended says so first (a rescored run says it itself).
+    cut = (r["unfinished"] or r["unmeasured"]) and not r.get("partial")
     lines = [
-        "# Problems nobody chose: GEMMs of public decoder models, drawn at random, tuned through the service"
+        ("# PARTIAL (the deadline passed before every job ended): problems" if cut else "# Problems")
+        + " nobody chose: GEMMs of public decoder models, drawn at random, tuned through the service"
         + (" (REPLAYED recordings: a plumbing check, not a result)" if r["source"] == "replay" else ""),
         "",
         f"- {r['started_at']}; {r['gpu']}, driver {r['driver']}, CUDA {r['cuda']}, TVM {r['tvm']}, torch {r['torch']}; "
@@ -346,7 +350,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"- seed **{r['seed']}** (catalogue {r['catalogue_sha256']}): {len(r['problems'])} problems from "
         f"{len(r['models'])} models, each tuned by `POST /tune` with {r['trials_per_problem']} trials, scored by the "
         f"measured `GET /best`; jobs at once: {r['concurrent_jobs'] or 'not known'}; {r['wall_s']} s in all",
-        *([] if r["enough_problems"] else [f"- fewer than {MIN_PROBLEMS} problems: a check, not a result"]),
+        *([] if r["enough_problems"] else [f"- fewer than {MIN_PROBLEMS} problems measured: a check, not a result"]),
         f"- geomean **{f(r['geomean'])}** ({'met' if met.get('geomean') else 'not met'}: >= {TARGETS['geomean']}), "
         f"p10 {f(r['p10'])}, worst **{f(r['worst'])}** ({'met' if met.get('worst') else 'not met'}: >= "
         f"{TARGETS['worst']}), below 0.97: {f(r['share_below_097'], 2)} of {r['scored']} scored "

@@ -160,12 +160,21 @@ def test_the_report_states_the_summary_figures_of_the_scored_problems() -> None:
     assert r["p10"] == pytest.approx(0.1 * 0.80 + 0.9 * 0.95)  # 10th percentile, linear between 0.80 and 0.95
     assert r["worst"] == 0.80 and r["share_below_097"] == pytest.approx(0.3)  # 0.80, 0.95, 0.969; not 0.97
     assert r["scored"] == 10 and r["unmeasured"] == ["99x4096x4096 float16"] and not r["enough_problems"]
+    assert r["below_0_97"] == ["2x4096x4096 float16", "3x4096x4096 float16", "4x4096x4096 float16"]
     assert r["targets_met"] == {"geomean": True, "worst": False, "share_below_097": False}
     assert r["first_trial_geomean"] == pytest.approx(0.9) and r["predicted"] == 0
     for p in r["problems"]:
         assert {"problem", "dtype", "model", "ratio", "ratio_p10", "ratio_p90", "config", "predicted_ratio"} <= set(p)
     text = generalize.markdown(r)
     assert "seed **77**" in text and "worst **0.800**" in text and "not met: >= 0.95" in text
+    assert text.startswith("# PARTIAL (the deadline passed before every job ended)")
+    everything = generalize.report([_scored(1.0, f"{i + 1}x4096x4096") for i in range(30)], seed=77, trials=32,
+                                   wall_s=10.0, started=datetime(2026, 12, 3, 9, tzinfo=UTC))
+    assert everything["enough_problems"] and generalize.markdown(everything).startswith("# Problems nobody chose")
+    everything["problems"][0]["ratio"] = None  # one job never measured: 29 scored of 30 drawn
+    one_short = generalize.report(everything["problems"], seed=77, trials=32, wall_s=10.0,
+                                  started=datetime(2026, 12, 3, 9, tzinfo=UTC))
+    assert not one_short["enough_problems"] and one_short["unmeasured"] == ["1x4096x4096 float16"]
     assert len([line for line in text.splitlines() if line.startswith("| llama-3-8b |")]) == 11
     assert generalize.summary([_scored(None)])["geomean"] is None
 
