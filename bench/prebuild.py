@@ -1620,6 +1620,88 @@ def _mid_l2() -> list[tuple[Config, Problem]]:
     return out
 
 
+def _staged_twins(config: Config, problem: Problem) -> list[Config]:
+    """A swapped register-store config with the chunked TMA store instead: the deepest ring that
+    fits (at most its own), without and then with the epilogue warpgroup (the first register split
+    the space takes for it); those the space takes."""
+    out = []
+    for ewg in (False, True):
+        splits = (config.reg_split, "232/24", "240/24") if ewg else (config.reg_split,)
+        found = next(
+            (
+                c
+                for stages in range(config.stages, 1, -1)
+                for split in splits
+                if HOPPER.is_valid(
+                    c := config.replace(epilogue="tma_chunked", epilogue_warpgroup=ewg, stages=stages, reg_split=split),
+                    problem,
+                )
+            ),
+            None,
+        )
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _swap_staged_mid() -> list[tuple[Config, Problem]]:
+    """Mid-sized problems that our tiles pad along M where cuBLAS's do not (the H100 draws' losers,
+    docs/perf-notes.md "Measured on an H100: where the mid-sized kernels lose", and the H200's
+    fitted-width problems, kits/2026-12-03-swap-fitted.md): each problem's best from its draw, the
+    swapped tile whose width fits M with the register store, and the same tile with the chunked TMA
+    store (`_staged_twins`)."""
+    swap = "ws persist g16 swap l2 none/first"
+    rows = (
+        (Problem(398, 11008, 4096, "float16"), "256x176x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 last/first",
+         f"256x136x64 s4 c2 {swap}"),
+        (Problem(444, 5120, 14336, "bfloat16"), "128x160x64 s4 c2 ws persist g16 tma_chunked ewg l2 last/first p256B",
+         f"128x152x64 s6 c2 {swap}"),
+        (Problem(1935, 2560, 3072, "bfloat16"),
+         "256x160x64 s3 c2 ws persist g16 tma_chunked r240/24 l2 none/first pftm", f"256x152x64 s4 c2 {swap}"),
+        (Problem(536, 4096, 1024, "bfloat16"), "128x160x64 s5 c1 ws persist g16 tma_chunked l2 first/last pftm",
+         f"128x136x64 s6 c2 {swap}"),
+        (Problem(647, 22016, 4096, "bfloat16"), "128x256x64 s4 c2 ws persist g16 tma_chunked l2 last/first p256B",
+         "128x216x64 s5 c2 ws persist g16 r240/24 swap p256B"),
+        (Problem(1643, 3072, 4096, "bfloat16"), "128x192x64 s4 c2 ws persist g16 tma_chunked l2 none/first",
+         "256x152x64 s4 c2 ws persist gcol swap l2 first/none"),
+        (Problem(286, 10240, 7168, "float16"), "64x208x64 s6 c1 ws persist g8 tma_chunked l2 none/first p256B pftm",
+         "256x96x64 s5 c2 ws persist g8 swap l2 first/none p256B"),
+        (Problem(222, 7168, 3584, "bfloat16"), "64x224x64 s5 c1 ws persist g8 tma_chunked p256B pftm",
+         "128x112x64 s6 c2 ws persist g8 swap l2 first/none p256B"),
+        (Problem(217, 8192, 8192, "float16"), "128x144x64 s6 c1 ws persist g16 tma_chunked l2 none/first pftm",
+         "128x112x64 s6 c2 ws persist g8 swap l2 first/none p256B"),
+    )
+    out = []
+    for problem, best, tile in rows:
+        swapped = Config.from_label(tile, HOPPER_KNOBS)
+        for config in (Config.from_label(best, HOPPER_KNOBS), swapped, *_staged_twins(swapped, problem)):
+            if HOPPER.is_valid(config, problem):
+                out.append((config, problem))
+    return out
+
+
+def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points that swap A and B and stage the store through TMA
+    (tma_chunked: each box transposed by stmatrix .trans, a last box of D's rows where blk_n is
+    off the 64-wide box), over TAIL_PROBLEMS (ragged M, N and K), the same with a fused epilogue
+    (EPILOGUE_SPECS in turn) and FP8_PROBLEMS in turn, every other knob drawn from the whole grid:
+    the correctness sweep of the swapped TMA store."""
+    problems = (
+        *TAIL_PROBLEMS,
+        *(replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)]) for i, p in enumerate(TAIL_PROBLEMS)),
+        *FP8_PROBLEMS[::2],
+    )
+    # Every width the swapped store takes (64 and up), a last box of D's rows in most.
+    widths = [n for n in HOPPER_KNOBS["blk_n"].values if n >= 64]
+    return _fuzz_forced(
+        count,
+        seed,
+        problems,
+        lambda rng, turn: dict(swap_ab=True, epilogue="tma_chunked", split_k=1, blk_n=rng.choice(widths)),
+        accept=HOPPER.is_valid,
+    )
+
+
 def _swap_mid() -> list[tuple[Config, Problem]]:
     """cuBLAS's tiles on the H100 draw's mid-sized losers read as swapped ones: its grids (2x66,
     4x30, 2x65, 2x64) match tiles whose 136 or 152 side lies along the problem's M (3, 3, 13 and 4
@@ -1950,6 +2032,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     # The same losers on cuBLAS's tiles read as swapped ones.
     "swap-mid": _swap_mid,
     "mid-l2": _mid_l2,
+    "swap-staged-mid": _swap_staged_mid,
+    "swap-staged-fuzz": lambda: _fuzz_swap_staged(300, seed=63),
     "fp8-block-mid": _block_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),

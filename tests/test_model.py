@@ -162,22 +162,25 @@ def test_every_tile_is_considered_even_when_no_seed_has_it() -> None:
     assert (ranked[0][0].blk_m, ranked[0][0].blk_n) == (192, 176)
 
 
-def test_the_overlay_lays_swapped_tiles_over_a_tma_store_with_the_register_store() -> None:
-    """A swapped tile stores only from registers: laid over a seed that stores through TMA, it
-    takes the register epilogue rather than being dropped."""
+def test_the_overlay_lays_swapped_tiles_over_a_tma_store_with_a_store_they_take() -> None:
+    """A swapped tile takes the chunked TMA store (and the epilogue warpgroup) but not "tma": laid
+    over a seed that stores through tma_chunked it keeps the seed's store; over one that stores
+    through "tma" it takes the register epilogue rather than being dropped."""
     def score(configs):  # type: ignore[no-untyped-def]
         return np.array([2.0 if c.swap_ab and (c.blk_m, c.blk_n) == (128, 136) else 1.0 for c in configs])
 
     problem = Problem(398, 11008, 4096, "bfloat16")
-    seeds = [hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
-                           epilogue_warpgroup=True)]
-    assert HOPPER.is_valid(seeds[0], problem)
-    ranked = rank_space(HOPPER, problem, score, seeds=seeds, rng=random.Random(2),
-                        settings=SearchSettings(population=0, overlay=1, generations=0))
-    top = ranked[0][0]
-    assert top.swap_ab and (top.blk_m, top.blk_n) == (128, 136)
-    assert top.epilogue == "register" and not top.epilogue_warpgroup
-    assert sum(1 for c, _ in ranked if not c.swap_ab and c.epilogue == "tma_chunked") > 10  # unswapped keep theirs
+    settings = SearchSettings(population=0, overlay=1, generations=0)
+    chunked = hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=8, epilogue="tma_chunked",
+                            epilogue_warpgroup=True)
+    whole = chunked.replace(epilogue="tma", epilogue_warpgroup=False)
+    for seed, store in ((chunked, ("tma_chunked", True)), (whole, ("register", False))):
+        assert HOPPER.is_valid(seed, problem)
+        ranked = rank_space(HOPPER, problem, score, seeds=[seed], rng=random.Random(2), settings=settings)
+        top = ranked[0][0]
+        assert top.swap_ab and (top.blk_m, top.blk_n) == (128, 136)
+        assert (top.epilogue, top.epilogue_warpgroup) == store
+        assert sum(1 for c, _ in ranked if not c.swap_ab and c.epilogue == seed.epilogue) > 10  # unswapped keep theirs
 
 
 def test_the_search_reaches_a_tail_split_only_through_the_spaces_jump() -> None:

@@ -516,10 +516,23 @@ def test_hopper_gemm_5_knobs_keep_older_digests_and_name_themselves() -> None:
 def test_rules_of_swap_ab() -> None:
     ok = hopper_config(64, 16, 128, 8, 1, True, swap_ab=True)
     assert _rules(ok, DECODE) == []
-    # The transposed fragment leaves through registers: no staged TMA store.
-    assert _rules(hopper_config(64, 64, 64, 4, 1, True, swap_ab=True, epilogue="tma_chunked"), DECODE) == [
+    # The transposed fragment leaves through registers or box by box through the chunked TMA store
+    # (stmatrix .trans), not through "tma"'s whole rows.
+    assert _rules(hopper_config(64, 64, 64, 4, 1, True, swap_ab=True, epilogue="tma_chunked"), DECODE) == []
+    assert _rules(hopper_config(64, 64, 64, 4, 1, True, swap_ab=True, epilogue="tma"), DECODE) == [
         "swap_ab_supported"
     ]
+    # Swapped, the chunked store's narrower last box is D's last rows: any width of 64 or more
+    # takes it; unswapped, only the ragged widths past 128 (a narrower last box of columns).
+    mid = Problem(398, 11008, 4096)
+    for width in (72, 96, 120, 136, 216):
+        swapped = hopper_config(128, width, 64, 4, 2, True, persistent=True, swap_ab=True, epilogue="tma_chunked")
+        assert _rules(swapped, mid) == [], width
+    assert _rules(hopper_config(128, 96, 64, 4, 2, True, persistent=True, epilogue="tma_chunked"), mid) == [
+        "store_box_divides_tile"
+    ]
+    assert _rules(hopper_config(128, 56, 64, 4, 2, True, persistent=True, swap_ab=True, epilogue="tma_chunked"),
+                  mid) == ["store_box_divides_tile"]
     # Clusters pair the kernel's tiles: swapped, its M is the problem's N (4096 = 32 tiles of 128),
     # where the problem's M (1100 = 9 tiles) does not pair up.
     pairs = hopper_config(128, 64, 64, 4, 2, True, persistent=True, cluster=2)

@@ -112,6 +112,17 @@ CASES = {
     "swap-m16-n16": (_c(64, 16, 128, 8, 1, True, swap_ab=True), Problem(16, 4096, 4096, "float16")),
     "swap-sk2-m16": (_c(64, 16, 128, 8, 1, True, swap_ab=True, split_k=2), Problem(16, 4096, 4096, "bfloat16")),
     "swap-m1-n8": (_c(64, 8, 128, 8, 1, True, swap_ab=True), Problem(1, 4096, 4096, "float16")),
+    # The swapped chunked TMA store: boxes transposed by stmatrix .trans, the last box D's last
+    # 24 rows (216 = 3 x 64 + 24: x4 and x2 stores), with the epilogue warpgroup on a 40-row tail.
+    "swap-chunked-n216": (
+        _c(128, 216, 64, 4, 2, True, persistent=True, raster_group=16, swap_ab=True, epilogue="tma_chunked",
+           reg_split="240/24"),
+        Problem(647, 22016, 4096, "bfloat16"),
+    ),
+    "swap-chunked-ewg-n104": (
+        _c(128, 104, 64, 5, 2, True, persistent=True, swap_ab=True, epilogue="tma_chunked", epilogue_warpgroup=True),
+        Problem(222, 7168, 3584, "float16"),
+    ),
     "m1-noswap-sk4-mono": (_c(64, 64, 64, 4, 1, False, split_k=4), Problem(1, 4096, 4096, "float16")),
     "sk2-c2-tail": (_c(128, 128, 64, 4, 2, True, split_k=2), Problem(1000, 1000, 1024, "float16")),
     # Splits past powers of two: a 7-CTA cluster (K = 3584: 28 k-tiles of 128) and a serial
@@ -550,12 +561,39 @@ def test_sass_uses_wgmma_and_tma_without_spills(built: dict[str, Built], name: s
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(
-    "name", ["persist-g8-tma-n256", "pingpong-chunked-r240", "pingpong-2mblk-tma-tail", "cluster2m-chunked"]
+    "name",
+    [
+        "persist-g8-tma-n256",
+        "pingpong-chunked-r240",
+        "pingpong-2mblk-tma-tail",
+        "cluster2m-chunked",
+        "swap-chunked-n216",
+        "swap-chunked-ewg-n104",
+    ],
 )
 def test_sass_of_the_tma_store_epilogues(built: dict[str, Built], name: str) -> None:
     sass = built[name].sass
     assert _count(sass, "STSM") >= 1 and _count(sass, "UTMASTG") >= 1
     assert _count(sass, "STG") == 0  # no register stores left: everything leaves through TMA
+
+
+def test_the_swapped_tma_store_transposes_each_box() -> None:
+    """Swapped, each box leaves through stmatrix .trans (216 = 3 x 64 + 24: the 24-row last box
+    takes an x4 and an x2), the kernel's rows as D's columns; unswapped, the same store does not
+    transpose."""
+    config, problem = CASES["swap-chunked-n216"]
+    source = toolchain.lower_to_cuda(config, problem)
+    assert "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in source
+    assert "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in source
+    assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" not in source
+    plain = toolchain.lower_to_cuda(config.replace(swap_ab=False), problem)
+    assert ".trans" not in plain and "stmatrix.sync.aligned.m8n8.x4.shared.b16" in plain
+
+
+@pytest.mark.nvcc
+def test_sass_of_the_swapped_tma_store(built: dict[str, Built]) -> None:
+    """One TMA store per box of each consumer's m64 block: three 64-row boxes and the last."""
+    assert _count(built["swap-chunked-n216"].sass, "UTMASTG") == 4
 
 
 @pytest.mark.nvcc
@@ -673,7 +711,8 @@ def test_sass_of_the_tma_load_options(built: dict[str, Built], name: str) -> Non
 def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(name: str) -> None:
     """blk_n = 64q + t: q full 64x64 boxes through the swizzled map, then a t-wide box through a
     second map of box {t, 64}, no swizzle (its staging buffer is plain row-major: rows 2t bytes
-    apart), staged by x4 stmatrix per 16 columns and an x2 for a last 8."""
+    apart), staged by x4 stmatrix per 16 columns and an x2 for a last 8. Swapped, the last box is
+    D's last t rows: a map of box {64, t}, 128B-swizzled like the full boxes."""
     config, problem = CASES[name]
     tail = config.blk_n % 64
     source = toolchain.lower_to_cuda(config, problem)
@@ -685,8 +724,12 @@ def test_a_ragged_width_stores_its_last_box_through_a_narrower_unswizzled_map(na
     operands = 2 if kernel.cluster == 1 or kernel.multicast_even else 1 + kernel.cluster
     assert len(encodes) == operands + 2 * (rules.consumer_rows(config) // 64)
     boxes = re.findall(r"auto (tensormap_arg(?:_\d+)?_5) = (\d+);\n\s*auto tensormap_arg(?:_\d+)?_6 = (\d+);", source)
-    assert (str(tail), "64") in [(w, h) for _, w, h in boxes], boxes
+    box = ("64", str(tail)) if config.swap_ab else (str(tail), "64")
+    assert box in [(w, h) for _, w, h in boxes], boxes
     assert ("m8n8.x2" in source) == (tail % 16 == 8)
+    swizzles = re.findall(r"static_cast<CUtensorMapSwizzle>\((\d)\)", source)
+    # Every other map (A, B, the full boxes) is 128B-swizzled: an unswizzled one is the last box's.
+    assert ("0" in swizzles) == (not config.swap_ab) and set(swizzles) <= {"0", "3"}
 
 
 @pytest.mark.nvcc

@@ -295,18 +295,20 @@ class Skeleton:
         GM, GN, G = schedule.grid_m, schedule.grid_n, schedule.raster_group
         CL = schedule.cluster
 
-        def ring_tiles(pool, a_shape, b_shape, d_shape, scratch_shape=None, tail_shape=None):
+        def ring_tiles(pool, a_shape, b_shape, d_shape, scratch_shape=None, tail_shape=None, tail_swizzled=False):
             # After the barriers (8-byte aligned) the tiles start at 1024 B; every tile size is a
             # multiple of 1024 B, so each stays aligned for the swizzle. An fp32 scratch buffer
             # (plain layout) may follow them: then a fourth value is returned; or a plain buffer
-            # of the output dtype (the narrow last store box), also returned fourth. The staging
-            # tiles hold D's dtype, the ring's the operands'.
+            # of the output dtype (the narrow last store box; swizzled with tail_swizzled), also
+            # returned fourth. The staging tiles hold D's dtype, the ring's the operands'.
             pool.move_base_to(TILE_ALIGN)
             As = pool.alloc(a_shape, DT, layout=swizzled_layout(DT, a_shape))
             Bs = pool.alloc(b_shape, DT, layout=swizzled_layout(DT, b_shape))
             Ds = None if d_shape is None else pool.alloc(d_shape, OUT, layout=swizzled_layout(OUT, d_shape))
             if tail_shape is not None:
-                tail = pool.alloc(tail_shape, OUT)
+                # A tail box whose rows are 128 bytes (the swapped last box) is swizzled too.
+                layout = {"layout": swizzled_layout(OUT, tail_shape)} if tail_swizzled else {}
+                tail = pool.alloc(tail_shape, OUT, **layout)
                 pool.commit()
                 return As, Bs, Ds, tail
             if scratch_shape is not None:

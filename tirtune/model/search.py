@@ -92,8 +92,8 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
     config's own consumers and schedule where the tile takes them, else the first of the space's
     that it takes (192 rows need three cooperative consumers), with the ring as deep as shared
     memory allows up to the config's own depth, and the config's own store where the tile takes it,
-    else the register epilogue (a swapped tile stores only from registers); one valid config per
-    tile and config."""
+    else the register epilogue (a swapped tile takes the chunked TMA store, not "tma"); one valid
+    config per tile and config."""
     out = []
     blk_ms = space.knobs.get("blk_m", ())
     blk_ns = space.knobs.get("blk_n", ())

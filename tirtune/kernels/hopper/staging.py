@@ -11,6 +11,12 @@
   box is `tail_cols` wide, staged unswizzled in its own two buffers (Dt, rows 2*tail bytes apart)
   and stored through its own narrower tensor map; a tail of 8 (mod 16) columns ends with one
   stmatrix x2.
+* swap_ab ("tma_chunked" only): the kernel's tile is D's transpose, so each 8x8 matrix goes out
+  through stmatrix .trans: box (mb, nb) holds D's rows n0 + 64*nb.. (the kernel's columns, the
+  problem's M) by D's columns m0 + 64*mb.. (the kernel's rows), 128B-swizzled like the unswapped
+  boxes, and is stored at D[n0 + 64*nb, m0 + c*row_base + 64*mb]. The narrower last box is the
+  last `tail_cols` of D's rows: a TAIL x 64 buffer, swizzled the same way (its rows are 128 bytes),
+  stored through its own map.
 * epilogue warpgroup: an extra warpgroup whose warp c stores consumer c's staged output.
   Consumer c still writes its fragment with stmatrix (registers cannot move between
   warpgroups), fences, and arrives on `staged` (one barrier per staging buffer); warp c's lane 0
@@ -73,6 +79,9 @@ class Staging:
 
         # DT: D's dtype (the staging tiles' too), the operands' own or bf16 for e4m3 operands.
         C, MB, NACC, ROW_BASE, DT = p.consumers, p.m_blocks, p.acc_regs, p.row_base, p.out_dtype
+        # swap_ab: the staged boxes are D's transpose of the fragment (stmatrix .trans), stored at
+        # D's (row, col) = the kernel's (col, row).
+        SWAP = p.swap_ab
         TMA_EPI, CHUNKED, STORE_OPTS = p.epilogue == "tma", p.epilogue == "tma_chunked", p.store_options()
         _, BOX_N = p.store_boxes
         # "tma_chunked" with a narrower last box (blk_n off the 64-wide box): TAIL columns after the
@@ -88,6 +97,9 @@ class Staging:
         pack2_name, pack2_source = pack2_helper(DT)
         stmatrix = T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]
         stmatrix2 = T.ptx["stmatrix.sync.aligned.m8n8.x2.shared.b16"]
+        if SWAP:
+            stmatrix = T.ptx["stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"]
+            stmatrix2 = T.ptx["stmatrix.sync.aligned.m8n8.x2.trans.shared.b16"]
         bulk_commit = T.ptx["cp.async.bulk.commit_group"]
         bulk_wait_read = T.ptx["cp.async.bulk.wait_group.read"]
         D, Ds, Dt, staged, drained, warp, lane = f.D, f.Ds, f.Dt, f.staged, f.drained, f.warp, f.lane
@@ -118,8 +130,14 @@ class Staging:
             # gives the address of row l%8 of matrix l//8. `staging`: the swizzled 64x64 boxes
             # (Ds) or the plain narrow last box (Dt, rows 2*TAIL bytes apart: a multiple of 16
             # that puts a matrix's 8 rows on distinct banks).
-            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
-            scol = T.meta_var(scol0 + 8 * (lane // 16))
+            # swap_ab (.trans): matrix j's row i is the fragment's column i, 8 of its rows; the
+            # staging box is D's rows (the fragment's columns) by D's columns (its rows).
+            if SWAP:
+                srow = T.meta_var(scol0 + 8 * (lane // 16) + lane % 8)
+                scol = T.meta_var(16 * warp + 8 * ((lane // 8) & 1))
+            else:
+                srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+                scol = T.meta_var(scol0 + 8 * (lane // 16))
             stmatrix(staging.ptr_to([box, srow, scol]),
                      T.cuda.func_call(pack2_name, acc[8 * p16], acc[8 * p16 + 1],
                                       source_code=pack2_source, return_type="uint32"),
@@ -195,15 +213,24 @@ class Staging:
         def store_box(c, buf, m0, n0, mb, nb):
             r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
             c0 = T.meta_var(n0 + nb * STORE_BOX)
-            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto",
-                          **STORE_OPTS)
+            if SWAP:
+                Tx.copy_async(D[c0:c0 + STORE_BOX, r0:r0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto",
+                              **STORE_OPTS)
+            else:
+                Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + STORE_BOX], Ds[buf, :, :], dispatch="tma_auto",
+                              **STORE_OPTS)
             bulk_commit()
 
         @T.inline
         def store_tail(c, buf, m0, n0, mb):
             r0 = T.meta_var(m0 + c * ROW_BASE + mb * STORE_BOX)
             c0 = T.meta_var(n0 + BOX_N * STORE_BOX)
-            Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + TAIL], Dt[buf, :, :], dispatch="tma_auto", **STORE_OPTS)
+            if SWAP:
+                Tx.copy_async(D[c0:c0 + TAIL, r0:r0 + STORE_BOX], Dt[buf, :, :], dispatch="tma_auto",
+                              **STORE_OPTS)
+            else:
+                Tx.copy_async(D[r0:r0 + STORE_BOX, c0:c0 + TAIL], Dt[buf, :, :], dispatch="tma_auto",
+                              **STORE_OPTS)
             bulk_commit()
 
         @T.inline
@@ -236,9 +263,15 @@ class Staging:
         def tail_stmatrix8(acc, buf, p8, scol0):
             # stmatrix m8n8.x2: the 8 columns 8*p8.. of the warp's 16 rows, register pairs
             # (4*p8, 4*p8+1) (rows 0-7) and (4*p8+2, 4*p8+3) (rows 8-15); lanes 0-15 give the
-            # addresses (row l%8 of matrix l//8), the others' are ignored.
-            srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
-            stmatrix2(Dt.ptr_to([buf, srow, scol0]),
+            # addresses (row l%8 of matrix l//8), the others' are ignored. swap_ab (.trans): the
+            # 8 columns are the tail box's last 8 rows, each 8 of the fragment's rows.
+            if SWAP:
+                srow = T.meta_var(scol0 + lane % 8)
+                scol = T.meta_var(16 * warp + 8 * ((lane // 8) & 1))
+            else:
+                srow = T.meta_var(16 * warp + 8 * ((lane // 8) & 1) + lane % 8)
+                scol = T.meta_var(scol0)
+            stmatrix2(Dt.ptr_to([buf, srow, scol]),
                       T.cuda.func_call(pack2_name, acc[4 * p8], acc[4 * p8 + 1],
                                        source_code=pack2_source, return_type="uint32"),
                       T.cuda.func_call(pack2_name, acc[4 * p8 + 2], acc[4 * p8 + 3],

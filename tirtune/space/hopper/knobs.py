@@ -141,7 +141,9 @@ KNOBS = KnobTable(
         'How the output leaves: "register" (fragments stored straight to global memory), "tma" (stmatrix '
         'into a shared-memory staging tile, then a TMA store) or "tma_chunked" (the same, one 64x64 box at a '
         "time through two small buffers per consumer, so one box's stmatrix overlaps the previous box's "
-        "store).",
+        'store). With swap_ab: "register" or "tma_chunked", whose boxes are staged transposed (stmatrix '
+        ".trans), the last one D's last rows where blk_n is off the 64-wide box "
+        "(`rules.swap_ab_supported`, `store_box_divides_tile`).",
     ),
     Knob(
         "cluster",
@@ -199,7 +201,8 @@ KNOBS = KnobTable(
         (False, True),
         "(hopper-gemm/5) The kernel computes D^T = B A^T: the problem's N runs along wgmma's 64-row M and its "
         "M becomes wgmma's N (8..256 in steps of 8), so a small M (decode, small batches) fits a narrow wgmma. "
-        "D stays row-major (M, N), stored transposed from the fragment. blk_m, blk_n, consumers and "
+        "D stays row-major (M, N), stored transposed from the fragment (from registers, or through the "
+        "chunked TMA store's transposed boxes). blk_m, blk_n, consumers and "
         "cluster_dim name the kernel's own (post-swap) axes.",
     ),
     Knob(

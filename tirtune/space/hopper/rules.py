@@ -275,12 +275,15 @@ def epilogue_supported(config: Config, problem: Problem) -> str | None:
     return None
 
 
-@reads("blk_m", "blk_n", "consumers", "schedule", "epilogue")
+@reads("blk_m", "blk_n", "consumers", "schedule", "epilogue", "swap_ab")
 def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     """The TMA-store epilogues move 64x64 boxes: a consumer's rows and blk_n must be multiples of
     64; "tma_chunked" also stores a tile wider than 128 whose width is off the box (the ragged
-    widths, TAIL_BOX_MIN_BLK_N and up) with a narrower last box."""
-    tail_ok = config.epilogue == "tma_chunked" and config.blk_n > TAIL_BOX_MIN_BLK_N
+    widths, TAIL_BOX_MIN_BLK_N and up) with a narrower last box. Swapped, that last box is the
+    last rows of D's tile (any multiple of 8 past the 64-row boxes), so every blk_n of 64 or more
+    takes it."""
+    tail_min = STORE_BOX - 1 if config.swap_ab else TAIL_BOX_MIN_BLK_N
+    tail_ok = config.epilogue == "tma_chunked" and config.blk_n > tail_min
     if config.epilogue in TMA_EPILOGUES and (
         (config.blk_n % STORE_BOX and not tail_ok) or consumer_rows(config) % STORE_BOX
     ):
@@ -288,7 +291,7 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
             f"epilogue={config.epilogue} stores {STORE_BOX}x{STORE_BOX} boxes; blk_n={config.blk_n} and "
             f"{consumer_rows(config)} rows per consumer must be multiples of {STORE_BOX}"
             + (
-                f" (tma_chunked: or blk_n above {TAIL_BOX_MIN_BLK_N}, a narrower last box)"
+                f" (tma_chunked: or blk_n above {tail_min}, a narrower last box)"
                 if config.epilogue == "tma_chunked"
                 else ""
             )
@@ -565,13 +568,14 @@ def v4_values(config: Config, problem: Problem) -> str | None:
 
 @reads("swap_ab", "epilogue")
 def swap_ab_supported(config: Config, problem: Problem) -> str | None:
-    """swap_ab computes D^T: its fragment leaves the registers transposed, one 2-byte store per
-    element; the staged TMA-store epilogues (and the epilogue warpgroup that serves them) would
-    write the kernel's N x M tile as it stands, so they are not built for it."""
-    if config.swap_ab and config.epilogue != "register":
+    """swap_ab computes D^T: its fragment is D's transpose. The register epilogue stores it one
+    2-byte value at a time; "tma_chunked" stages each 64x64 box transposed (stmatrix .trans) and
+    TMA-stores it at D's (row, col) = the kernel's (col, row), with or without the epilogue
+    warpgroup. "tma" (a consumer's whole rows staged at once) is not built for it."""
+    if config.swap_ab and config.epilogue not in ("register", "tma_chunked"):
         return (
-            f"swap_ab needs epilogue=register (got {config.epilogue}): the transposed fragment is stored from "
-            "registers; the stmatrix + TMA-store staging writes the untransposed tile"
+            f"swap_ab needs epilogue=register or tma_chunked (got {config.epilogue}): only those store the "
+            "transposed fragment"
         )
     return None
 
