@@ -25,7 +25,7 @@ from tirtune.core.epilogue import BLOCK_K, EPILOGUE_NONE, EPILOGUE_TEXTS, Epilog
 from tirtune.core.problem import FP8
 from tirtune.runner.inputs import BLOCK_TRITON_LABEL, baseline_label, block_scaled_product, draw_inputs
 from tirtune.runner.verify import reference, relative_error, tolerance
-from tirtune.space.hopper import BRANCH, HOPPER
+from tirtune.space.hopper import BRANCH, HOPPER, _block_fitted
 from tirtune.space.hopper.knobs import config as hopper_config
 from tirtune.space.hopper.rules import fp8_block_buffers
 from tirtune.kernels.hopper.plan import plan
@@ -396,3 +396,25 @@ def test_tune_takes_a_block_scaled_fp8_problem(client: Any) -> None:  # noqa: F8
     assert made.status_code == 202, made.text
     assert made.json()["problem"]["epilogue"] == "scale_a_block+scale_b_block"
     assert made.json()["problem"]["scaling"] == "block"
+
+
+@pytest.mark.parametrize(("shape", "width"), [("512x4096x14336", 128), ("256x8192x4096", 128), ("128x4096x4096", 64)])
+def test_a_swapped_block_scaled_start_the_rules_refuse_is_unswapped_to_the_tile_of_least_work_a_cta(
+    shape: str, width: int
+) -> None:
+    """A swapped start fitted to M past what the block rules take (64x256 at M = 256 or 512) becomes
+    an unswapped 128-row tile, 128 or 64 wide, whichever gives a CTA the least work over its rounds
+    (the wider on a tie: 128 tiles of 128x128 fill one round as 256 of 128x64 fill two), with two
+    product buffers and the weights' L2 hint kept on the weights; where the tiles of 128x128 leave
+    SMs idle (32 tiles at 128x4096), 128x64."""
+    m, n, k = (int(x) for x in shape.split("x"))
+    problem = _problem(m, n, k)
+    swapped = hopper_config(64, 256, 128, 4, 1, True, swap_ab=True, l2_hint="first/none")
+    assert not HOPPER.is_valid(swapped, problem)
+    fitted = _block_fitted(swapped, problem)
+    assert HOPPER.is_valid(fitted, problem)
+    assert (fitted.swap_ab, fitted.blk_m, fitted.blk_n, fitted.consumers) == (False, 128, width, 2)
+    assert fitted.l2_hint == "none/first" and fp8_block_buffers(fitted) == 2
+    if m >= 256:  # the class's swapped start, fitted to M, comes out so among the job's starts
+        starts = BRANCH.start_configs(problem)
+        assert all(HOPPER.is_valid(c, problem) for c in starts) and fitted.replace(stages=4) in starts

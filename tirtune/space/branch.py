@@ -61,8 +61,8 @@ class Branch:
     wave_fit: Callable[[Config], bool] = _never
     # The branch's own change to a start config before its tile is fitted (as it is: `_same`).
     fit_start: Callable[[Config, Problem], Config] = _same
-    # The branch's K split of a start config once its tile is fitted (as it is: `_same`).
-    fit_split: Callable[[Config, Problem], Config] = _same
+    # The branch's own change to a start config once its tile is fitted (as it is: `_same`).
+    fit_tiled: Callable[[Config, Problem], Config] = _same
 
     @property
     def measured(self) -> bool:
@@ -77,8 +77,9 @@ class Branch:
         says (`fit_start`: on Hopper, a peeled last k-tile kept only where K leaves k16 steps to
         skip), their tiles fitted to the problem (`shapes.fitted`: swap-AB's wgmma N to a small M,
         a tile wider than N; those `wave_fit` names get the valid blk_n that best fills the SMs,
-        `shapes.wave_fitted`), then their K split as the branch fits it to that tile (`fit_split`:
-        on Hopper, no deeper than adds no round of CTAs), each once."""
+        `shapes.wave_fitted`), then changed as the branch says once the tile is fitted
+        (`fit_tiled`: on Hopper, a block-scaled swapped tile the block rules refuse unswapped, and
+        the K split no deeper than adds no round of CTAs), each once."""
         widths = tuple(self.space.knobs.get("blk_n", ()))
         configs = self.start_with[shape_class(problem)]
         if not widths:
@@ -90,7 +91,7 @@ class Branch:
                 c = wave_fitted(c, problem, widths, lambda w: self.space.is_valid(w, problem))
             else:
                 c = fitted(c, problem, widths)
-            return self.fit_split(c, problem)
+            return self.fit_tiled(c, problem)
 
         return tuple(dict.fromkeys(fit(c) for c in configs))
 

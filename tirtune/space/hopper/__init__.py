@@ -25,6 +25,7 @@ from tirtune.space.hopper.rules import (
     SWIGLU_TILE_ALIGN,
     fp8_block_buffers,
     k_tail_steps,
+    kernel_tiles,
     rounds,
 )
 from tirtune.space.hopper.spaces import (
@@ -39,6 +40,7 @@ from tirtune.space.hopper.spaces import (
     space_for,
 )
 from tirtune.space.hopper.starts import HOPPER_START, HOPPER_STARTS, WAVE_FITTED
+from tirtune.space.shapes import SMS
 
 __all__ = [
     "BRANCH",
@@ -62,15 +64,39 @@ def _wave_fitted(config: Config) -> bool:
     return config.replace(peel_k=False) in WAVE_FITTED
 
 
+def _unswapped_block_tile(config: Config, problem: Problem) -> Config:
+    """A swapped block-scaled start the block rules refuse (its consumers would hold the product
+    beside the sums for a tile 128 or more wide, `rules.fp8_block_registers`) as an unswapped tile
+    of 128 rows, two cooperative consumers, BLOCK_K or half as many columns: the one whose busiest
+    SM does the least work (the tiles it computes, spread evenly over the SMS, times the tile's
+    width; CTAs that share an SM share its tensor cores), the wider on a tie, the weights' L2 hint
+    kept on the weights. Left to the job's repair, the nearest valid config was a swapped
+    64x136 tile with one product buffer: 0.27-0.41 of torch at 512x4096x14336, where the unswapped
+    128x128 tile ran at 0.86 and 128x64 at 0.56, while at 128x4096x4096 (32 tiles of 128x128 on 132
+    SMs) 128x64 ran at 1.07 and 128x128 at 0.89 (docs/perf-notes.md, "Measured on an H100: where
+    the mid-sized kernels lose, block-scaled FP8 on mid-sized problems, a third draw")."""
+    hint_a, hint_b = config.l2_hint.split("/")
+    tiles = [
+        config.replace(
+            swap_ab=False, blk_m=128, blk_n=n, consumers=2, schedule="cooperative", l2_hint=f"{hint_b}/{hint_a}"
+        )
+        for n in (BLOCK_K, BLOCK_K // 2)
+    ]
+    return min(tiles, key=lambda c: (-(-kernel_tiles(c, problem) // SMS) * c.blk_n, -c.blk_n))
+
+
 def _block_fitted(config: Config, problem: Problem) -> Config:
     """A 16-bit start made a block-scaled one the block rules take, each step only where they
-    refuse it as it stands: an unswapped tile 128 columns wide (its consumers hold twice the
+    refuse it as it stands: a swapped tile unswapped (`_unswapped_block_tile`), an unswapped tile
+    128 columns wide (its consumers hold twice the
     accumulators, `rules.fp8_block_registers`), cooperative consumers instead of ping-pong ones
     (which each hold a whole tile's), then the register split that gives the consumers two product
     buffers (`rules.fp8_block_buffers`: the next k-tile's wgmma run while the last one is promoted;
     +9-27% on the same tiles, docs/perf-notes.md, "Block-scaled FP8 with two product buffers,
     measured"). Left to the job's repair, the nearest valid config of a 128x256 start was a
     128x64 or 128x8 tile, and of a ping-pong one the one-buffer split."""
+    if config.swap_ab and not HOPPER.is_valid(config, problem):
+        config = _unswapped_block_tile(config, problem)
     if not config.swap_ab and config.blk_n > BLOCK_K and not HOPPER.is_valid(config, problem):
         config = config.replace(blk_n=BLOCK_K)
     if config.schedule == "pingpong" and not HOPPER.is_valid(config, problem):
@@ -132,6 +158,15 @@ def _split_fitted(config: Config, problem: Problem) -> Config:
     return same_kernel(unsplit)
 
 
+def _fit_tiled(config: Config, problem: Problem) -> Config:
+    """A start once its tile is fitted to the problem: a swapped block-scaled tile the block rules
+    refuse (its width fitted to M past what they take) unswapped (`_block_fitted`), then its K split
+    (`_split_fitted`)."""
+    if problem.epilogue.block_scaled and config.swap_ab and not HOPPER.is_valid(config, problem):
+        config = _block_fitted(config, problem)
+    return _split_fitted(config, problem)
+
+
 BRANCH = Branch(
     arch="sm_90a",
     name="Hopper",
@@ -149,5 +184,5 @@ BRANCH = Branch(
     mma_flops_per_sm_clock=4096,
     wave_fit=_wave_fitted,
     fit_start=_fit_start,
-    fit_split=_split_fitted,
+    fit_tiled=_fit_tiled,
 )
