@@ -269,11 +269,17 @@ def _valid_as_drawn(space: SearchSpace, config: Config, problem: Problem) -> boo
     return _even_slices(config) and _valid_but_later(space, config, problem)
 
 
-def _drawable(space: SearchSpace, config: Config, problem: Problem, uneven: bool = False) -> bool:
+def _drawable(
+    space: SearchSpace, config: Config, problem: Problem, uneven: bool = False, swapped_staged: bool = False
+) -> bool:
     """A random draw's test: valid as drawn, within the 128 accumulators a consumer thread every
-    drawn set was drawn under (hopper-gemm/5 now takes up to 192), so they draw what they drew.
-    uneven: a draw made since uneven multicast slices are valid (`uneven-fuzz`) takes them too."""
+    drawn set was drawn under (hopper-gemm/5 now takes up to 192), and a swapped tile storing from
+    registers (the only store it took then), so they draw what they drew. uneven: a draw made since
+    uneven multicast slices are valid (`uneven-fuzz`) takes them too; swapped_staged: one made since
+    swapped tiles take the chunked TMA store (`swap-staged-fuzz`) takes that."""
     if v4_accumulator_limit(config, problem) is not None:
+        return False
+    if config.swap_ab and config.epilogue != "register" and not swapped_staged:
         return False
     return (_valid_but_later if uneven else _valid_as_drawn)(space, config, problem)
 
@@ -1164,10 +1170,12 @@ def _fuzz_forced(
     accept: Callable[[Config, Problem], bool] = lambda c, p: True,
     space: SearchSpace = HOPPER,
     uneven: bool = False,
+    swapped_staged: bool = False,
 ) -> list[tuple[Config, Problem]]:
     """`count` points for a correctness sweep: the problems in turn; for each turn, up to 5000
     draws of every knob from the whole grid (the later /5 knobs too), with `forced(rng, turn)`
-    laid over them, until one is drawable in `space` (`_drawable`, with `uneven`), `accept`ed and new."""
+    laid over them, until one is drawable in `space` (`_drawable`, with `uneven` and
+    `swapped_staged`), `accept`ed and new."""
     import random
 
     rng = random.Random(seed)
@@ -1181,7 +1189,11 @@ def _fuzz_forced(
             knobs = {name: rng.choice(list(values)) for name, values in drawn.items()}
             knobs.update(forced(rng, turn))
             config = hopper_config(**knobs)
-            if _drawable(space, config, problem, uneven) and accept(config, problem) and (config, problem) not in chosen:
+            if (
+                _drawable(space, config, problem, uneven, swapped_staged)
+                and accept(config, problem)
+                and (config, problem) not in chosen
+            ):
                 chosen.append((config, problem))
                 break
     return chosen
@@ -1699,6 +1711,7 @@ def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
         problems,
         lambda rng, turn: dict(swap_ab=True, epilogue="tma_chunked", split_k=1, blk_n=rng.choice(widths)),
         accept=HOPPER.is_valid,
+        swapped_staged=True,
     )
 
 

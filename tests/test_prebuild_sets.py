@@ -469,3 +469,26 @@ def test_the_mid_l2_kit_changes_only_the_weights_hint_of_each_best() -> None:
         seen = {c.l2_hint.split("/")[weights] for c in configs}
         assert seen == {"none", "first", "last"}  # the weights under each policy the space has
         assert all(c.replace(l2_hint=best.l2_hint) == best for c in variants)
+
+
+def test_the_swapped_tma_store_sets_draw_what_the_space_takes_now() -> None:
+    """swap-staged-fuzz: 300 swapped configs storing through the chunked TMA store, valid, none
+    twice, over 16-bit, fused-epilogue and FP8 problems, most with a last box of D's rows, with and
+    without the epilogue warpgroup, ping-pong and clusters among them. swap-staged-mid: each
+    problem's best, a swapped register-store tile and that tile with the TMA store."""
+    fuzz = _pairs("swap-staged-fuzz")
+    assert len(fuzz) == len(set(fuzz)) == 300
+    assert all(c.swap_ab and c.epilogue == "tma_chunked" and HOPPER.is_valid(c, p) for c, p in fuzz)
+    assert sum(1 for c, _ in fuzz if c.blk_n % 64) > 150 and {c.epilogue_warpgroup for c, _ in fuzz} == {False, True}
+    assert {c.schedule for c, _ in fuzz} == {"cooperative", "pingpong"} and {c.cluster for c, _ in fuzz} == {1, 2, 4}
+    assert {p.dtype for _, p in fuzz} == {"float16", "bfloat16", "float8_e4m3fn"}
+    assert any(p.epilogue.ops and not p.is_fp8 for _, p in fuzz)
+    mid = _pairs("swap-staged-mid")
+    assert all(HOPPER.is_valid(c, p) for c, p in mid)
+    for problem in {p for _, p in mid}:
+        configs = [c for c, p in mid if p == problem]
+        register = [c for c in configs if c.swap_ab and c.epilogue == "register"]
+        staged = [c for c in configs if c.swap_ab and c.epilogue == "tma_chunked"]
+        assert len(register) == 1 and staged, problem
+        assert all(c.replace(epilogue="register", epilogue_warpgroup=False, stages=register[0].stages,
+                             reg_split=register[0].reg_split) == register[0] for c in staged)
