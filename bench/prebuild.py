@@ -1692,6 +1692,38 @@ def _swap_staged_mid() -> list[tuple[Config, Problem]]:
     return out
 
 
+def _swap_staged_fp8() -> list[tuple[Config, Problem]]:
+    """The FP8 suite's problems whose kept config on the H200 was a swapped tile storing from
+    registers (fp8/2026-12-06-suite.md: 2048^3 0.971, 1024^3 0.967, 8192x8192x1024 0.839, 4000^3
+    0.834, 512x4096x14336 0.966 per tensor and 0.879 rowwise, 64x28672x4096 1.095): that config,
+    then with the chunked TMA store (`_staged_twins`), beside the H100 suite's kept config for the same problem
+    (fp8/2026-12-06-suite-h100.md) as the same run's unswapped reference."""
+    rows = (
+        ("2048x2048x2048", "scale_a+scale_b", "128x128x128 s6 c2 ws persist g16 pingpong swap",
+         "128x128x128 s6 c2 ws persist g8 tma_chunked pingpong"),
+        ("1024x1024x1024", "scale_a+scale_b", "128x64x128 s8 c2 ws persist g8 swap",
+         "128x64x128 s8 c2 ws persist g8 tma_chunked pingpong pftm"),
+        ("8192x8192x1024", "scale_a+scale_b", "128x128x128 s5 c2 ws persist g16 pingpong swap p256B",
+         "128x128x128 s6 c2 ws persist g8 tma_chunked pingpong"),
+        ("4000x4000x4000", "scale_a+scale_b", "128x256x128 s4 c2 ws persist g8 swap pftm",
+         "128x256x128 s4 c2 ws persist g8 tma_chunked l2 first/none pftm"),
+        ("512x4096x14336", "scale_a+scale_b", "128x128x128 s6 c2 ws persist g8 pingpong swap",
+         "64x256x128 s4 c1 ws swap l2 first/none"),
+        ("512x4096x14336", "scale_row+scale_col", "64x256x128 s4 c1 ws swap l2 first/none",
+         "128x96x128 s8 c2 ws l2 none/first"),
+        ("64x28672x4096", "scale_a+scale_b", "128x64x128 s8 c2 ws persist g8 pingpong swap l2 first/none",
+         "64x64x256 s6 c1 ws l2 none/first"),
+    )
+    out = []
+    for shape, epilogue, swapped_label, reference in rows:
+        problem = Problem.parse(shape, FP8, epilogue)
+        swapped = Config.from_label(swapped_label, HOPPER_KNOBS)
+        for config in (Config.from_label(reference, HOPPER_KNOBS), swapped, *_staged_twins(swapped, problem)):
+            if HOPPER.is_valid(config, problem) and (config, problem) not in out:
+                out.append((config, problem))
+    return out
+
+
 def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that swap A and B and stage the store through TMA
     (tma_chunked: each box transposed by stmatrix .trans, a last box of D's rows where blk_n is
@@ -2047,6 +2079,7 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "mid-l2": _mid_l2,
     "swap-staged-mid": _swap_staged_mid,
     "swap-staged-fuzz": lambda: _fuzz_swap_staged(300, seed=63),
+    "swap-staged-fp8": _swap_staged_fp8,
     "fp8-block-mid": _block_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),
