@@ -666,10 +666,11 @@ def test_sass_of_stream_k(built: dict[str, Built], name: str) -> None:
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("name", sorted(n for n, (c, _) in CASES.items() if c.swap_ab))
+@pytest.mark.parametrize("name", sorted(n for n, (c, _) in CASES.items() if c.swap_ab and c.epilogue == "register"))
 def test_sass_of_the_swapped_epilogue(built: dict[str, Built], name: str) -> None:
-    """swap_ab stores the transposed fragment one 16-bit element at a time (the serial split-K's
-    workspace and semaphore stores are the strong, L2-scoped ones)."""
+    """swap_ab's register epilogue stores the transposed fragment one 16-bit element at a time
+    (the serial split-K's workspace and semaphore stores are the strong, L2-scoped ones); its
+    chunked TMA store is `test_sass_of_the_tma_store_epilogues`'s."""
     sass = built[name].sass
     assert _count(sass, "UTMASTG") == 0
     stores = [s for s in re.findall(r"\bSTG\.E[.\w]*", sass) if ".STRONG." not in s]
