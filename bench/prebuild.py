@@ -1696,8 +1696,8 @@ def _swap_staged_fp8() -> list[tuple[Config, Problem]]:
     """The FP8 suite's problems whose kept config on the H200 was a swapped tile storing from
     registers (fp8/2026-12-06-suite.md: 2048^3 0.971, 1024^3 0.967, 8192x8192x1024 0.839, 4000^3
     0.834, 512x4096x14336 0.966 per tensor and 0.879 rowwise, 64x28672x4096 1.095): that config,
-    then with the chunked TMA store (`_staged_twins`), beside the H100 suite's kept config for the same problem
-    (fp8/2026-12-06-suite-h100.md) as the same run's unswapped reference."""
+    then with the chunked TMA store (`_staged_twins`), beside the H100 suite's kept config for the
+    same problem (fp8/2026-12-06-suite-h100.md) as the same run's unswapped reference."""
     rows = (
         ("2048x2048x2048", "scale_a+scale_b", "128x128x128 s6 c2 ws persist g16 pingpong swap",
          "128x128x128 s6 c2 ws persist g8 tma_chunked pingpong"),

@@ -94,16 +94,12 @@ def ring_tiles(sk: Skeleton, pool: Any, p: KernelPlan) -> tuple[Any, Any, Any, A
     if p.split_k > 1 and not p.serial_split:
         As, Bs, Ds, Red = sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), staging, (p.reduce_regs, C * WARPGROUP))
         return As, Bs, Ds, None, Red
-    if p.tail_cols > 0 and p.swap_ab:
-        # Swapped, the narrower last box is D's last rows of the tile, 64 columns (128 B) wide:
-        # swizzled like the full boxes.
-        As, Bs, Ds, Dt = sk.ring_tiles(
-            pool, (S, BM, BK), (S, BN, BK), staging, tail_shape=(2 * C, p.tail_cols, STORE_BOX), tail_swizzled=True
-        )
-        return As, Bs, Ds, Dt, None
     if p.tail_cols > 0:
+        # The narrower last box: tail_cols columns of 64 rows, plain; swapped, D's last tail_cols
+        # rows of the tile, 64 columns (128 B) wide, swizzled like the full boxes.
+        tail = (2 * C, p.tail_cols, STORE_BOX) if p.swap_ab else (2 * C, STORE_BOX, p.tail_cols)
         As, Bs, Ds, Dt = sk.ring_tiles(
-            pool, (S, BM, BK), (S, BN, BK), staging, tail_shape=(2 * C, STORE_BOX, p.tail_cols)
+            pool, (S, BM, BK), (S, BN, BK), staging, tail_shape=tail, tail_swizzled=p.swap_ab
         )
         return As, Bs, Ds, Dt, None
     As, Bs, Ds = sk.ring_tiles(pool, (S, BM, BK), (S, BN, BK), staging)

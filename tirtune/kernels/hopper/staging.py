@@ -128,8 +128,8 @@ class Staging:
             # warp's 16 rows times columns 16p..16p+7 / 16p+8..16p+15. In the fragment those are
             # the register pairs (8p, 8p+1), (8p+2, 8p+3), (8p+4, 8p+5), (8p+6, 8p+7); lane l
             # gives the address of row l%8 of matrix l//8. `staging`: the swizzled 64x64 boxes
-            # (Ds) or the plain narrow last box (Dt, rows 2*TAIL bytes apart: a multiple of 16
-            # that puts a matrix's 8 rows on distinct banks).
+            # (Ds) or the narrow last box (Dt: plain, rows 2*TAIL bytes apart, a multiple of 16
+            # that puts a matrix's 8 rows on distinct banks; swapped, TAIL swizzled 128-byte rows).
             # swap_ab (.trans): matrix j's row i is the fragment's column i, 8 of its rows; the
             # staging box is D's rows (the fragment's columns) by D's columns (its rows).
             if SWAP:

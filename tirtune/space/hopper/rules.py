@@ -282,8 +282,9 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
     widths, TAIL_BOX_MIN_BLK_N and up) with a narrower last box. Swapped, that last box is the
     last rows of D's tile (any multiple of 8 past the 64-row boxes), so every blk_n of 64 or more
     takes it."""
-    tail_min = STORE_BOX - 1 if config.swap_ab else TAIL_BOX_MIN_BLK_N
-    tail_ok = config.epilogue == "tma_chunked" and config.blk_n > tail_min
+    # The narrowest tile that may end in a narrower box.
+    tail_from = STORE_BOX if config.swap_ab else TAIL_BOX_MIN_BLK_N + 1
+    tail_ok = config.epilogue == "tma_chunked" and config.blk_n >= tail_from
     if config.epilogue in TMA_EPILOGUES and (
         (config.blk_n % STORE_BOX and not tail_ok) or consumer_rows(config) % STORE_BOX
     ):
@@ -291,7 +292,7 @@ def store_box_divides_tile(config: Config, problem: Problem) -> str | None:
             f"epilogue={config.epilogue} stores {STORE_BOX}x{STORE_BOX} boxes; blk_n={config.blk_n} and "
             f"{consumer_rows(config)} rows per consumer must be multiples of {STORE_BOX}"
             + (
-                f" (tma_chunked: or blk_n above {tail_min}, a narrower last box)"
+                f" (tma_chunked: or blk_n of {tail_from} or more, a narrower last box)"
                 if config.epilogue == "tma_chunked"
                 else ""
             )
