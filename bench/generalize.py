@@ -3,6 +3,8 @@
     python -m bench.generalize                                   # 30 problems, 32 trials, a seed drawn now
     python -m bench.generalize --seed 123 --dry-run              # the draw only, no service touched
     python -m bench.generalize --url http://127.0.0.1:8000 ...   # a running service instead of a started one
+    python -m bench.generalize --resume OUT_DIR/<date>-<seed>.json  # finish a run cut short (same GPU model):
+                                                                 # OUT_DIR/<date>-<seed>-resumed.json and .md
 
 Each problem is drawn from the catalogue (`bench/models/*.json`, Hugging Face config.json subsets):
 a model, one of its four projections (qkv, o, gate_up, down; tirtune.space.models), a
@@ -31,6 +33,7 @@ import os
 import random
 import secrets
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -351,6 +354,15 @@ def markdown(r: dict[str, Any]) -> str:
         f"{len(r['models'])} models, each tuned by `POST /tune` with {r['trials_per_problem']} trials, scored by the "
         f"measured `GET /best`; jobs at once: {r['concurrent_jobs'] or 'not known'}; {r['wall_s']} s in all",
         *([] if r["enough_problems"] else [f"- fewer than {MIN_PROBLEMS} problems measured: a check, not a result"]),
+        *(
+            [
+                f"- resumed: the run was cut after {f(r['resumed']['cut_after_s'], 1)} s with "
+                f"{r['resumed']['finished_before_the_cut']} jobs finished ({r['resumed']['from']}); a service on its "
+                "database, on the same GPU model, finished the rest (the time in all counts both)"
+            ]
+            if r.get("resumed")
+            else []
+        ),
         f"- geomean **{f(r['geomean'])}** ({'met' if met.get('geomean') else 'not met'}: >= {TARGETS['geomean']}), "
         f"p10 {f(r['p10'])}, worst **{f(r['worst'])}** ({'met' if met.get('worst') else 'not met'}: >= "
         f"{TARGETS['worst']}), below 0.97: {f(r['share_below_097'], 2)} of {r['scored']} scored "
@@ -403,6 +415,13 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--dry-run", action="store_true", help="print the drawn problems and exit")
     ap.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="finish a run cut short (its report, the database beside it): the service resumes its jobs on "
+        "a GPU of the same model, queues the problems never queued, and the whole draw is scored",
+    )
+    ap.add_argument(
         "--rescore",
         type=Path,
         default=None,
@@ -414,6 +433,10 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error(f"--trials must be 1..{MAX_TRIALS}")
     if args.problems < 1:
         ap.error("--problems must be at least 1")
+    if args.resume is not None and (args.rescore is not None or args.seed is not None):
+        ap.error("--resume takes the run's seed from its report; --seed and --rescore do not go with it")
+    if args.resume is not None and not args.resume.is_file():
+        ap.error(f"--resume: no report at {args.resume}")
     if args.rescore is not None and args.seed is None:
         ap.error("--rescore needs the run's --seed (it draws the same problems)")
     if args.source == "replay" and args.url is None and args.rescore is None:
@@ -424,6 +447,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None = None) -> int:
     """The CLI; `problems` replaces the draw (a replaying service can tune recorded problems only)."""
     args = _arguments(argv)
+    if args.resume is not None:
+        return resume(args, problems)
     seed = secrets.randbits(32) if args.seed is None else args.seed
     chosen = list(problems) if problems is not None else draw(catalogue(args.catalogue), args.problems, seed)
     print(f"seed {seed}: {len(chosen)} problems")
@@ -459,6 +484,77 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
+    return 0 if not result["unmeasured"] else 1
+
+
+def visible_gpu() -> str | None:
+    """The first visible GPU's name as nvidia-smi gives it (what the runner records), or None."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    command = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", *(["-i", visible] if visible else [])]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+def resume(args: argparse.Namespace, problems: Sequence[Drawn] | None = None) -> int:
+    """Finish a run cut short (its step's limit, a lost machine): a service with a worker on the
+    run's own database resumes the jobs it left running or queued (the service requeues them at its
+    start, their studies kept), the problems never queued are asked about and queued now with the
+    run's trial budget, and the whole draw is scored as one run. Only on a GPU of the run's model:
+    each ratio is against cuBLAS on that card, so a draw is never mixed from two. What GET /best
+    said before tuning comes from the cut run's report for the problems it had asked about."""
+    cut = json.loads(args.resume.read_text())
+    seed, trials = int(cut["seed"]), int(cut["trials_per_problem"])
+    if cut.get("catalogue_sha256") not in (None, catalogue_digest(args.catalogue)) and problems is None:
+        raise SystemExit(f"--resume: {args.resume} was drawn from another catalogue ({cut['catalogue_sha256']})")
+    chosen = list(problems) if problems is not None else draw(catalogue(args.catalogue), len(cut["problems"]), seed)
+    here = visible_gpu() if args.source == "gpu" else None
+    if here is not None and cut.get("gpu") and here != cut["gpu"]:
+        raise SystemExit(f"--resume: the run measured on {cut['gpu']}, this machine has {here}; "
+                         "resume it on the same GPU model")
+    asked = {(p["problem"], p["dtype"]): p for p in cut["problems"]}
+    database = f"sqlite:///{args.resume.with_suffix('.sqlite').resolve()}"
+    if args.url is None and not args.resume.with_suffix(".sqlite").is_file():
+        raise SystemExit(f"--resume: no database beside the report ({args.resume.with_suffix('.sqlite')})")
+    began = time.monotonic()
+    log = args.resume.with_name(f"{args.resume.stem}-resumed.serve.log")
+    with suite.service(database, log) if args.url is None else suite._given(args.url) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            stored = client.get("/jobs", params={"limit": 500}).json()["items"]
+            by_problem = {(j["shape"], j["problem"]["dtype"]): j for j in sorted(stored, key=lambda j: j["id"])}
+            priors, jobs = [], []
+            for d in chosen:
+                key = (d.problem.shape, d.problem.dtype)
+                if key in by_problem and key in asked:
+                    before = asked[key]
+                    ratio = before.get("predicted_ratio") or before.get("measured_before_ratio")
+                    priors.append(Prior(before.get("prior", "not known"),
+                                        before.get("predicted_config"), ratio))
+                    jobs.append({"shape": key[0], "dtype": key[1], "class": d.label, "job_id": by_problem[key]["id"]})
+                else:
+                    priors.append(probe(client, d, args.source))
+                    jobs += suite.queue(client, [(d.problem.shape, d.problem.dtype, d.label)], trials)
+            suite.wait(client, jobs, args.deadline_s, since=began)
+            scored = [scored_entry(client, d, p, j, args.source) for d, p, j in zip(chosen, priors, jobs, strict=True)]
+    cards = sorted({p["provenance"]["gpu_name"] for p in scored if p.get("ratio")} | ({cut["gpu"]} - {None}))
+    if len(cards) > 1:
+        raise SystemExit(f"--resume: the draw's measurements come from {', '.join(cards)}; not written")
+    started = datetime.fromisoformat(cut["started_at"])
+    result = report(scored, seed=seed, trials=trials, wall_s=(cut.get("wall_s") or 0) + time.monotonic() - began,
+                    started=started, source=args.source, database_at_start=cut.get("database_at_start"),
+                    concurrent_jobs=cut.get("concurrent_jobs"), catalogue_sha=cut.get("catalogue_sha256"),
+                    drawn=problems is None)
+    result["resumed"] = {"from": args.resume.name, "cut_after_s": cut.get("wall_s"),
+                         "finished_before_the_cut": sum(p.get("state") in suite.FINISHED for p in cut["problems"])}
+    out = args.resume.with_name(f"{started.date().isoformat()}-{seed}-resumed")
+    if result["unmeasured"] or result["unfinished"]:
+        out = out.with_name(out.name + "-partial")
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    text = markdown(result)
+    out.with_suffix(".md").write_text(text)
+    print(text)
     return 0 if not result["unmeasured"] else 1
 
 

@@ -27,6 +27,8 @@
 #   bash bench/gpu_session.sh noise             # measurement noise (~2-3 min): $OUT/noise.json
 #   bash bench/gpu_session.sh kit SET [smoke|all] [ONLY]  # a prebuilt kit: smoke run, then timing vs cuBLAS
 #   bash bench/gpu_session.sh generalize ARGS...   # bench/generalize.py ARGS (a random draw through its own service)
+#   bash bench/gpu_session.sh generalize-resume REPORT [ARGS...]   # finish a draw cut short (REPORT and the
+#                                               # .sqlite beside it) on a GPU of its model
 #   bash bench/gpu_session.sh fp8 ARGS...       # bench/fp8_suite.py ARGS (--out $OUT/NAME), then its trials table
 #   bash bench/gpu_session.sh tuner-quality NAME|REPORT [ARGS...]   # bench/tuner_quality.py over the draw of step
 #                                               # NAME, or a draw's report on file
@@ -364,6 +366,19 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
       [ -e "$db" ] && python3 -m bench.suite_trials "$db" --out "${db%.sqlite}-trials.csv" > /dev/null 2>&1
     done
     grep -E "^- |^\| " "$OUT"/*.md 2>/dev/null | cut -c1-200 | head -n 50
+    tail -n 5 "$OUT/generalize.log"
+    exit $rc ;;
+  generalize-resume)
+    # A draw cut short (REPORT: its <date>-<seed>.json, the .sqlite beside it) finished on this GPU by a
+    # service on its database (bench/generalize.py --resume): $OUT/<date>-<seed>-resumed.{json,md}.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    cp "$2" "${2%.json}.sqlite" "$OUT/"
+    report="$OUT/$(basename "$2")"
+    TIRTUNE_CONCURRENT_JOBS=${TIRTUNE_CONCURRENT_JOBS:-4} python3 -m bench.generalize --resume "$report" "${@:3}" \
+      > "$OUT/generalize.log" 2>&1
+    rc=$?
+    python3 -m bench.suite_trials "${report%.json}.sqlite" --out "${report%.json}-resumed-trials.csv" > /dev/null 2>&1
+    grep -E "^- |^\| " "$OUT"/*-resumed*.md 2>/dev/null | cut -c1-200 | head -n 50
     tail -n 5 "$OUT/generalize.log"
     exit $rc ;;
   fp8)

@@ -294,16 +294,20 @@ def _median_of(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int) -> list[float]:
+def _interleaved(launches: Sequence[Callable[[], Any]], flush: Any, reps: int,
+                 hold_ms_per_rep: float | None = None) -> list[float]:
     """Median ms of each launch, the launches timed in turn for ROUNDS rounds, the first of a
-    round rotating (the measuring child's event timing, L2 flushed before every launch)."""
+    round rotating (the measuring child's event timing, L2 flushed before every launch).
+    `hold_ms_per_rep`: the hold's first share per launch (timed_events' default where None); a
+    launch that queues many small kernels needs more, or the GPU waits on the host between them."""
     import torch
 
+    hold = {} if hold_ms_per_rep is None else {"hold_ms_per_rep": hold_ms_per_rep}
     times: list[list[float]] = [[] for _ in launches]
     for r in range(ROUNDS):
         for j in range(len(launches)):
             i = (j + r) % len(launches)
-            times[i] += timed_events(torch, launches[i], flush, reps)
+            times[i] += timed_events(torch, launches[i], flush, reps, **hold)
     return [statistics.median(t) for t in times]
 
 

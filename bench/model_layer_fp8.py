@@ -24,7 +24,10 @@ Three layers share those weights and inputs:
 The FP8 layers differ only in their GEMMs, so `speedup_vs_torch_fp8` is what the tuned kernels
 give a model served in FP8, quantization included in both; `speedup_vs_16bit` is what FP8 itself
 gives. Timing and errors as bench/model_layer.py: CUDA events, L2 flushed (256 MiB) before every
-repetition, layers interleaved in rounds (the first rotating), medians; `max_rel_error` is the
+repetition, layers interleaved in rounds (the first rotating), medians, with the GPU held long
+enough for a layer's launches to be queued (`HOLD_MS_PER_REP`). The three layers are also captured
+in CUDA graphs and replayed (`*_graph_ms`): the GPU's time with no host between the kernels, as a
+server that replays its decode steps sees it. `max_rel_error` is the
 largest relative Frobenius error of the tirtune layer's outputs against the torch FP8 layer's
 (the same quantized operands: what the kernels add), judged against twice the measuring child's
 FP8 tolerance at the layer's deepest K (`runner.verify.tolerance`: two GEMMs each within it of the
@@ -32,7 +35,9 @@ float32 product), and `quantization_rel_error` the torch FP8 layer's against the
 (what FP8 costs, for the record). Writes OUT.json and OUT.md:
 {"date", "gpu", "driver", "torch", "cuda", "tvm_ffi", "template_version", "model", "dtype", "scaling",
  "timing", "cases": [{"tokens", "torch_ms", "torch_fp8_ms", "tirtune_ms", "speedup_vs_torch_fp8",
- "speedup_vs_16bit", "max_rel_error", "quantization_rel_error", "tolerance", "within_tolerance",
+ "speedup_vs_16bit", "torch_graph_ms", "torch_fp8_graph_ms", "tirtune_graph_ms", "speedup_vs_torch_fp8_graph",
+ "speedup_vs_16bit_graph", "graph_rel_error" (or "graph_error": why the capture failed), "max_rel_error",
+ "quantization_rel_error", "tolerance", "within_tolerance",
  "gemms": [{"name", "problem", "torch_fp8_ms", "tirtune_ms", "speedup", "rel_error", "kernel",
  "tuned_ratio"}]}]}.
 """
@@ -61,6 +66,13 @@ from bench.model_layer import (
 from tirtune.runner.verify import relative_error, tolerance
 
 SCALINGS = ("tensor", "rowcol", "block")
+# The hold's first share per timed launch (tirtune.runner.measure.timed_events, which doubles it when
+# the host's queueing outlasts it): an FP8 layer queues about 30 small kernels a call (the eager
+# activation quantization of four projections, the GEMMs, SiLU(gate) * up). With the default
+# 0.1 ms the host outlasted every hold at 16 tokens on an H100, so the GPU waited on it between
+# launches and the layer measured 8x the 16-bit one
+# (bench/results/model-layer/2026-12-07-fp8-tensor-h100.md).
+HOLD_MS_PER_REP = 2.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,7 +167,7 @@ def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: A
     for name, (n, k) in shape.weights().items():
         a = inputs[name]
         theirs, mine = through(plain, functools.partial(fp8[name], a)), through(tuned, functools.partial(fp8[name], a))
-        t_theirs, t_mine = _interleaved([theirs, mine], flush, reps)
+        t_theirs, t_mine = _interleaved([theirs, mine], flush, reps, HOLD_MS_PER_REP)
         gemms.append({"name": name, "problem": f"{m}x{n}x{k}", "torch_fp8_ms": t_theirs, "tirtune_ms": t_mine,
                       "speedup": t_theirs / t_mine, "rel_error": relative_error(mine(), theirs())})
     sixteen = layer_forward(ref, inputs)
@@ -163,12 +175,47 @@ def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: A
     base = theirs_layer()
     errors = [relative_error(a, b) for a, b in zip(mine_layer(), base, strict=True)]
     quantization = [relative_error(a, b) for a, b in zip(base, sixteen(), strict=True)]
-    t16, t_theirs, t_mine = _interleaved([sixteen, theirs_layer, mine_layer], flush, reps)
+    t16, t_theirs, t_mine = _interleaved([sixteen, theirs_layer, mine_layer], flush, reps, HOLD_MS_PER_REP)
+    graphs = graphed([sixteen, theirs_layer, mine_layer], base, flush, reps)
     return {"tokens": m, "torch_ms": t16, "torch_fp8_ms": t_theirs, "tirtune_ms": t_mine,
-            "speedup_vs_torch_fp8": t_theirs / t_mine, "speedup_vs_16bit": t16 / t_mine,
+            "speedup_vs_torch_fp8": t_theirs / t_mine, "speedup_vs_16bit": t16 / t_mine, **graphs,
             "max_rel_error": max(errors), "quantization_rel_error": max(quantization), "tolerance": bound,
             "within_tolerance": max(errors) <= bound and all(g["rel_error"] <= bound for g in gemms),
             "gemms": gemms}
+
+
+def _captured(layer: Callable[[], list[Any]]) -> tuple[Any, list[Any]]:
+    """`layer` captured in a CUDA graph after a warm run on a side stream (every problem resolved
+    and loaded before the capture): the graph and the outputs its replays write."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        layer()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = layer()
+    return graph, outputs
+
+
+def graphed(layers: Sequence[Callable[[], list[Any]]], base: list[Any], flush: Any, reps: int) -> dict[str, Any]:
+    """The 16-bit, torch FP8 and tirtune FP8 layers each captured in a CUDA graph and replayed,
+    interleaved in rounds: the GPU's time with no host in it (how a server replays a decode step),
+    and the replayed tirtune layer's error against the eager torch FP8 layer's outputs `base`.
+    A capture that fails is reported, not fatal: the eager figures stand on their own."""
+    try:
+        captured = [_captured(layer) for layer in layers]
+        for graph, _ in captured:
+            graph.replay()
+        error = max(relative_error(a, b) for a, b in zip(captured[2][1], base, strict=True))
+        t16, t_theirs, t_mine = _interleaved([g.replay for g, _ in captured], flush, reps)
+    except Exception as e:  # noqa: BLE001 - any capture failure is a finding to report
+        return {"graph_error": f"{type(e).__name__}: {e}"}
+    return {"torch_graph_ms": t16, "torch_fp8_graph_ms": t_theirs, "tirtune_graph_ms": t_mine,
+            "speedup_vs_torch_fp8_graph": t_theirs / t_mine, "speedup_vs_16bit_graph": t16 / t_mine,
+            "graph_rel_error": error}
 
 
 def to_markdown(r: dict[str, Any]) -> str:
@@ -191,6 +238,17 @@ def to_markdown(r: dict[str, Any]) -> str:
         lines.append(f"| {c['tokens']} | {c['torch_ms']:.4f} | {c['torch_fp8_ms']:.4f} | {c['tirtune_ms']:.4f} | "
                      f"{c['speedup_vs_torch_fp8']:.3f}x | {c['speedup_vs_16bit']:.3f}x | {c['max_rel_error']:.1e} "
                      f"({c['tolerance']:.0e}) | {c['quantization_rel_error']:.1e} |")
+    lines += ["", "Each layer captured in a CUDA graph and replayed (no host time between its kernels):", "",
+              "| tokens | torch 16-bit ms | torch FP8 ms | tirtune FP8 ms | vs torch FP8 | vs 16-bit "
+              "| max rel. error |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for c in r["cases"]:
+        if "tirtune_graph_ms" not in c:
+            lines.append(f"| {c['tokens']} | capture failed: {c.get('graph_error', 'not run')} | | | | | |")
+            continue
+        lines.append(f"| {c['tokens']} | {c['torch_graph_ms']:.4f} | {c['torch_fp8_graph_ms']:.4f} | "
+                     f"{c['tirtune_graph_ms']:.4f} | {c['speedup_vs_torch_fp8_graph']:.3f}x | "
+                     f"{c['speedup_vs_16bit_graph']:.3f}x | {c['graph_rel_error']:.1e} |")
     lines += ["",
               "| tokens | GEMM | problem | torch FP8 ms | tirtune ms | speedup | kernel | tuned ratio | rel. error |",
               "| ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]

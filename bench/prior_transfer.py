@@ -70,26 +70,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lent", default="NVIDIA H200", help="the GPU model whose shipped prior is lent")
     ap.add_argument("--weights", default="3,10", help="the table rows' weights for the both-xW variants")
     ap.add_argument("--seeds", default="0,1,2", help="the learner's seeds, one report each")
+    ap.add_argument("--own-prior", default=None,
+                    help="the own rows: this GPU model's shipped prior (every problem of it but the one held out) "
+                    "instead of the table's other problems; the table's problems are held out in turn")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     own = read_table(args.table)
-    reports = [study(own, args.lent, args.weights, int(seed)) for seed in args.seeds.split(",")]
+    pool = None if args.own_prior is None else list(load_prior(args.own_prior).samples)
+    if pool is not None and not pool:
+        ap.error(f"--own-prior: no shipped prior of {args.own_prior!r}")
+    reports = [study(own, args.lent, args.weights, int(seed), pool) for seed in args.seeds.split(",")]
     args.out.write_text(json.dumps({"table": str(args.table), "reports": reports}, indent=1) + "\n")
     return 0
 
 
-def study(own: list[Sample], lent_gpu: str, weight_list: str, seed: int) -> dict[str, object]:
-    """One seed's leave-one-problem-out report (module docstring)."""
+def study(
+    own: list[Sample], lent_gpu: str, weight_list: str, seed: int, pool: list[Sample] | None = None
+) -> dict[str, object]:
+    """One seed's leave-one-problem-out report (module docstring); `pool`: the rows the `own` and
+    `both` fits learn from (less the held-out problem's), where not the table's own."""
     lent = list(load_prior(lent_gpu).samples)
     by_problem: dict[Problem, list[Sample]] = defaultdict(list)
     for s in own:
         by_problem[s.problem].append(s)
     problems = sorted(by_problem, key=lambda p: (p.m, p.n, p.k, p.dtype))
-    variants = ["lent", "own", "both", *(f"both-x{w}" for w in weight_list.split(","))]
+    variants = ["lent", "own", "both", *(f"both-x{w}" for w in weight_list.split(",") if w.strip())]
     per: dict[str, list[dict[str, object]]] = {v: [] for v in variants}
     lent_model = fit(lent, problem_weights(lent), seed)
     for held in problems:
-        rest = [s for s in own if s.problem != held]
+        rest = [s for s in (own if pool is None else pool) if s.problem != held]
         tests = by_problem[held]
         best = max(s.ratio for s in tests)
         x = matrix([(s.config, s.problem) for s in tests])
@@ -130,6 +139,7 @@ def study(own: list[Sample], lent_gpu: str, weight_list: str, seed: int) -> dict
         "lent": lent_gpu,
         "lent_samples": len(lent),
         "own_samples": len(own),
+        "own_from": "the table" if pool is None else f"the shipped prior ({len(pool)} rows)",
         "problems": len(problems),
         "seed": seed,
         "learner": {"params": PARAMS, "rounds": ROUNDS},

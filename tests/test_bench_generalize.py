@@ -205,7 +205,16 @@ def test_a_dry_run_prints_the_draw_and_touches_nothing(tmp_path: Path, capsys: p
 
 
 def test_refused_arguments(tmp_path: Path) -> None:
-    for argv in (["--trials", "97"], ["--trials", "0"], ["--problems", "0"], ["--source", "replay"]):
+    report = tmp_path / "cut.json"
+    report.write_text("{}")
+    for argv in (
+        ["--trials", "97"],
+        ["--trials", "0"],
+        ["--problems", "0"],
+        ["--source", "replay"],
+        ["--resume", str(tmp_path / "missing.json")],
+        ["--resume", str(report), "--seed", "3"],
+    ):
         with pytest.raises(SystemExit):
             generalize.main([*argv, "--dry-run", "--out-dir", str(tmp_path)])
 
@@ -308,3 +317,35 @@ def test_a_run_tunes_each_problem_through_the_service_and_writes_its_report(
     ]
     assert [u["problem"] for u in rescored["not_finished"]] == ["16x4096x4096"]
     assert "PARTIAL" in partial.with_suffix(".md").read_text()
+
+
+def test_a_run_cut_short_is_resumed_and_scored_as_one_draw(replaying_service: str, tmp_path: Path) -> None:
+    out = tmp_path / "generalize"
+    base = ["--url", replaying_service, "--source", "replay", "--trials", "4", "--out-dir", str(out)]
+    # Cut at once: both jobs queued, neither waited on, so the report lists them unfinished.
+    generalize.main([*base, "--seed", "11", "--deadline-s", "0"], problems=RECORDED[:2])
+    (cut_path,) = out.glob("*-11.json")
+    cut = json.loads(cut_path.read_text())
+    assert [p["problem"] for p in cut["problems"]] == ["4096x4096x4096", "4096x14336x4096"]
+    assert len(cut["unfinished"]) == 2 and "PARTIAL" in cut_path.with_suffix(".md").read_text()
+
+    # Resumed: the two stored jobs are waited on, the problem the cut run never reached is asked
+    # about and queued, and the three are scored as one draw under the cut run's seed and budget.
+    assert generalize.main([*base, "--resume", str(cut_path), "--deadline-s", "300"], problems=RECORDED) == 0
+    (done_path,) = out.glob("*-11-resumed.json")
+    done = json.loads(done_path.read_text())
+    assert (done["seed"], done["trials_per_problem"], done["scored"]) == (11, 4, 3)
+    assert not done["unfinished"] and not done["unmeasured"]
+    assert [p["job_id"] for p in done["problems"][:2]] == [p["job_id"] for p in cut["problems"]]
+    assert done["problems"][2]["job_id"] not in {p["job_id"] for p in cut["problems"]}
+    assert done["problems"][2]["prior"] in ("predicted", "measured")
+    assert all(p["state"] == "DONE" and p["ratio"] > 0 for p in done["problems"])
+    assert done["resumed"] == {"from": cut_path.name, "cut_after_s": cut["wall_s"], "finished_before_the_cut": 0}
+    assert done["wall_s"] >= cut["wall_s"] and "resumed: the run was cut" in done_path.with_suffix(".md").read_text()
+
+    # A draw is never mixed from two GPU models: a cut run measured on another card is refused.
+    cut["gpu"] = "Another GPU"
+    other = out / "other-11.json"
+    other.write_text(json.dumps(cut))
+    with pytest.raises(SystemExit, match="Another GPU"):
+        generalize.main([*base, "--resume", str(other), "--deadline-s", "300"], problems=RECORDED[:2])

@@ -42,9 +42,13 @@ def test_the_report_renders_every_case_and_gemm() -> None:
     result = {"date": "2026-12-07T10:00:00+00:00", "gpu": "NVIDIA H200", "compute_capability": "9.0",
               "driver": "580", "cuda": "13.0", "torch": "2.11", "tvm_ffi": "0.1", "template_version": "hopper-gemm/5",
               "model": "Llama-3-8B", "dtype": "bfloat16", "scaling": "rowcol", "timing": "events", "dispatch": "all",
-              "cases": [case, {**case, "tokens": 8192}]}
+              "cases": [case, {**case, "tokens": 8192, "graph_error": "RuntimeError: capture"}]}
+    case.update({"torch_graph_ms": 0.09, "torch_fp8_graph_ms": 0.05, "tirtune_graph_ms": 0.04,
+                 "speedup_vs_torch_fp8_graph": 1.25, "speedup_vs_16bit_graph": 2.25, "graph_rel_error": 1e-3})
     md = to_markdown(result)
     assert "rowcol scaling" in md and "| 16 | 0.1000 | 0.0700 | 0.0600 | 1.167x | 1.667x |" in md
+    assert "| 16 | 0.0900 | 0.0500 | 0.0400 | 1.250x | 2.250x | 1.0e-03 |" in md
+    assert "| 8192 | capture failed: RuntimeError: capture |" in md
     assert md.count("| down |") == 2 and "torch (nobody tuned it)" in md and "| 8192 |" in md
 
 

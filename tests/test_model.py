@@ -16,11 +16,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from bench import model_prior
 from tirtune.core import Candidate, Config, Outcome, Problem, Provenance, RunResult, Sample, Source, Stack
 from tirtune.db import repo, transaction
+from tirtune.model import prior as prior_module
 from tirtune.model.features import FEATURES, features, matrix
 from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
 from tirtune.model.learner import MIN_SAMPLES, problem_weights, train
-from tirtune.model.prior import OWN_PROBLEMS_ALONE, load_prior, prior_for, prior_gpus, prior_path
+from tirtune.model.prior import OWN_PROBLEMS_ALONE, Prior, load_prior, prior_for, prior_gpus, prior_path
 from tirtune.model.search import SearchSettings, rank_space, tile_key
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.hopper import HOPPER
@@ -272,20 +273,32 @@ def test_a_gpu_model_without_a_prior_learns_from_its_branchs_shipped_one() -> No
     assert ModelKeeper(_loader([], [])).model("NVIDIA B200", "blackwell-") is None
 
 
-def test_a_gpu_model_with_a_small_prior_learns_from_it_beside_the_lent_one() -> None:
-    """The H100's shipped prior covers fewer than OWN_PROBLEMS_ALONE problems: its model learns from
-    those rows followed by the H200's, and names both; the H200's own (more problems) stands alone."""
+def test_a_gpu_model_with_a_small_prior_learns_from_it_beside_the_lent_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU model whose shipped prior covers fewer than OWN_PROBLEMS_ALONE problems learns from
+    those rows followed by the H200's, and names both; one that covers as many stands alone, as the
+    H200's does. The H100's shipped prior, cut to its first 30 problems, stands in for a small one."""
     h100 = "NVIDIA H100 80GB HBM3"
-    own = load_prior(h100)
-    assert own.samples and own.gpu_name == h100  # shipped: bench/model_prior.py --gpu
-    assert 0 < len({s.problem for s in own.samples}) < OWN_PROBLEMS_ALONE <= len({s.problem for s in PRIOR.samples})
+    shipped = load_prior(h100)
+    assert shipped.samples and shipped.gpu_name == h100  # shipped: bench/model_prior.py --gpu
+    problems = list(dict.fromkeys(s.problem for s in shipped.samples))
+    assert len(problems) >= OWN_PROBLEMS_ALONE <= len({s.problem for s in PRIOR.samples})
+    alone = prior_for(h100)
+    assert (alone.samples, alone.digest, alone.gpu_name) == (shipped.samples, shipped.digest, h100)  # stands alone
+    assert prior_for(H200).samples == PRIOR.samples
+
+    kept = set(problems[:30])
+    small = Prior(tuple(s for s in shipped.samples if s.problem in kept), "small", h100)
+    real = prior_module.load_prior
+    monkeypatch.setattr(
+        prior_module, "load_prior", lambda gpu, prefix="hopper-": small if gpu == h100 else real(gpu, prefix)
+    )
     joined = prior_for(h100)
-    assert joined.samples == own.samples + PRIOR.samples and joined.gpu_name == f"{h100} + {H200}"
-    assert joined.digest not in (own.digest, PRIOR.digest) and prior_gpus(joined.gpu_name) == (h100, H200)
+    assert joined.samples == small.samples + PRIOR.samples and joined.gpu_name == f"{h100} + {H200}"
+    assert joined.digest not in (small.digest, PRIOR.digest) and prior_gpus(joined.gpu_name) == (h100, H200)
     assert prior_gpus("") == () and prior_for(H200).samples == PRIOR.samples
     keeper = ModelKeeper(_loader([], []))
     model = keeper.model(h100, "hopper-")
-    assert model is not None and model.samples == len(own) + len(PRIOR)
+    assert model is not None and model.samples == len(small) + len(PRIOR)
     assert keeper.prior_gpu(h100, "hopper-") == f"{h100} + {H200}"
 
 
