@@ -505,8 +505,13 @@ def resume(args: argparse.Namespace, problems: Sequence[Drawn] | None = None) ->
     run's trial budget, and the whole draw is scored as one run. Only on a GPU of the run's model:
     each ratio is against cuBLAS on that card, so a draw is never mixed from two. What GET /best
     said before tuning comes from the cut run's report for the problems it had asked about."""
-    cut = json.loads(args.resume.read_text())
-    seed, trials = int(cut["seed"]), int(cut["trials_per_problem"])
+    try:
+        cut = json.loads(args.resume.read_text())
+        seed, trials = int(cut["seed"]), int(cut["trials_per_problem"])
+        datetime.fromisoformat(cut["started_at"])
+        asked = {(p["problem"], p["dtype"]): p for p in cut["problems"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--resume: {args.resume} is not a draw's report ({type(e).__name__}: {e})") from None
     if cut.get("catalogue_sha256") not in (None, catalogue_digest(args.catalogue)) and problems is None:
         raise SystemExit(f"--resume: {args.resume} was drawn from another catalogue ({cut['catalogue_sha256']})")
     chosen = list(problems) if problems is not None else draw(catalogue(args.catalogue), len(cut["problems"]), seed)
@@ -514,7 +519,6 @@ def resume(args: argparse.Namespace, problems: Sequence[Drawn] | None = None) ->
     if here is not None and cut.get("gpu") and here != cut["gpu"]:
         raise SystemExit(f"--resume: the run measured on {cut['gpu']}, this machine has {here}; "
                          "resume it on the same GPU model")
-    asked = {(p["problem"], p["dtype"]): p for p in cut["problems"]}
     database = f"sqlite:///{args.resume.with_suffix('.sqlite').resolve()}"
     if args.url is None and not args.resume.with_suffix(".sqlite").is_file():
         raise SystemExit(f"--resume: no database beside the report ({args.resume.with_suffix('.sqlite')})")

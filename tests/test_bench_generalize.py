@@ -217,6 +217,8 @@ def test_refused_arguments(tmp_path: Path) -> None:
     ):
         with pytest.raises(SystemExit):
             generalize.main([*argv, "--dry-run", "--out-dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="is not a draw's report"):  # a message, not a traceback
+        generalize.main(["--resume", str(report)])
 
 
 # Drawable problems that bench/data holds recordings of (Llama 3 8B: o unsplit, gate_up and o at tp 2).
