@@ -32,6 +32,8 @@
 #   bash bench/gpu_session.sh fp8 ARGS...       # bench/fp8_suite.py ARGS (--out $OUT/NAME), then its trials table
 #   bash bench/gpu_session.sh tuner-quality NAME|REPORT [ARGS...]   # bench/tuner_quality.py over the draw of step
 #                                               # NAME, or a draw's report on file
+#   bash bench/gpu_session.sh trial-cost KIT [PASSES]   # what a trial's measurement costs, settings varied
+#                                               # (bench/trial_cost.py; prebuild set trial-cost): $OUT/trial-cost.*
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
 #   bash bench/gpu_session.sh suite-wait        # the next call: wait for it, bring back suite.{json,md,sqlite}
 #   bash bench/gpu_session.sh sweep [SET] [JOBS]   # build a set on the GPU host, then its smoke run
@@ -255,6 +257,18 @@ case "$1" in
       ${EXCL:+--exclude "$EXCL"} --processes "${PROCESSES:-2}" --rounds 5 --timeout 15 --out "$OUT/perf" \
       > "$OUT/perf.log" 2>&1
     grep -E "^\|" "$OUT/perf.log" | cut -c1-220 ;;
+  trial-cost)
+    # What one tuning trial's measurement costs, and whether cheaper settings move its ratio
+    # (bench/trial_cost.py) over a prebuilt kit (prebuild set trial-cost), tvm-ffi from .whl/:
+    # $OUT/trial-cost.{json,md,log}.
+    ffi_from_whl
+    unpack_kit "$2"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    python3 -m bench.trial_cost "$2" --out "$OUT/trial-cost" ${3:+--passes "$3"} > "$OUT/trial-cost.log" 2>&1
+    rc=$?
+    grep -E "^- |^\| " "$OUT/trial-cost.md" 2>/dev/null | cut -c1-240
+    tail -n 3 "$OUT/trial-cost.log"
+    exit $rc ;;
   suite)
     # The 20-problem suite through the service (bench/suite.py, its own `tirtune serve`), started in
     # a process session of its own so it outlives this call: suite-wait collects it in the next one.

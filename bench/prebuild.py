@@ -1692,6 +1692,28 @@ def _swap_staged_mid() -> list[tuple[Config, Problem]]:
     return out
 
 
+def _trial_cost() -> list[tuple[Config, Problem]]:
+    """Kept configs of a random draw (generalize/2026-12-07-2487683144-h100.md) whose kernels run
+    from a few microseconds to several milliseconds: what one tuning trial's measurement costs
+    across kernel lengths, under the measuring child's settings and variations of them
+    (bench/trial_cost.py)."""
+    rows = (
+        (Problem(1, 4608, 18432, "float16"), "64x8x256 s4 c1 ws persist gcol swap l2 first/none p256B pftm"),
+        (Problem(12, 3456, 5120, "bfloat16"), "64x16x256 s5 c1 ws persist swap l2 first/none p256B pftm krot"),
+        (Problem(69, 4608, 512, "bfloat16"),
+         "64x72x64 s8 c2 ws persist tma_chunked pingpong swap l2 first/none p256B pftm"),
+        (Problem(1018, 768, 2048, "bfloat16"), "64x104x64 s8 c1 ws persist g16 tma_chunked swap"),
+        (Problem(444, 4096, 11008, "bfloat16"), "64x256x64 s5 c1 ws persist g16 tma_chunked l2 last/first p256B"),
+        (Problem(330, 36864, 4608, "bfloat16"),
+         "128x216x64 s4 c2 ws persist g16 tma_chunked r240/24 l2 last/first p256B"),
+        (Problem(5393, 7168, 1792, "bfloat16"),
+         "128x184x64 s4 c2 ws persist g16 tma_chunked pingpong r232/24 pftm"),
+        (Problem(2942, 57344, 8192, "float16"),
+         "128x176x64 s4 c2 ws persist g16 tma_chunked pingpong r240/24 p256B"),
+    )
+    return [(Config.from_label(label, HOPPER_KNOBS), problem) for problem, label in rows]
+
+
 def _swap_staged_fp8() -> list[tuple[Config, Problem]]:
     """The FP8 suite's problems whose kept config on the H200 was a swapped tile storing from
     registers (fp8/2026-12-06-suite.md: 2048^3 0.971, 1024^3 0.967, 8192x8192x1024 0.839, 4000^3
@@ -2080,6 +2102,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "swap-staged-mid": _swap_staged_mid,
     "swap-staged-fuzz": lambda: _fuzz_swap_staged(300, seed=63),
     "swap-staged-fp8": _swap_staged_fp8,
+    # A draw's kept configs from microseconds to milliseconds: what a trial's measurement costs.
+    "trial-cost": _trial_cost,
     "fp8-block-mid": _block_mid,
     # 300 random valid points with uneven multicast slices, for the smoke run.
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),

@@ -53,6 +53,14 @@ L2_FLUSH_BYTES = 256 << 20
 COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
+MAX_REPS = 200  # timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches)
+# The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
+# the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
+# measuring thread between a start event and its kernel, and the event pair would time the gap.
+HOLD_MS_PER_REP = 0.1  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded
+HOLD_MIN_MS = 1.0
+HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
+SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
 # A cold card flatters the first timings by a few percent: a new measuring child runs GEMMs this
 # long before it answers. A child that follows another straight away (a re-measurement's next
 # process) finds the card warm and needs only FOLLOWER_WARM_S (its first cuBLAS calls' set-up).
@@ -132,6 +140,11 @@ def serve(conn: Any, warm_s: float = WARM_S) -> None:
 
 
 class _Bench:
+    # The protocol's settings, per process so a study (bench/trial_cost.py) can vary them; the
+    # service's measuring child keeps these.
+    max_reps: int = MAX_REPS
+    hold_ms_per_rep: float = HOLD_MS_PER_REP
+
     def __init__(self, warm_s: float = WARM_S) -> None:
         import torch
 
@@ -260,7 +273,8 @@ class _Bench:
         launches = [lambda fn=fn: _call(fn, inputs, d) for fn in fns]
         cublas = baseline(torch, inputs, d)
         reps = [
-            max(2, min(200, int(req.target_ms / max(_median(self._events(f, 3)), 1e-3) / req.rounds))) for f in launches
+            max(2, min(self.max_reps, int(req.target_ms / max(_median(self._events(f, 3)), 1e-3) / req.rounds)))
+            for f in launches
         ]
         times: list[list[float]] = [[] for _ in fns]
         samples: list[list[tuple[float | None, float | None]]] = [[] for _ in fns]
@@ -296,7 +310,7 @@ class _Bench:
         kernel = lambda: _call(fn, inputs, d)  # noqa: E731
         cublas = baseline(torch, inputs, d)
         estimate = _median(self._events(kernel, 3))
-        reps = max(2, min(200, int(req.target_ms / max(estimate, 1e-3) / ROUNDS)))
+        reps = max(2, min(self.max_reps, int(req.target_ms / max(estimate, 1e-3) / ROUNDS)))
         times: list[float] = []
         ref: list[float] = []
         ratios: list[float] = []
@@ -310,16 +324,7 @@ class _Bench:
         return times, ref, ratios
 
     def _events(self, launch: Any, reps: int) -> list[float]:
-        return timed_events(self.torch, launch, self.flush, reps)
-
-
-# The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
-# the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
-# measuring thread between a start event and its kernel, and the event pair would time the gap.
-HOLD_MS_PER_REP = 0.1  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded
-HOLD_MIN_MS = 1.0
-HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
-SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
+        return timed_events(self.torch, launch, self.flush, reps, hold_ms_per_rep=self.hold_ms_per_rep)
 
 
 def timed_events(
