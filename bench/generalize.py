@@ -487,6 +487,11 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
     return 0 if not result["unmeasured"] else 1
 
 
+def latest_jobs(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """A stored run's jobs (GET /jobs items) by problem (shape, dtype): the latest job of each."""
+    return {(j["shape"], j["problem"]["dtype"]): j for j in sorted(jobs, key=lambda j: j["id"])}
+
+
 def visible_gpu() -> str | None:
     """The first visible GPU's name as nvidia-smi gives it (what the runner records), or None."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
@@ -527,7 +532,7 @@ def resume(args: argparse.Namespace, problems: Sequence[Drawn] | None = None) ->
     with suite.service(database, log) if args.url is None else suite._given(args.url) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             stored = client.get("/jobs", params={"limit": 500}).json()["items"]
-            by_problem = {(j["shape"], j["problem"]["dtype"]): j for j in sorted(stored, key=lambda j: j["id"])}
+            by_problem = latest_jobs(stored)
             priors, jobs = [], []
             for d in chosen:
                 key = (d.problem.shape, d.problem.dtype)
@@ -577,7 +582,7 @@ def rescore(args: argparse.Namespace, seed: int, chosen: Sequence[Drawn]) -> int
             # The run's start: its first job's creation (a fresh database holds this run's jobs only).
             started = min((datetime.fromisoformat(j["created_at"]) for j in jobs), default=datetime.now(UTC))
             started = started if started.tzinfo else started.replace(tzinfo=UTC)
-            by_problem = {(j["shape"], j["problem"]["dtype"]): j for j in sorted(jobs, key=lambda j: j["id"])}
+            by_problem = latest_jobs(jobs)
             scored, unfinished = [], []
             for d in chosen:
                 job = by_problem.get((d.problem.shape, d.problem.dtype))

@@ -231,20 +231,27 @@ def _one_at_a_time(layer: Callable[[dict[str, Any]], Callable[[], Any]], ref: di
     return rows, {"torch_ms": t[0], "tirtune_ms": t[-1]}
 
 
+def captured_graph(layer: Callable[[], list[Any]]) -> tuple[Any, list[Any]]:
+    """`layer` captured in a CUDA graph after a warm run on a side stream (every problem resolved
+    and loaded before the capture): the graph and the outputs its replays write."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        layer()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = layer()
+    return graph, outputs
+
+
 def _graph(tirtune_layer: Callable[[], list[Any]], torch_layer: Callable[[], list[Any]], flush: Any,
            reps: int) -> tuple[float | None, float | str | None]:
     """The tirtune layer captured in a CUDA graph and replayed: its time, and its outputs' error."""
-    import torch
-
     try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            tirtune_layer()  # warm: every problem resolved and loaded before capture
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = tirtune_layer()
+        graph, captured = captured_graph(tirtune_layer)
         graph.replay()
         error = max(relative_error(mine, theirs) for mine, theirs in zip(captured, torch_layer(), strict=True))
         [t] = _interleaved([graph.replay], flush, reps)

@@ -58,6 +58,7 @@ from bench.model_layer import (
     FLUSH_BYTES,
     ROUNDS,
     _interleaved,
+    captured_graph,
     environment,
     layer_forward,
     layer_inputs,
@@ -184,29 +185,13 @@ def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: A
             "gemms": gemms}
 
 
-def _captured(layer: Callable[[], list[Any]]) -> tuple[Any, list[Any]]:
-    """`layer` captured in a CUDA graph after a warm run on a side stream (every problem resolved
-    and loaded before the capture): the graph and the outputs its replays write."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        layer()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = layer()
-    return graph, outputs
-
-
 def graphed(layers: Sequence[Callable[[], list[Any]]], base: list[Any], flush: Any, reps: int) -> dict[str, Any]:
     """The 16-bit, torch FP8 and tirtune FP8 layers each captured in a CUDA graph and replayed,
     interleaved in rounds: the GPU's time with no host in it (how a server replays a decode step),
     and the replayed tirtune layer's error against the eager torch FP8 layer's outputs `base`.
     A capture that fails is reported, not fatal: the eager figures stand on their own."""
     try:
-        captured = [_captured(layer) for layer in layers]
+        captured = [captured_graph(layer) for layer in layers]
         for graph, _ in captured:
             graph.replay()
         error = max(relative_error(a, b) for a, b in zip(captured[2][1], base, strict=True))
