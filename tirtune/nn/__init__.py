@@ -11,10 +11,9 @@ import torch
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch.op import gemm, linear, pack_gate_up, unpack_gate_up
 from tirtune.dispatch.scaled import scaled_gemm
+from tirtune.nn.quantize import E4M3_MAX, quantize
 
 __all__ = ["FP8Linear", "GateUp", "Linear", "pack_gate_up", "unpack_gate_up"]
-
-E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 
 
 class Linear(torch.nn.Linear):
@@ -130,10 +129,11 @@ class FP8Linear(torch.nn.Module):
     dtype, is torch.bfloat16 (the default) or torch.float16 (the problem's epilogue then holds
     out_float16: its own tuned entry); the bias is kept in it.
 
-    forward(x) quantizes x ((..., K), any float dtype) to e4m3 with eager torch ops: x / input_scale when the
-    checkpoint has one; else, with block weight scales, one scale per token and 128-deep block of K
-    (the block's largest |x| over 448), with a per-channel weight scale one scale per token, and
-    with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm` multiplies: the tuned
+    forward(x) quantizes x ((..., K), any float dtype) to e4m3 (`tirtune.nn.quantize`: one Triton
+    kernel on a GPU, two for a dynamic per-tensor scale, the eager ops' values): x / input_scale when
+    the checkpoint has one; else, with block weight scales, one scale per token and 128-deep block
+    of K (the block's largest |x| over 448), with a per-channel weight scale one scale per token,
+    and with a per-tensor one a single scale over x. Then `tirtune.scaled_gemm` multiplies: the tuned
     kernel of (tokens, N, K) with that scaling ("block", "rowcol": a scale per token and per
     channel; "tensor": one each) where one was tuned, else torch's own (`tirtune.scaled_gemm`).
     y is of `out_dtype`."""
@@ -231,26 +231,20 @@ class FP8Linear(torch.nn.Module):
             q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return cls(q, scale.reshape(-1), bias, out_dtype=out_dtype)
 
+    @property
+    def activation_mode(self) -> str:
+        """How forward quantizes x (`tirtune.nn.quantize` modes): "block" (1x128 blocks), "static"
+        (the checkpoint's input_scale), "token" (a scale per token) or "tensor" (one scale)."""
+        if self.blocked:
+            return "block"
+        if self.input_scale is not None:
+            return "static"
+        return "token" if self.weight_scale.numel() > 1 else "tensor"
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
-        if self.blocked:  # one scale per token and 128-deep block of K
-            scale_blocks = (_block_amax(x.float(), 1, BLOCK_K) / E4M3_MAX).clamp_min(1e-12)
-            x8 = (x.float() / _spread(scale_blocks, x.shape, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-            y = scaled_gemm(
-                x8.contiguous(), self.weight, scale_blocks, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype
-            )
-            return y.reshape(*input.shape[:-1], self.out_features)
-        if self.input_scale is not None:
-            scale_x = self.input_scale
-        elif self.weight_scale.numel() > 1:
-            scale_x = (x.abs().amax(dim=1).float() / E4M3_MAX).clamp_min(1e-12)
-        else:
-            scale_x = (x.abs().amax().float() / E4M3_MAX).clamp_min(1e-12).reshape(1)
-        ratio = x.float() / (scale_x[:, None] if scale_x.numel() > 1 else scale_x)
-        x8 = ratio.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        y = scaled_gemm(
-            x8.contiguous(), self.weight, scale_x, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype
-        )
+        x8, scale_x = quantize(x, self.activation_mode, self.input_scale)
+        y = scaled_gemm(x8, self.weight, scale_x, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype)
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
