@@ -19,7 +19,10 @@ Three layers share those weights and inputs:
   a scaling this torch lacks, the Triton kernel `tirtune.scaled_gemm` falls back to), the same
   activation quantization;
 - `tirtune_ms`: the FP8 layer through `tirtune.scaled_gemm`, the tuned kernel of each problem from
-  the local database and build cache (torch's where nobody tuned it: each GEMM's `kernel` says).
+  the local database and build cache (torch's where nobody tuned it: each GEMM's `kernel` says);
+- `tirtune_eager_quantization_ms`: that layer quantizing its activations with the eager torch ops
+  rather than `tirtune.nn.quantize`'s Triton kernels (the same bytes):
+  `quantization_kernels_speedup` is what the kernels save a layer.
 
 The FP8 layers differ only in their GEMMs, so `speedup_vs_torch_fp8` is what the tuned kernels
 give a model served in FP8, quantization included in both; `speedup_vs_16bit` is what FP8 itself
@@ -36,7 +39,8 @@ float32 product), and `quantization_rel_error` the torch FP8 layer's against the
 {"date", "gpu", "driver", "torch", "cuda", "tvm_ffi", "template_version", "model", "dtype", "scaling",
  "timing", "cases": [{"tokens", "torch_ms", "torch_fp8_ms", "tirtune_ms", "speedup_vs_torch_fp8",
  "speedup_vs_16bit", "torch_graph_ms", "torch_fp8_graph_ms", "tirtune_graph_ms", "speedup_vs_torch_fp8_graph",
- "speedup_vs_16bit_graph", "graph_rel_error" (or "graph_error": why the capture failed), "max_rel_error",
+ "speedup_vs_16bit_graph", "tirtune_eager_quantization_ms", "quantization_kernels_speedup" (and their
+ "_graph" twins), "graph_rel_error" (or "graph_error": why the capture failed), "max_rel_error",
  "quantization_rel_error", "tolerance", "within_tolerance",
  "gemms": [{"name", "problem", "torch_fp8_ms", "tirtune_ms", "speedup", "rel_error", "kernel",
  "tuned_ratio"}]}]}.
@@ -45,6 +49,7 @@ float32 product), and `quantization_rel_error` the torch FP8 layer's against the
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import logging
@@ -173,20 +178,35 @@ def _case(m: int, shape: Any, ref: dict[str, Any], fp8: dict[str, Any], tuned: A
                       "speedup": t_theirs / t_mine, "rel_error": relative_error(mine(), theirs())})
     sixteen = layer_forward(ref, inputs)
     theirs_layer, mine_layer = through(plain, layer_forward(fp8, inputs)), through(tuned, layer_forward(fp8, inputs))
+    mine_eager = through(tuned, layer_forward(eager_quantization(fp8), inputs))
     base = theirs_layer()
     errors = [relative_error(a, b) for a, b in zip(mine_layer(), base, strict=True)]
+    errors += [relative_error(a, b) for a, b in zip(mine_eager(), base, strict=True)]
     quantization = [relative_error(a, b) for a, b in zip(base, sixteen(), strict=True)]
-    t16, t_theirs, t_mine = _interleaved([sixteen, theirs_layer, mine_layer], flush, reps, HOLD_MS_PER_REP)
-    graphs = graphed([sixteen, theirs_layer, mine_layer], base, flush, reps)
+    layers = [sixteen, theirs_layer, mine_layer, mine_eager]
+    t16, t_theirs, t_mine, t_eager = _interleaved(layers, flush, reps, HOLD_MS_PER_REP)
+    graphs = graphed(layers, base, flush, reps)
     return {"tokens": m, "torch_ms": t16, "torch_fp8_ms": t_theirs, "tirtune_ms": t_mine,
-            "speedup_vs_torch_fp8": t_theirs / t_mine, "speedup_vs_16bit": t16 / t_mine, **graphs,
+            "speedup_vs_torch_fp8": t_theirs / t_mine, "speedup_vs_16bit": t16 / t_mine,
+            "tirtune_eager_quantization_ms": t_eager, "quantization_kernels_speedup": t_eager / t_mine, **graphs,
             "max_rel_error": max(errors), "quantization_rel_error": max(quantization), "tolerance": bound,
             "within_tolerance": max(errors) <= bound and all(g["rel_error"] <= bound for g in gemms),
             "gemms": gemms}
 
 
+def eager_quantization(layers: dict[str, Any]) -> dict[str, Any]:
+    """Copies of the FP8 layers (sharing their weights) that quantize their activations with the
+    eager torch ops rather than the Triton kernels: what the kernels save, in the same run."""
+    copies = {}
+    for name, layer in layers.items():
+        copies[name] = copy.copy(layer)
+        copies[name].quantize_kernels = False
+    return copies
+
+
 def graphed(layers: Sequence[Callable[[], list[Any]]], base: list[Any], flush: Any, reps: int) -> dict[str, Any]:
-    """The 16-bit, torch FP8 and tirtune FP8 layers each captured in a CUDA graph and replayed,
+    """The 16-bit, torch FP8 and tirtune FP8 layers (and the last with eager quantization) each
+    captured in a CUDA graph and replayed,
     interleaved in rounds: the GPU's time with no host in it (how a server replays a decode step),
     and the replayed tirtune layer's error against the eager torch FP8 layer's outputs `base`.
     A capture that fails is reported, not fatal: the eager figures stand on their own."""
@@ -195,11 +215,12 @@ def graphed(layers: Sequence[Callable[[], list[Any]]], base: list[Any], flush: A
         for graph, _ in captured:
             graph.replay()
         error = max(relative_error(a, b) for a, b in zip(captured[2][1], base, strict=True))
-        t16, t_theirs, t_mine = _interleaved([g.replay for g, _ in captured], flush, reps)
+        t16, t_theirs, t_mine, t_eager = _interleaved([g.replay for g, _ in captured], flush, reps)
     except Exception as e:  # noqa: BLE001 - any capture failure is a finding to report
         return {"graph_error": f"{type(e).__name__}: {e}"}
     return {"torch_graph_ms": t16, "torch_fp8_graph_ms": t_theirs, "tirtune_graph_ms": t_mine,
             "speedup_vs_torch_fp8_graph": t_theirs / t_mine, "speedup_vs_16bit_graph": t16 / t_mine,
+            "tirtune_eager_quantization_graph_ms": t_eager, "quantization_kernels_speedup_graph": t_eager / t_mine,
             "graph_rel_error": error}
 
 
@@ -213,27 +234,30 @@ def to_markdown(r: dict[str, Any]) -> str:
         f"{r['dtype']}; {r['timing']}",
         f"- tirtune.scaled_gemm serves: {r['dispatch']}",
         "- torch 16-bit: torch.nn.Linear; torch FP8: the same quantized layer through torch's own scaled GEMM; "
-        "both FP8 layers quantize the activations with the same eager ops",
+        "both FP8 layers quantize the activations the same way (tirtune.nn.quantize's kernels); "
+        "'eager quant.': the tirtune layer quantizing with the eager torch ops instead",
         "",
-        "| tokens | torch 16-bit ms | torch FP8 ms | tirtune FP8 ms | vs torch FP8 | vs 16-bit | max rel. error "
-        "(tolerance) | FP8 vs 16-bit error |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| tokens | torch 16-bit ms | torch FP8 ms | tirtune FP8 ms | vs torch FP8 | vs 16-bit | eager quant. ms "
+        "| kernels vs eager quant. | max rel. error (tolerance) | FP8 vs 16-bit error |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in r["cases"]:
         lines.append(f"| {c['tokens']} | {c['torch_ms']:.4f} | {c['torch_fp8_ms']:.4f} | {c['tirtune_ms']:.4f} | "
-                     f"{c['speedup_vs_torch_fp8']:.3f}x | {c['speedup_vs_16bit']:.3f}x | {c['max_rel_error']:.1e} "
-                     f"({c['tolerance']:.0e}) | {c['quantization_rel_error']:.1e} |")
+                     f"{c['speedup_vs_torch_fp8']:.3f}x | {c['speedup_vs_16bit']:.3f}x | "
+                     f"{c['tirtune_eager_quantization_ms']:.4f} | {c['quantization_kernels_speedup']:.3f}x | "
+                     f"{c['max_rel_error']:.1e} ({c['tolerance']:.0e}) | {c['quantization_rel_error']:.1e} |")
     lines += ["", "Each layer captured in a CUDA graph and replayed (no host time between its kernels):", "",
               "| tokens | torch 16-bit ms | torch FP8 ms | tirtune FP8 ms | vs torch FP8 | vs 16-bit "
-              "| max rel. error |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| eager quant. ms | kernels vs eager quant. | max rel. error |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for c in r["cases"]:
         if "tirtune_graph_ms" not in c:
-            lines.append(f"| {c['tokens']} | capture failed: {c.get('graph_error', 'not run')} | | | | | |")
+            lines.append(f"| {c['tokens']} | capture failed: {c.get('graph_error', 'not run')} | | | | | | | |")
             continue
         lines.append(f"| {c['tokens']} | {c['torch_graph_ms']:.4f} | {c['torch_fp8_graph_ms']:.4f} | "
                      f"{c['tirtune_graph_ms']:.4f} | {c['speedup_vs_torch_fp8_graph']:.3f}x | "
-                     f"{c['speedup_vs_16bit_graph']:.3f}x | {c['graph_rel_error']:.1e} |")
+                     f"{c['speedup_vs_16bit_graph']:.3f}x | {c['tirtune_eager_quantization_graph_ms']:.4f} | "
+                     f"{c['quantization_kernels_speedup_graph']:.3f}x | {c['graph_rel_error']:.1e} |")
     lines += ["",
               "| tokens | GEMM | problem | torch FP8 ms | tirtune ms | speedup | kernel | tuned ratio | rel. error |",
               "| ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]

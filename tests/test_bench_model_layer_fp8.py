@@ -36,7 +36,8 @@ def test_the_report_renders_every_case_and_gemm() -> None:
     gemm = {"name": "down", "problem": "16x4096x14336", "torch_fp8_ms": 0.02, "tirtune_ms": 0.016, "speedup": 1.25,
             "rel_error": 1e-3, "kernel": "64x16x256 s8 c1 ws swap", "tuned_ratio": 1.2}
     case = {"tokens": 16, "torch_ms": 0.1, "torch_fp8_ms": 0.07, "tirtune_ms": 0.06, "speedup_vs_torch_fp8": 1.167,
-            "speedup_vs_16bit": 1.667, "max_rel_error": 2e-3, "quantization_rel_error": 3e-2, "tolerance": 0.07,
+            "speedup_vs_16bit": 1.667, "tirtune_eager_quantization_ms": 0.075, "quantization_kernels_speedup": 1.25,
+            "max_rel_error": 2e-3, "quantization_rel_error": 3e-2, "tolerance": 0.07,
             "within_tolerance": True, "gemms": [gemm, {**gemm, "name": "o", "kernel": "torch (nobody tuned it)",
                                                        "tuned_ratio": None}]}
     result = {"date": "2026-12-07T10:00:00+00:00", "gpu": "NVIDIA H200", "compute_capability": "9.0",
@@ -44,10 +45,12 @@ def test_the_report_renders_every_case_and_gemm() -> None:
               "model": "Llama-3-8B", "dtype": "bfloat16", "scaling": "rowcol", "timing": "events", "dispatch": "all",
               "cases": [case, {**case, "tokens": 8192, "graph_error": "RuntimeError: capture"}]}
     case.update({"torch_graph_ms": 0.09, "torch_fp8_graph_ms": 0.05, "tirtune_graph_ms": 0.04,
-                 "speedup_vs_torch_fp8_graph": 1.25, "speedup_vs_16bit_graph": 2.25, "graph_rel_error": 1e-3})
+                 "speedup_vs_torch_fp8_graph": 1.25, "speedup_vs_16bit_graph": 2.25,
+                 "tirtune_eager_quantization_graph_ms": 0.05, "quantization_kernels_speedup_graph": 1.25,
+                 "graph_rel_error": 1e-3})
     md = to_markdown(result)
-    assert "rowcol scaling" in md and "| 16 | 0.1000 | 0.0700 | 0.0600 | 1.167x | 1.667x |" in md
-    assert "| 16 | 0.0900 | 0.0500 | 0.0400 | 1.250x | 2.250x | 1.0e-03 |" in md
+    assert "rowcol scaling" in md and "| 16 | 0.1000 | 0.0700 | 0.0600 | 1.167x | 1.667x | 0.0750 | 1.250x |" in md
+    assert "| 16 | 0.0900 | 0.0500 | 0.0400 | 1.250x | 2.250x | 0.0500 | 1.250x | 1.0e-03 |" in md
     assert "| 8192 | capture failed: RuntimeError: capture |" in md
     assert md.count("| down |") == 2 and "torch (nobody tuned it)" in md and "| 8192 |" in md
 

@@ -241,9 +241,13 @@ class FP8Linear(torch.nn.Module):
             return "static"
         return "token" if self.weight_scale.numel() > 1 else "tensor"
 
+    # how forward quantizes x: the kernels (True), the eager ops (False), or by default the kernels
+    # where x is on a GPU and Triton loads (`tirtune.nn.quantize.quantize`)
+    quantize_kernels: bool | None = None
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input.reshape(-1, self.in_features)
-        x8, scale_x = quantize(x, self.activation_mode, self.input_scale)
+        x8, scale_x = quantize(x, self.activation_mode, self.input_scale, kernels=self.quantize_kernels)
         y = scaled_gemm(x8, self.weight, scale_x, self.weight_scale, bias=self.bias, out_dtype=self.out_dtype)
         return y.reshape(*input.shape[:-1], self.out_features)
 
