@@ -46,6 +46,7 @@ import httpx
 
 from bench import suite
 from tirtune.core import Problem
+from tirtune.runner.measure import Protocol
 from tirtune.space.models import DecoderShape
 
 CATALOGUE = Path(__file__).resolve().parent / "models"
@@ -316,6 +317,8 @@ def report(
         "source": source,
         **{k: base[k] for k in ("driver", "cuda", "tvm", "torch", "template_version", "wall_s")},
         "concurrent_jobs": concurrent_jobs,
+        # The measuring child's timing settings, from this environment, which the service inherits.
+        "measurement_protocol": Protocol.from_env().describe(),
         "cuda_visible_devices": base["cuda_visible_devices"],
         # False: the problems were given (a check against recordings), not drawn from the seed.
         "drawn_from_seed": drawn,
@@ -352,7 +355,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"template {r['template_version']}",
         f"- seed **{r['seed']}** (catalogue {r['catalogue_sha256']}): {len(r['problems'])} problems from "
         f"{len(r['models'])} models, each tuned by `POST /tune` with {r['trials_per_problem']} trials, scored by the "
-        f"measured `GET /best`; jobs at once: {r['concurrent_jobs'] or 'not known'}; {r['wall_s']} s in all",
+        f"measured `GET /best`; jobs at once: {r['concurrent_jobs'] or 'not known'}; {r['wall_s']} s in all"
+        + (f"; timing: {r['measurement_protocol']}" if r.get("measurement_protocol") else ""),
         *([] if r["enough_problems"] else [f"- fewer than {MIN_PROBLEMS} problems measured: a check, not a result"]),
         *(
             [

@@ -189,6 +189,13 @@ def test_serve_refuses_an_open_non_loopback_api(env: Path, capsys: pytest.Captur
     assert f"refusing to serve {host} without TIRTUNE_API_TOKEN" in err and "--allow-no-token" in err
 
 
+def test_serve_names_a_timing_setting_out_of_range(env: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIRTUNE_MEASURE_FLUSH_L2", "0.5")
+    assert main(["serve", "--no-worker"]) == 2  # before anything listens
+    assert "at least the L2" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True),
                                                 ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
                                                 ("10.0.0.1", False), ("example.org", False)])

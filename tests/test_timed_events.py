@@ -1,11 +1,15 @@
 """timed_events (the measuring child's timing loop) against a recording stand-in for torch: the
 launches are queued behind a sleeping kernel held longer than the queueing takes, and a block whose
-queueing outlasted its hold is timed again with twice the hold."""
+queueing outlasted its hold is timed again with twice the hold; and the protocol's settings a host
+sets by environment."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
+
+import pytest
 
 from tirtune.runner import measure
 
@@ -85,3 +89,33 @@ def test_a_larger_hold_per_launch_and_a_sample_taken_while_the_block_runs() -> N
     log = torch.log
     assert log[2] == ("sleep", int(20 * 0.5 * 1e-3 * measure.SLEEP_CLOCK_HZ))
     assert log[-2:] == ["sample", "sync"] and log.count("sample") == 1
+
+
+# --- the protocol's settings, by environment --------------------------------------------------------
+
+
+def test_the_protocol_keeps_its_defaults_unless_the_environment_sets_them() -> None:
+    from tirtune.runner.measure import HOLD_MS_PER_REP, L2_FLUSH_BYTES, MAX_REPS, Protocol
+
+    default = Protocol.from_env({})
+    assert (default.max_reps, default.hold_ms_per_rep, default.flush_l2) == (MAX_REPS, HOLD_MS_PER_REP, None)
+    assert default.flush_bytes(50 << 20) == L2_FLUSH_BYTES and "256 MiB" in default.describe()
+    cheap = Protocol.from_env({"TIRTUNE_MEASURE_MAX_REPS": "100", "TIRTUNE_MEASURE_HOLD_MS_PER_REP": "0.05",
+                               "TIRTUNE_MEASURE_FLUSH_L2": "2", "TIRTUNE_MEASURE_OTHER": "x"})
+    assert (cheap.max_reps, cheap.hold_ms_per_rep, cheap.flush_l2) == (100, 0.05, 2.0)
+    assert cheap.flush_bytes(50 << 20) == 100 << 20
+    assert cheap.describe() == "flush 2x L2, <= 100 launches a block, hold 0.05 ms a launch"
+    assert Protocol.from_env({"TIRTUNE_MEASURE_MAX_REPS": " "}).max_reps == MAX_REPS
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"TIRTUNE_MEASURE_MAX_REPS": "many"}, "TIRTUNE_MEASURE_MAX_REPS='many' is not a number"),
+    ({"TIRTUNE_MEASURE_MAX_REPS": "1"}, "at least 2 launches"),
+    ({"TIRTUNE_MEASURE_HOLD_MS_PER_REP": "0"}, "a positive hold"),
+    ({"TIRTUNE_MEASURE_FLUSH_L2": "0.5"}, "at least the L2"),
+])
+def test_a_protocol_setting_out_of_range_is_named(env: dict[str, str], message: str) -> None:
+    from tirtune.runner.measure import Protocol
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Protocol.from_env(env)

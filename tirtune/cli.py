@@ -454,8 +454,15 @@ def _serve(args: argparse.Namespace) -> int:
             "GPU jobs. Set the token (POST /tune then needs 'Authorization: Bearer <token>'), serve "
             "127.0.0.1, or pass --allow-no-token to serve an open API on purpose"
         )
-    # Said here, in one line, rather than as the app's failed startup (a traceback, exit 3).
+    # Said here, in one line, rather than as the app's failed startup (a traceback, exit 3), or as
+    # a measuring child that cannot start.
     from tirtune.db import migrate
+    from tirtune.runner.measure import Protocol
+
+    try:
+        Protocol.from_env()
+    except ValueError as e:
+        raise _usage(str(e)) from None
 
     migrate.ensure_ready(settings.service_database_url)
     app = _service(settings, worker=not args.no_worker)

@@ -24,6 +24,7 @@ import logging
 import os
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "Kernel",
     "MeasureReply",
     "MeasureRequest",
+    "Protocol",
     "Nvml",
     "RemeasureReply",
     "RemeasureRequest",
@@ -139,9 +141,56 @@ def serve(conn: Any, warm_s: float = WARM_S) -> None:
             os._exit(3)
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """The timing protocol's cost settings: at most `max_reps` launches a block, a hold of
+    `hold_ms_per_rep` a launch, and a flush buffer of `flush_l2` times the card's L2 (None: a fixed
+    L2_FLUSH_BYTES). A host sets them by environment (`from_env`: TIRTUNE_MEASURE_MAX_REPS,
+    TIRTUNE_MEASURE_HOLD_MS_PER_REP, TIRTUNE_MEASURE_FLUSH_L2); every reply names them (its info's
+    "protocol"). bench/trial_cost.py measures what they cost and whether they move a ratio."""
+
+    max_reps: int = MAX_REPS
+    hold_ms_per_rep: float = HOLD_MS_PER_REP
+    flush_l2: float | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Protocol:
+        env = os.environ if environ is None else environ
+        names = {
+            "max_reps": ("TIRTUNE_MEASURE_MAX_REPS", int),
+            "hold_ms_per_rep": ("TIRTUNE_MEASURE_HOLD_MS_PER_REP", float),
+            "flush_l2": ("TIRTUNE_MEASURE_FLUSH_L2", float),
+        }
+        values: dict[str, Any] = {}
+        for field_name, (var, kind) in names.items():
+            if env.get(var, "").strip():
+                try:
+                    values[field_name] = kind(env[var])
+                except ValueError:
+                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
+        protocol = cls(**values)
+        if (
+            protocol.max_reps < 2
+            or protocol.hold_ms_per_rep <= 0
+            or (protocol.flush_l2 is not None and protocol.flush_l2 < 1)
+        ):
+            raise ValueError(
+                f"TIRTUNE_MEASURE_*: at least 2 launches a block, a positive hold and a flush of "
+                f"at least the L2, got {protocol}"
+            )
+        return protocol
+
+    def flush_bytes(self, l2_bytes: int) -> int:
+        return L2_FLUSH_BYTES if self.flush_l2 is None else int(self.flush_l2 * l2_bytes)
+
+    def describe(self) -> str:
+        flush = "256 MiB" if self.flush_l2 is None else f"{self.flush_l2:g}x L2"
+        return f"flush {flush}, <= {self.max_reps} launches a block, hold {self.hold_ms_per_rep:g} ms a launch"
+
+
 class _Bench:
     # The protocol's settings, per process so a study (bench/trial_cost.py) can vary them; the
-    # service's measuring child keeps these.
+    # service's measuring child takes them from its environment (Protocol.from_env).
     max_reps: int = MAX_REPS
     hold_ms_per_rep: float = HOLD_MS_PER_REP
 
@@ -154,9 +203,12 @@ class _Bench:
         self.torch = torch
         self.device = torch.device("cuda", 0)
         self.modules: dict[str, Any] = {}
-        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
+        protocol = Protocol.from_env()
+        self.max_reps, self.hold_ms_per_rep = protocol.max_reps, protocol.hold_ms_per_rep
+        l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
+        self.flush = torch.empty(protocol.flush_bytes(l2) // 4, dtype=torch.float32, device=self.device)
         self.nvml = Nvml(torch)
-        self.info = self._describe()
+        self.info = {**self._describe(), "protocol": protocol.describe()}
         self._warm_card(warm_s)
         # The roofline's bandwidth ceiling, measured here (core/roofline.py): every reply carries it.
         self.info["copy_gbs"] = self._copy_bandwidth()
@@ -175,7 +227,12 @@ class _Bench:
 
     def stamped(self, reply: MeasureReply | RemeasureReply) -> MeasureReply | RemeasureReply:
         """The reply with this process's roofline ceilings (copy bandwidth, SMs) in its info."""
-        ceilings = {"copy_gbs": self.info["copy_gbs"], "sm_count": self.info["sm_count"], "pid": os.getpid()}
+        ceilings = {
+            "copy_gbs": self.info["copy_gbs"],
+            "sm_count": self.info["sm_count"],
+            "pid": os.getpid(),
+            "protocol": self.info["protocol"],
+        }
         if isinstance(reply, RemeasureReply):
             return replace(reply, replies=tuple(replace(r, info={**ceilings, **r.info}) for r in reply.replies))
         return replace(reply, info={**ceilings, **reply.info})
