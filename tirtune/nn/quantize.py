@@ -107,7 +107,7 @@ def _quantize_kernels(
         kb = -(-k // BLOCK_K)
         scale_t = torch.empty((kb, m), dtype=torch.float32, device=x.device)
         if m and k:
-            k_.quant_blocks[(m, kb)](x, q, scale_t, m, k, BLOCK=BLOCK_K)
+            k_.quant_blocks[(m, kb)](x, q, scale_t, m, k, BLOCK=BLOCK_K, num_warps=1)
         return out, scale_t.T
     if mode == "token":
         scale = torch.empty((m,), dtype=torch.float32, device=x.device)
