@@ -209,7 +209,7 @@ case "$1" in
     exit $rc ;;
   gputest)
     nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
-    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_measure.py tests/test_gpu_dispatch.py tests/test_launcher.py > "$OUT/gputest.log" 2>&1
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_measure.py tests/test_gpu_dispatch.py tests/test_launcher.py tests/test_fp8_quantize.py > "$OUT/gputest.log" 2>&1
     rc=$?
     tail -n 30 "$OUT/gputest.log"
     exit $rc ;;
