@@ -40,7 +40,7 @@ def _quant(x, scale):
 
 @triton.jit
 def _scale_of(amax):
-    return tl.maximum(tl.math.div_rn(amax, 448.0), 1e-12)
+    return tl.maximum(amax * (1.0 / 448.0), 1e-12)
 
 
 @triton.jit

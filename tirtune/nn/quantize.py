@@ -10,7 +10,7 @@ x is (M, K), fp16, bf16 or fp32. The modes are the scales `tirtune.scaled_gemm` 
 - "block": one scale a row and 128-deep block of K, (M, ceil(K/128)), laid out as the kernels
   read it (the transpose of a contiguous (ceil(K/128), M): `scaled_gemm`'s `.T.contiguous()` of it
   is a view, not a copy).
-Every scale is clamped below at 1e-12 (an all-zero x quantizes to zeros), and x / scale is clamped
+Every scale (its largest |x| times the fp32 reciprocal of 448) is clamped below at 1e-12 (an all-zero x quantizes to zeros), and x / scale is clamped
 to +-448 before the cast (torch's cast to e4m3 does not saturate).
 
 Why kernels: the eager form is abs, amax, a cast, a division, a clamp, a second cast and division,
@@ -36,6 +36,10 @@ __all__ = ["E4M3_MAX", "MIN_SCALE", "MODES", "quantize", "quantize_eager", "trit
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 MIN_SCALE = 1e-12
+# A scale is its amax times the fp32 reciprocal of 448, not amax / 448: torch on a GPU divides a
+# tensor by a Python number as a multiplication by its reciprocal, and on the CPU truly, so the
+# division's bytes depend on the device; the multiplication's do not, and the kernels do the same.
+_INV_MAX = 1.0 / E4M3_MAX
 MODES = ("static", "tensor", "token", "block")
 _CHUNK = 1024  # elements a program step of the element-wise kernels loads
 _MAX_PARTS = 1024  # programs of a per-tensor reduction at most (each later program reads them all)
@@ -62,7 +66,7 @@ def quantize_eager(
     if mode == "block":
         padded = torch.nn.functional.pad(xf.abs(), (0, -k % BLOCK_K))
         amax = padded.reshape(m, -(-k // BLOCK_K), BLOCK_K).amax(dim=2)
-        scale = (amax / E4M3_MAX).clamp_min(MIN_SCALE)
+        scale = (amax * _INV_MAX).clamp_min(MIN_SCALE)
         spread = scale.repeat_interleave(BLOCK_K, dim=1)[:, :k]
         x8 = (xf / spread).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return x8, scale.T.contiguous().T
@@ -70,9 +74,9 @@ def quantize_eager(
         assert input_scale is not None
         scale = input_scale.to(torch.float32).reshape(1)
     elif mode == "token":
-        scale = (xf.abs().amax(dim=1) / E4M3_MAX).clamp_min(MIN_SCALE)
+        scale = (xf.abs().amax(dim=1) * _INV_MAX).clamp_min(MIN_SCALE)
     else:
-        scale = (xf.abs().amax() / E4M3_MAX).clamp_min(MIN_SCALE).reshape(1)
+        scale = (xf.abs().amax() * _INV_MAX).clamp_min(MIN_SCALE).reshape(1)
     x8 = (xf / (scale[:, None] if mode == "token" else scale)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     return x8, scale
 
