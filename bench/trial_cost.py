@@ -13,13 +13,15 @@ prebuild.py; the set `trial-cost`), each variant of the settings measures it as 
 MeasureRequest), its wall time and its ratio to cuBLAS recorded; the variants rotate from kernel to
 kernel and pass to pass (no variant always runs first), for --passes passes:
 
-- `as-is`: the service's settings (a 256 MiB flush, at most 200 launches a block, a hold of 0.1 ms
-  a launch);
+- `as-is`: the service's settings until the study's first run (a 256 MiB flush, at most 200
+  launches a block, a hold of 0.1 ms a launch);
 - `hold-0.05`: half that hold (timed_events still redoes a block whose queueing outlasts it, with
   twice the hold: `redone` counts them);
 - `flush-2xL2`: a flush buffer of twice the card's L2 instead of 256 MiB;
 - `reps-100`: at most 100 launches a block;
-- `all`: the three together.
+- `all`: the three together;
+- `adopted`: half the hold and at most 100 launches a block, the 256 MiB flush kept: the
+  service's settings since that run (bench/results/measurement/2026-12-07-trial-cost-h100.md).
 
 Writes OUT.json and OUT.md: {"date", "gpu", "driver", "torch", "passes", "variants": {name:
 settings}, "rows": [{"pass", "kernel", "problem", "variant", "wall_s", "ratio", "ratio_p10",
@@ -48,6 +50,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "flush-2xL2": {"flush": "2xL2", "max_reps": 200, "hold_ms_per_rep": 0.1},
     "reps-100": {"flush": "256MiB", "max_reps": 100, "hold_ms_per_rep": 0.1},
     "all": {"flush": "2xL2", "max_reps": 100, "hold_ms_per_rep": 0.05},
+    "adopted": {"flush": "256MiB", "max_reps": 100, "hold_ms_per_rep": 0.05},
 }
 
 

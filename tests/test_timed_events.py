@@ -100,11 +100,11 @@ def test_the_protocol_keeps_its_defaults_unless_the_environment_sets_them() -> N
     default = Protocol.from_env({})
     assert (default.max_reps, default.hold_ms_per_rep, default.flush_l2) == (MAX_REPS, HOLD_MS_PER_REP, None)
     assert default.flush_bytes(50 << 20) == L2_FLUSH_BYTES and "256 MiB" in default.describe()
-    cheap = Protocol.from_env({"TIRTUNE_MEASURE_MAX_REPS": "100", "TIRTUNE_MEASURE_HOLD_MS_PER_REP": "0.05",
+    cheap = Protocol.from_env({"TIRTUNE_MEASURE_MAX_REPS": "60", "TIRTUNE_MEASURE_HOLD_MS_PER_REP": "0.08",
                                "TIRTUNE_MEASURE_FLUSH_L2": "2", "TIRTUNE_MEASURE_OTHER": "x"})
-    assert (cheap.max_reps, cheap.hold_ms_per_rep, cheap.flush_l2) == (100, 0.05, 2.0)
+    assert (cheap.max_reps, cheap.hold_ms_per_rep, cheap.flush_l2) == (60, 0.08, 2.0)
     assert cheap.flush_bytes(50 << 20) == 100 << 20
-    assert cheap.describe() == "flush 2x L2, <= 100 launches a block, hold 0.05 ms a launch"
+    assert cheap.describe() == "flush 2x L2, <= 60 launches a block, hold 0.08 ms a launch"
     assert Protocol.from_env({"TIRTUNE_MEASURE_MAX_REPS": " "}).max_reps == MAX_REPS
 
 

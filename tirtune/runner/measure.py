@@ -55,11 +55,17 @@ L2_FLUSH_BYTES = 256 << 20
 COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
-MAX_REPS = 200  # timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches)
+# Timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches). 100 and a
+# hold of 0.05 ms a launch, against 200 and 0.1 before, measured a fast kernel in about half the GPU
+# time with its ratio within 0.6% (bench/results/measurement/2026-12-07-trial-cost-h100.md); a flush
+# of twice the L2 saved more but moved and widened the ratios of kernels whose operands fill the L2,
+# so the flush stays 256 MiB.
+MAX_REPS = 100
 # The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
 # the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
 # measuring thread between a start event and its kernel, and the event pair would time the gap.
-HOLD_MS_PER_REP = 0.1  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded
+HOLD_MS_PER_REP = 0.05  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded;
+# a block whose queueing outlasts its hold is timed again with twice the hold (timed_events)
 HOLD_MIN_MS = 1.0
 HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
 SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
