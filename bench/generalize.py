@@ -292,6 +292,7 @@ def report(
     concurrent_jobs: int | None = None,
     catalogue_sha: str | None = None,
     drawn: bool = True,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
     base = suite.report(scored, trials, wall_s, source)
     figures = summary(scored)
@@ -317,8 +318,8 @@ def report(
         "source": source,
         **{k: base[k] for k in ("driver", "cuda", "tvm", "torch", "template_version", "wall_s")},
         "concurrent_jobs": concurrent_jobs,
-        # The measuring child's timing settings, from this environment, which the service inherits.
-        "measurement_protocol": Protocol.from_env().describe(),
+        # The measuring child's timing settings (measured_under), where this script knows them.
+        "measurement_protocol": protocol,
         "cuda_visible_devices": base["cuda_visible_devices"],
         # False: the problems were given (a check against recordings), not drawn from the seed.
         "drawn_from_seed": drawn,
@@ -484,11 +485,25 @@ def main(argv: Sequence[str] | None = None, *, problems: Sequence[Drawn] | None 
         concurrent_jobs=None if concurrent is None else int(concurrent),
         catalogue_sha=catalogue_digest(args.catalogue),
         drawn=problems is None,
+        protocol=measured_under(args.source) if started_here else None,
     )
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
     return 0 if not result["unmeasured"] else 1
+
+
+def measured_under(source: str) -> str | None:
+    """The timing protocol a service this script starts measures under: its measuring child
+    inherits this environment (runner.measure.Protocol); None for replayed measurements."""
+    return Protocol.from_env().describe() if source == "gpu" else None
+
+
+def resumed_under(before: str | None, now: str | None) -> str | None:
+    """A resumed draw's protocol: one where the cut run and the resumed one agree, else both."""
+    if before == now:
+        return now
+    return f"{before or 'not recorded'} (before the cut); {now or 'not known'} (resumed)"
 
 
 def latest_jobs(jobs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -558,7 +573,9 @@ def resume(args: argparse.Namespace, problems: Sequence[Drawn] | None = None) ->
     result = report(scored, seed=seed, trials=trials, wall_s=(cut.get("wall_s") or 0) + time.monotonic() - began,
                     started=started, source=args.source, database_at_start=cut.get("database_at_start"),
                     concurrent_jobs=cut.get("concurrent_jobs"), catalogue_sha=cut.get("catalogue_sha256"),
-                    drawn=problems is None)
+                    drawn=problems is None,
+                    protocol=resumed_under(cut.get("measurement_protocol"),
+                                           measured_under(args.source) if args.url is None else None))
     result["resumed"] = {"from": args.resume.name, "cut_after_s": cut.get("wall_s"),
                          "finished_before_the_cut": sum(p.get("state") in suite.FINISHED for p in cut["problems"])}
     out = args.resume.with_name(f"{started.date().isoformat()}-{seed}-resumed")

@@ -344,6 +344,8 @@ def test_a_run_cut_short_is_resumed_and_scored_as_one_draw(replaying_service: st
     assert all(p["state"] == "DONE" and p["ratio"] > 0 for p in done["problems"])
     assert done["resumed"] == {"from": cut_path.name, "cut_after_s": cut["wall_s"], "finished_before_the_cut": 0}
     assert done["wall_s"] >= cut["wall_s"] and "resumed: the run was cut" in done_path.with_suffix(".md").read_text()
+    # a given service's timing settings are not this script's to name
+    assert cut["measurement_protocol"] is None and done["measurement_protocol"] is None
 
     # A draw is never mixed from two GPU models: a cut run measured on another card is refused.
     cut["gpu"] = "Another GPU"
@@ -351,3 +353,18 @@ def test_a_run_cut_short_is_resumed_and_scored_as_one_draw(replaying_service: st
     other.write_text(json.dumps(cut))
     with pytest.raises(SystemExit, match="Another GPU"):
         generalize.main([*base, "--resume", str(other), "--deadline-s", "300"], problems=RECORDED[:2])
+
+
+def test_a_report_names_the_timing_protocol_only_where_the_script_knows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service the script starts inherits its environment, so the protocol is this one's; a
+    replay has none; a resumed draw names both protocols where they differ, and says which it
+    does not know."""
+    monkeypatch.setenv("TIRTUNE_MEASURE_MAX_REPS", "60")
+    here = generalize.measured_under("gpu")
+    assert here is not None and "<= 60 launches a block" in here
+    assert generalize.measured_under("replay") is None
+    assert generalize.resumed_under(here, here) == here
+    assert generalize.resumed_under(None, None) is None
+    assert generalize.resumed_under("A", "B") == "A (before the cut); B (resumed)"
+    assert generalize.resumed_under(None, "B") == "not recorded (before the cut); B (resumed)"
+    assert generalize.resumed_under("A", None) == "A (before the cut); not known (resumed)"
