@@ -11,7 +11,7 @@ import torch
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch.op import gemm, linear, pack_gate_up, unpack_gate_up
 from tirtune.dispatch.scaled import scaled_gemm
-from tirtune.nn.quantize import E4M3_MAX, quantize
+from tirtune.nn.quantize import E4M3_MAX, block_amax, quantize, spread_blocks
 
 __all__ = ["FP8Linear", "GateUp", "Linear", "pack_gate_up", "unpack_gate_up"]
 
@@ -104,19 +104,6 @@ class GateUp(torch.nn.Module):
     def extra_repr(self) -> str:
         k, n = self.in_features, self.out_features
         return f"in_features={k}, out_features={n}, weight=({2 * n}, {k}) packed"
-
-
-def _block_amax(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """The largest |x| of each rows x cols block of a 2-D x (the last blocks of a ragged x partial)."""
-    m, k = x.shape
-    padded = torch.nn.functional.pad(x.abs(), (0, -k % cols, 0, -m % rows))
-    return padded.reshape(-(-m // rows), rows, -(-k // cols), cols).amax(dim=(1, 3))
-
-
-def _spread(scale: torch.Tensor, shape: torch.Size | tuple[int, ...], rows: int) -> torch.Tensor:
-    """A scale of each rows x 128 block spread over every element of a 2-D tensor of `shape`."""
-    m, k = shape
-    return scale.repeat_interleave(rows, dim=0).repeat_interleave(BLOCK_K, dim=1)[:m, :k]
 
 
 class FP8Linear(torch.nn.Module):
@@ -222,9 +209,9 @@ class FP8Linear(torch.nn.Module):
             bias = None if layer.bias is None else layer.bias.detach()
             out_dtype = torch.float16 if layer.weight.dtype == torch.float16 else torch.bfloat16
             if scaling == "block":
-                amax = _block_amax(w, BLOCK_K, BLOCK_K)
+                amax = block_amax(w, BLOCK_K, BLOCK_K)
                 scale = (amax / E4M3_MAX).clamp_min(1e-12)
-                q = (w / _spread(scale, w.shape, BLOCK_K)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+                q = (w / spread_blocks(scale, w.shape, BLOCK_K)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
                 return cls(q, scale, bias, out_dtype=out_dtype)
             amax = w.abs().amax(dim=1, keepdim=True) if scaling == "rowcol" else w.abs().amax().reshape(1, 1)
             scale = (amax / E4M3_MAX).clamp_min(1e-12)

@@ -36,7 +36,16 @@ import torch
 
 from tirtune.core.epilogue import BLOCK_K
 
-__all__ = ["E4M3_MAX", "MIN_SCALE", "MODES", "quantize", "quantize_eager", "triton_available"]
+__all__ = [
+    "E4M3_MAX",
+    "MIN_SCALE",
+    "MODES",
+    "block_amax",
+    "quantize",
+    "quantize_eager",
+    "spread_blocks",
+    "triton_available",
+]
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 MIN_SCALE = 1e-12
@@ -60,19 +69,28 @@ def _check(x: torch.Tensor, mode: str, input_scale: torch.Tensor | None) -> None
         raise ValueError(f"quantize: input_scale holds one value, got shape {tuple(input_scale.shape)}")
 
 
+def block_amax(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """The largest |x| of each rows x cols block of a 2-D x (the last blocks of a ragged x partial)."""
+    m, k = x.shape
+    padded = torch.nn.functional.pad(x.abs(), (0, -k % cols, 0, -m % rows))
+    return padded.reshape(-(-m // rows), rows, -(-k // cols), cols).amax(dim=(1, 3))
+
+
+def spread_blocks(scale: torch.Tensor, shape: torch.Size | tuple[int, ...], rows: int) -> torch.Tensor:
+    """A scale of each rows x 128 block spread over every element of a 2-D tensor of `shape`."""
+    m, k = shape
+    return scale.repeat_interleave(rows, dim=0).repeat_interleave(BLOCK_K, dim=1)[:m, :k]
+
+
 def quantize_eager(
     x: torch.Tensor, mode: str, input_scale: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The eager torch form of `quantize`: the reference the kernels match."""
     _check(x, mode, input_scale)
-    m, k = x.shape
     xf = x.float()
     if mode == "block":
-        padded = torch.nn.functional.pad(xf.abs(), (0, -k % BLOCK_K))
-        amax = padded.reshape(m, -(-k // BLOCK_K), BLOCK_K).amax(dim=2)
-        scale = (amax * _INV_MAX).clamp_min(MIN_SCALE)
-        spread = scale.repeat_interleave(BLOCK_K, dim=1)[:, :k]
-        x8 = (xf / spread).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        scale = (block_amax(xf, 1, BLOCK_K) * _INV_MAX).clamp_min(MIN_SCALE)
+        x8 = (xf / spread_blocks(scale, x.shape, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return x8, scale.T.contiguous().T
     if mode == "static":
         assert input_scale is not None

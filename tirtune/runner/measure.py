@@ -55,11 +55,11 @@ L2_FLUSH_BYTES = 256 << 20
 COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
-# Timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches). 100 and a
-# hold of 0.05 ms a launch, against 200 and 0.1 before, measured a fast kernel in about half the GPU
-# time with its ratio within 0.6% (bench/results/measurement/2026-12-07-trial-cost-h100.md); a flush
-# of twice the L2 saved more but moved and widened the ratios of kernels whose operands fill the L2,
-# so the flush stays 256 MiB.
+# Timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches). 100
+# launches against 200 before halved a fast kernel's measurement, half the hold (below) saved
+# another 15-25%, and each kept every ratio of a kernel under 0.2 ms within 0.6%
+# (bench/results/measurement/2026-12-07-trial-cost-h100.md); a flush of twice the L2 saved more but
+# moved and widened the ratios of kernels whose operands fill the L2, so the flush stays 256 MiB.
 MAX_REPS = 100
 # The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
 # the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
@@ -190,15 +190,15 @@ class Protocol:
         return L2_FLUSH_BYTES if self.flush_l2 is None else int(self.flush_l2 * l2_bytes)
 
     def describe(self) -> str:
-        flush = "256 MiB" if self.flush_l2 is None else f"{self.flush_l2:g}x L2"
+        flush = f"{L2_FLUSH_BYTES >> 20} MiB" if self.flush_l2 is None else f"{self.flush_l2:g}x L2"
         return f"flush {flush}, <= {self.max_reps} launches a block, hold {self.hold_ms_per_rep:g} ms a launch"
 
 
 class _Bench:
-    # The protocol's settings, per process so a study (bench/trial_cost.py) can vary them; the
-    # service's measuring child takes them from its environment (Protocol.from_env).
-    max_reps: int = MAX_REPS
-    hold_ms_per_rep: float = HOLD_MS_PER_REP
+    # The protocol's settings, per process (from its environment, Protocol.from_env) so a study
+    # (bench/trial_cost.py) can vary them.
+    max_reps: int
+    hold_ms_per_rep: float
 
     def __init__(self, warm_s: float = WARM_S) -> None:
         import torch
