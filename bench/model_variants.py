@@ -3,6 +3,7 @@ ranking only (top-1, best of top-8), no simulated jobs (bench/model_study.py run
 learner as shipped).
 
     python -m bench.model_variants regression 'wreg:{"seed":1}' 'rank:{"objective":"rank_xendcg"}'
+    python -m bench.model_variants --gpu "NVIDIA H100 80GB HBM3" wreg   # another GPU model's prior
 
 Each argument is a variant name and its keyword arguments as JSON (LightGBM settings override the
 shipped PARAMS; `rounds` the shipped ROUNDS). The shapes are model_study's (at least 24 recorded
@@ -32,6 +33,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +46,43 @@ from tirtune.model.prior import load_prior
 
 Scorer = Callable[[np.ndarray], np.ndarray]
 
-PRIOR = load_prior(GPU)
-SAMPLES = PRIOR.samples
-X = matrix([(s.config, s.problem) for s in SAMPLES])
-Y = np.array([math.log(s.ratio) for s in SAMPLES])
-TABLE = recorded(SAMPLES)
-BEST_LOG = {p: math.log(max(cs.values())) for p, cs in TABLE.items()}
-MEAN_LOG = {p: statistics.fmean(math.log(v) for v in cs.values()) for p, cs in TABLE.items()}
+
+@dataclass(frozen=True)
+class Data:
+    """One GPU model's shipped prior, as the variants read it."""
+
+    prior: Any
+    samples: Sequence[Any]
+    x: np.ndarray
+    y: np.ndarray
+    table: dict[Any, dict[Any, float]]
+    best_log: dict[Any, float]
+    mean_log: dict[Any, float]
+
+
+def load(gpu: str) -> Data:
+    prior = load_prior(gpu)
+    samples = prior.samples
+    table = recorded(samples)
+    return Data(
+        prior,
+        samples,
+        matrix([(s.config, s.problem) for s in samples]),
+        np.array([math.log(s.ratio) for s in samples]),
+        table,
+        {p: math.log(max(cs.values())) for p, cs in table.items()},
+        {p: statistics.fmean(math.log(v) for v in cs.values()) for p, cs in table.items()},
+    )
+
+
+_DATA: dict[str, Data] = {}
+
+
+def data() -> Data:
+    """The prior the variants run over (main's --gpu; the H200's by default), loaded once."""
+    if "now" not in _DATA:
+        _DATA["now"] = load(GPU)
+    return _DATA["now"]
 
 
 def _params(kw: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -67,11 +99,13 @@ def _fit(x: np.ndarray, y: np.ndarray, kw: dict[str, Any], **data: Any) -> Score
 
 
 def regression(idx: np.ndarray, **kw: Any) -> Scorer:
-    return _fit(X[idx], Y[idx], kw)
+    D = data()
+    return _fit(D.x[idx], D.y[idx], kw)
 
 
 def wreg(idx: np.ndarray, equal: bool = True, top: float = 0.0, **kw: Any) -> Scorer:
-    problems = [SAMPLES[i].problem for i in idx]
+    D = data()
+    problems = [D.samples[i].problem for i in idx]
     counts: dict[Any, int] = defaultdict(int)
     for p in problems:
         counts[p] += 1
@@ -80,25 +114,27 @@ def wreg(idx: np.ndarray, equal: bool = True, top: float = 0.0, **kw: Any) -> Sc
         w = np.array([1.0 / counts[p] for p in problems])
         w *= len(idx) / w.sum()
     if top:
-        w = w * np.exp(Y[idx] - np.array([BEST_LOG[p] for p in problems])) ** top
-    return _fit(X[idx], Y[idx], kw, weight=w)
+        w = w * np.exp(D.y[idx] - np.array([D.best_log[p] for p in problems])) ** top
+    return _fit(D.x[idx], D.y[idx], kw, weight=w)
 
 
 def norm(idx: np.ndarray, ref: str = "best", **kw: Any) -> Scorer:
-    base = BEST_LOG if ref == "best" else MEAN_LOG
-    return _fit(X[idx], Y[idx] - np.array([base[SAMPLES[i].problem] for i in idx]), kw)
+    D = data()
+    base = D.best_log if ref == "best" else D.mean_log
+    return _fit(D.x[idx], D.y[idx] - np.array([base[D.samples[i].problem] for i in idx]), kw)
 
 
 def rank(
     idx: np.ndarray, objective: str = "lambdarank", scale: float = 0.4, levels: int = 20, gain: str = "exp", **kw: Any
 ) -> Scorer:
+    D = data()
     by: dict[Any, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i in idx:
-        by[SAMPLES[i].problem][SAMPLES[i].config].append(int(i))
+        by[D.samples[i].problem][D.samples[i].config].append(int(i))
     rows, labels, groups = [], [], []
     for p in sorted(by, key=lambda q: (q.shape, q.dtype)):
         for members in by[p].values():
-            frac = math.exp(float(np.mean(Y[members])) - BEST_LOG[p])
+            frac = math.exp(float(np.mean(D.y[members])) - D.best_log[p])
             rows.append(members[0])
             labels.append(round(min(max((frac - (1 - scale)) / scale, 0.0), 1.0) * levels))
         groups.append(len(by[p]))
@@ -110,7 +146,7 @@ def rank(
             "sq": [float(i * i) for i in range(levels + 1)],
             "lin": [float(i) for i in range(levels + 1)],
         }[gain]
-    return _fit(X[rows], np.array(labels), {**extra, **kw}, group=groups)
+    return _fit(D.x[rows], np.array(labels), {**extra, **kw}, group=groups)
 
 
 def ens(idx: np.ndarray, members: int = 5, spread: float = 0.0, **kw: Any) -> Scorer:
@@ -137,18 +173,21 @@ VARIANTS: dict[str, Callable[..., Scorer]] = {
 
 
 def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
+    D = data()
     name, _, args = spec.partition(":")
     kw = json.loads(args) if args else {}
-    shapes = sorted({p.shape for p, cs in TABLE.items() if len(cs) >= min_configs})
+    shapes = sorted({p.shape for p, cs in D.table.items() if len(cs) >= min_configs})
     began, training, rows = time.monotonic(), 0.0, []
     for shape in shapes:
-        idx = np.array([i for i, s in enumerate(SAMPLES) if s.problem.shape != shape])
+        idx = np.array([i for i, s in enumerate(D.samples) if s.problem.shape != shape])
         t = time.monotonic()
         score = VARIANTS[name](idx, **kw)
         training += time.monotonic() - t
-        for p in sorted((q for q in TABLE if q.shape == shape and len(TABLE[q]) >= min_configs), key=lambda q: q.dtype):
-            configs = list(TABLE[p])
-            ratios = np.array([TABLE[p][c] for c in configs])
+        for p in sorted(
+            (q for q in D.table if q.shape == shape and len(D.table[q]) >= min_configs), key=lambda q: q.dtype
+        ):
+            configs = list(D.table[p])
+            ratios = np.array([D.table[p][c] for c in configs])
             order = np.argsort(-score(matrix([(c, p) for c in configs])), kind="stable")
             best = ratios.max()
             rows.append(
@@ -162,7 +201,8 @@ def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
     geo = {k: math.exp(statistics.fmean(math.log(r[k]) for r in rows)) for k in ("top1", "top8")}
     return {
         "variant": spec,
-        "prior_digest": PRIOR.digest,
+        "gpu": D.prior.gpu_name,
+        "prior_digest": D.prior.digest,
         "problems": len(rows),
         "top1": round(geo["top1"], 4),
         "top8": round(geo["top8"], 4),
@@ -178,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--out", type=Path, default=None, help="appends one JSON line a variant")
+    ap.add_argument("--gpu", default=GPU, help=f"whose shipped prior (default: {GPU})")
     args = ap.parse_args(argv)
+    _DATA["now"] = load(args.gpu)
     for spec in args.variants:
         r = run(spec)
         print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
