@@ -91,7 +91,10 @@ def quantize_eager(
     if mode == "block":
         scale = (block_amax(xf, 1, BLOCK_K) * _INV_MAX).clamp_min(MIN_SCALE)
         x8 = (xf / spread_blocks(scale, x.shape, 1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        return x8, scale.T.contiguous().T
+        # Into a (ceil(K/128), M) buffer of its own, as the kernel writes them: for one row,
+        # `scale.T.contiguous()` would return the (K/128, 1) view itself, with other strides.
+        laid = torch.empty((scale.shape[1], scale.shape[0]), dtype=torch.float32, device=x.device)
+        return x8, laid.copy_(scale.T).T
     if mode == "static":
         assert input_scale is not None
         scale = input_scale.to(torch.float32).reshape(1)
