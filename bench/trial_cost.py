@@ -21,7 +21,9 @@ kernel and pass to pass (no variant always runs first), for --passes passes:
 - `reps-100`: at most 100 launches a block;
 - `all`: the three together;
 - `adopted`: half the hold and at most 100 launches a block, the 256 MiB flush kept: the
-  service's settings since that run (bench/results/measurement/2026-12-07-trial-cost-h100.md).
+  service's settings after the first run (bench/results/measurement/2026-12-07-trial-cost-h100.md)
+  until the next two, on another machine, found the half hold outlasted by the queueing in most blocks
+  and fast kernels' ratios moved by up to 3% (-rerun-1.md); the service has taken `reps-100` since.
 
 Writes OUT.json and OUT.md: {"date", "gpu", "driver", "torch", "passes", "variants": {name:
 settings}, "rows": [{"pass", "kernel", "problem", "variant", "wall_s", "ratio", "ratio_p10",

@@ -56,16 +56,19 @@ COPY_BYTES = 512 << 20  # the bandwidth probe's buffer: far beyond the 50 MB L2
 TARGET_MS = 100.0  # kernel time to accumulate per measurement, split over interleaved rounds
 ROUNDS = 5
 # Timed launches per block at most (a fast kernel's block: MAX_REPS flushes and launches). 100
-# launches against 200 before halved a fast kernel's measurement, half the hold (below) saved
-# another 15-25%, and each kept every ratio of a kernel under 0.2 ms within 0.6%
-# (bench/results/measurement/2026-12-07-trial-cost-h100.md); a flush of twice the L2 saved more but
-# moved and widened the ratios of kernels whose operands fill the L2, so the flush stays 256 MiB.
+# launches against 200 before took a third to a half off a fast kernel's measurement and kept every
+# ratio of a kernel under 0.2 ms within 1% over three runs on two H100 machines
+# (bench/results/measurement/2026-12-07-trial-cost-h100{,-rerun-1,-rerun-2}.md); a flush of twice
+# the L2 saved more but moved and widened the ratios of kernels whose operands fill the L2, so the
+# flush stays 256 MiB.
 MAX_REPS = 100
 # The GPU is held (a sleeping kernel) while a block's launches are queued, so no launch waits for
 # the CPU: a builder-loaded host (nvcc and lowering processes on every core) can preempt the
 # measuring thread between a start event and its kernel, and the event pair would time the gap.
-HOLD_MS_PER_REP = 0.05  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded;
-# a block whose queueing outlasts its hold is timed again with twice the hold (timed_events)
+HOLD_MS_PER_REP = 0.1  # queueing a rep (flush, two events, a launch) takes ~30-60 us unloaded;
+# a block whose queueing outlasts its hold is timed again with twice the hold (timed_events). Half
+# this hold saved 15-25% on one host and cost time on another, whose slower queueing outlasted it
+# in most blocks and moved fast kernels' ratios by up to 3% (the trial-cost runs above).
 HOLD_MIN_MS = 1.0
 HOLD_ATTEMPTS = 3  # each doubles the hold when queueing outlasted it
 SLEEP_CLOCK_HZ = 2.0e9  # cycles per second of torch.cuda._sleep (the H200's top SM clock; slower clocks hold longer)
