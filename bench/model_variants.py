@@ -75,14 +75,14 @@ def load(gpu: str) -> Data:
     )
 
 
-_DATA: dict[str, Data] = {}
+_CHOSEN: list[Data] = []  # the prior main's --gpu names, loaded once
 
 
 def data() -> Data:
-    """The prior the variants run over (main's --gpu; the H200's by default), loaded once."""
-    if "now" not in _DATA:
-        _DATA["now"] = load(GPU)
-    return _DATA["now"]
+    """The prior the variants run over (main's --gpu; the H200's by default)."""
+    if not _CHOSEN:
+        _CHOSEN.append(load(GPU))
+    return _CHOSEN[0]
 
 
 def _params(kw: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -99,13 +99,13 @@ def _fit(x: np.ndarray, y: np.ndarray, kw: dict[str, Any], **data: Any) -> Score
 
 
 def regression(idx: np.ndarray, **kw: Any) -> Scorer:
-    D = data()
-    return _fit(D.x[idx], D.y[idx], kw)
+    pr = data()
+    return _fit(pr.x[idx], pr.y[idx], kw)
 
 
 def wreg(idx: np.ndarray, equal: bool = True, top: float = 0.0, **kw: Any) -> Scorer:
-    D = data()
-    problems = [D.samples[i].problem for i in idx]
+    pr = data()
+    problems = [pr.samples[i].problem for i in idx]
     counts: dict[Any, int] = defaultdict(int)
     for p in problems:
         counts[p] += 1
@@ -114,27 +114,27 @@ def wreg(idx: np.ndarray, equal: bool = True, top: float = 0.0, **kw: Any) -> Sc
         w = np.array([1.0 / counts[p] for p in problems])
         w *= len(idx) / w.sum()
     if top:
-        w = w * np.exp(D.y[idx] - np.array([D.best_log[p] for p in problems])) ** top
-    return _fit(D.x[idx], D.y[idx], kw, weight=w)
+        w = w * np.exp(pr.y[idx] - np.array([pr.best_log[p] for p in problems])) ** top
+    return _fit(pr.x[idx], pr.y[idx], kw, weight=w)
 
 
 def norm(idx: np.ndarray, ref: str = "best", **kw: Any) -> Scorer:
-    D = data()
-    base = D.best_log if ref == "best" else D.mean_log
-    return _fit(D.x[idx], D.y[idx] - np.array([base[D.samples[i].problem] for i in idx]), kw)
+    pr = data()
+    base = pr.best_log if ref == "best" else pr.mean_log
+    return _fit(pr.x[idx], pr.y[idx] - np.array([base[pr.samples[i].problem] for i in idx]), kw)
 
 
 def rank(
     idx: np.ndarray, objective: str = "lambdarank", scale: float = 0.4, levels: int = 20, gain: str = "exp", **kw: Any
 ) -> Scorer:
-    D = data()
+    pr = data()
     by: dict[Any, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i in idx:
-        by[D.samples[i].problem][D.samples[i].config].append(int(i))
+        by[pr.samples[i].problem][pr.samples[i].config].append(int(i))
     rows, labels, groups = [], [], []
     for p in sorted(by, key=lambda q: (q.shape, q.dtype)):
         for members in by[p].values():
-            frac = math.exp(float(np.mean(D.y[members])) - D.best_log[p])
+            frac = math.exp(float(np.mean(pr.y[members])) - pr.best_log[p])
             rows.append(members[0])
             labels.append(round(min(max((frac - (1 - scale)) / scale, 0.0), 1.0) * levels))
         groups.append(len(by[p]))
@@ -146,7 +146,7 @@ def rank(
             "sq": [float(i * i) for i in range(levels + 1)],
             "lin": [float(i) for i in range(levels + 1)],
         }[gain]
-    return _fit(D.x[rows], np.array(labels), {**extra, **kw}, group=groups)
+    return _fit(pr.x[rows], np.array(labels), {**extra, **kw}, group=groups)
 
 
 def ens(idx: np.ndarray, members: int = 5, spread: float = 0.0, **kw: Any) -> Scorer:
@@ -173,21 +173,21 @@ VARIANTS: dict[str, Callable[..., Scorer]] = {
 
 
 def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
-    D = data()
+    pr = data()
     name, _, args = spec.partition(":")
     kw = json.loads(args) if args else {}
-    shapes = sorted({p.shape for p, cs in D.table.items() if len(cs) >= min_configs})
+    shapes = sorted({p.shape for p, cs in pr.table.items() if len(cs) >= min_configs})
     began, training, rows = time.monotonic(), 0.0, []
     for shape in shapes:
-        idx = np.array([i for i, s in enumerate(D.samples) if s.problem.shape != shape])
+        idx = np.array([i for i, s in enumerate(pr.samples) if s.problem.shape != shape])
         t = time.monotonic()
         score = VARIANTS[name](idx, **kw)
         training += time.monotonic() - t
         for p in sorted(
-            (q for q in D.table if q.shape == shape and len(D.table[q]) >= min_configs), key=lambda q: q.dtype
+            (q for q in pr.table if q.shape == shape and len(pr.table[q]) >= min_configs), key=lambda q: q.dtype
         ):
-            configs = list(D.table[p])
-            ratios = np.array([D.table[p][c] for c in configs])
+            configs = list(pr.table[p])
+            ratios = np.array([pr.table[p][c] for c in configs])
             order = np.argsort(-score(matrix([(c, p) for c in configs])), kind="stable")
             best = ratios.max()
             rows.append(
@@ -201,8 +201,8 @@ def run(spec: str, min_configs: int = 24) -> dict[str, Any]:
     geo = {k: math.exp(statistics.fmean(math.log(r[k]) for r in rows)) for k in ("top1", "top8")}
     return {
         "variant": spec,
-        "gpu": D.prior.gpu_name,
-        "prior_digest": D.prior.digest,
+        "gpu": pr.prior.gpu_name,
+        "prior_digest": pr.prior.digest,
         "problems": len(rows),
         "top1": round(geo["top1"], 4),
         "top8": round(geo["top8"], 4),
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="appends one JSON line a variant")
     ap.add_argument("--gpu", default=GPU, help=f"whose shipped prior (default: {GPU})")
     args = ap.parse_args(argv)
-    _DATA["now"] = load(args.gpu)
+    _CHOSEN[:] = [load(args.gpu)]
     for spec in args.variants:
         r = run(spec)
         print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
