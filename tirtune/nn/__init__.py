@@ -11,7 +11,7 @@ import torch
 from tirtune.core.epilogue import BLOCK_K
 from tirtune.dispatch.op import gemm, linear, pack_gate_up, unpack_gate_up
 from tirtune.dispatch.scaled import scaled_gemm
-from tirtune.nn.quantize import E4M3_MAX, block_amax, quantize, spread_blocks
+from tirtune.nn.quantize import E4M3_MAX, MIN_SCALE, block_amax, quantize, spread_blocks
 
 __all__ = ["FP8Linear", "GateUp", "Linear", "pack_gate_up", "unpack_gate_up"]
 
@@ -210,11 +210,11 @@ class FP8Linear(torch.nn.Module):
             out_dtype = torch.float16 if layer.weight.dtype == torch.float16 else torch.bfloat16
             if scaling == "block":
                 amax = block_amax(w, BLOCK_K, BLOCK_K)
-                scale = (amax / E4M3_MAX).clamp_min(1e-12)
+                scale = (amax / E4M3_MAX).clamp_min(MIN_SCALE)
                 q = (w / spread_blocks(scale, w.shape, BLOCK_K)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
                 return cls(q, scale, bias, out_dtype=out_dtype)
             amax = w.abs().amax(dim=1, keepdim=True) if scaling == "rowcol" else w.abs().amax().reshape(1, 1)
-            scale = (amax / E4M3_MAX).clamp_min(1e-12)
+            scale = (amax / E4M3_MAX).clamp_min(MIN_SCALE)
             q = (w / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return cls(q, scale.reshape(-1), bias, out_dtype=out_dtype)
 
