@@ -1632,6 +1632,65 @@ def _mid_l2() -> list[tuple[Config, Problem]]:
     return out
 
 
+SWAP_RASTER_SEED = 3202612  # the catalogue draw the set `swap-raster` takes its mid-sized problems from
+
+
+def _swap_raster() -> list[tuple[Config, Problem]]:
+    """The tile order of swapped kernels on mid-sized problems. With swap_ab the weights' tiles
+    are the kernel's rows, so raster groups of 8 or 16 rows put the tiles that share a weight tile
+    (one per tile of tokens) 8-16 apart, and a persistent grid's round boundary can fall between
+    them; row-major order (raster_group 1) puts them next to each other. Problems: the two H100
+    losers whose swapped tiles ran slowest (generalize/2026-12-07-2487683144-h100.md,
+    profiles/2026-12-07-gemm-h100-mid-l2.md) and the first six of a catalogue draw
+    (SWAP_RASTER_SEED) with 128 <= M <= 2048. Each: the swapped 128-row tile whose width fits M in
+    the fewest tiles of at most 256, with the chunked TMA store and the deepest ring it takes (at
+    most 6), in row-major, 16-row and column-major order with the weights evict_first and the
+    tokens evict_last, row-major with no hint, and its unswapped twin (128 rows of tokens)."""
+    from bench.generalize import catalogue, draw
+
+    drawn = [d.problem for d in draw(catalogue(), 400, SWAP_RASTER_SEED) if 128 <= d.problem.m <= 2048][:6]
+    problems = [Problem(330, 36864, 4608, "bfloat16"), Problem(647, 22016, 4096, "bfloat16"), *drawn]
+    out: list[tuple[Config, Problem]] = []
+    for problem in problems:
+        width = -(-problem.m // -(-problem.m // 256))
+        width = -(-width // 8) * 8
+        variants = (("1", "first/last"), ("16", "first/last"), ("0", "first/last"), ("1", "none/none"))
+        for group, hint in variants:
+            found = next(
+                (
+                    c
+                    for stages in range(6, 1, -1)
+                    if HOPPER.is_valid(
+                        c := hopper_config(
+                            blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
+                            raster_group=int(group), epilogue="tma_chunked", swap_ab=True, l2_hint=hint,
+                        ),
+                        problem,
+                    )
+                ),
+                None,
+            )
+            if found is not None:
+                out.append((found, problem))
+        twin = next(
+            (
+                c
+                for stages in range(6, 1, -1)
+                if HOPPER.is_valid(
+                    c := hopper_config(
+                        blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
+                        raster_group=16, epilogue="tma_chunked", l2_hint="last/first",
+                    ),
+                    problem,
+                )
+            ),
+            None,
+        )
+        if twin is not None:
+            out.append((twin, problem))
+    return out
+
+
 def _staged_twins(config: Config, problem: Problem) -> list[Config]:
     """A swapped register-store config with the chunked TMA store instead: the deepest ring that
     fits (at most its own), without and then with the epilogue warpgroup (the first register split
@@ -2100,6 +2159,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "swap-mid": _swap_mid,
     "mid-l2": _mid_l2,
     "swap-staged-mid": _swap_staged_mid,
+    # Swapped tiles in row-major, grouped and column-major order on mid-sized problems.
+    "swap-raster": _swap_raster,
     "swap-staged-fuzz": lambda: _fuzz_swap_staged(300, seed=63),
     "swap-staged-fp8": _swap_staged_fp8,
     # A draw's kept configs from microseconds to milliseconds: what a trial's measurement costs.

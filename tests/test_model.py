@@ -22,7 +22,7 @@ from tirtune.model.guide import Guide
 from tirtune.model.keeper import ModelKeeper
 from tirtune.model.learner import MIN_SAMPLES, problem_weights, train
 from tirtune.model.prior import OWN_PROBLEMS_ALONE, Prior, load_prior, prior_for, prior_gpus, prior_path
-from tirtune.model.search import SearchSettings, rank_space, tile_key
+from tirtune.model.search import SearchSettings, rank_space, tile_key, transposed_order
 from tirtune.space import TEMPLATE_VERSION
 from tirtune.space.hopper import HOPPER
 from tirtune.space.hopper.knobs import KNOBS as HOPPER_KNOBS
@@ -161,6 +161,20 @@ def test_every_tile_is_considered_even_when_no_seed_has_it() -> None:
     ranked = rank_space(HOPPER, WIDE, score, seeds=seeds, rng=random.Random(2),
                         settings=SearchSettings(population=0, overlay=1, generations=0))
     assert (ranked[0][0].blk_m, ranked[0][0].blk_n) == (192, 176)
+
+
+def test_the_overlay_lays_a_tile_swapped_the_other_way_in_the_transposed_order_too() -> None:
+    """Over an unswapped seed in groups of 16 rows, a swapped tile comes in that order and in
+    row-major order (its rows are the seed's columns); an unswapped tile only in the seed's."""
+    seed = hopper_config(blk_m=128, blk_n=128, stages=4, persistent=True, raster_group=16, epilogue="tma_chunked")
+    problem = Problem(647, 22016, 4096, "bfloat16")
+    settings = SearchSettings(population=0, overlay=1, generations=0)
+    laid = [c for c, _ in rank_space(HOPPER, problem, lambda cs: np.ones(len(cs)), seeds=[seed], settings=settings)]
+    swapped = {c.raster_group for c in laid if c.swap_ab and (c.blk_m, c.blk_n) == (128, 216)}
+    plain = {c.raster_group for c in laid if not c.swap_ab and (c.blk_m, c.blk_n) == (128, 216)}
+    assert swapped == {16, 1} and plain == {16}
+    assert all(HOPPER.is_valid(c, problem) for c in laid)
+    assert [transposed_order(g) for g in (0, 1, 8, 16)] == [1, 0, 1, 1]
 
 
 def test_the_overlay_lays_swapped_tiles_over_a_tma_store_with_a_store_they_take() -> None:

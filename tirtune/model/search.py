@@ -25,7 +25,7 @@ import numpy as np
 from tirtune.core import Config, Problem
 from tirtune.space.space import SearchSpace
 
-__all__ = ["Scorer", "SearchSettings", "rank_space", "tile_key"]
+__all__ = ["Scorer", "SearchSettings", "rank_space", "tile_key", "transposed_order"]
 
 Scorer = Callable[[Sequence[Config]], np.ndarray]  # configs -> predicted ratios (higher is better)
 
@@ -93,7 +93,8 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
     that it takes (192 rows need three cooperative consumers), with the ring as deep as shared
     memory allows up to the config's own depth, and the config's own store where the tile takes it,
     else the register epilogue (a swapped tile takes the chunked TMA store, not "tma"); one valid
-    config per tile and config."""
+    config per tile and config. A tile swapped the other way from the config also comes in the
+    config's tile order transposed (`transposed_order`), since its rows are the config's columns."""
     out = []
     blk_ms = space.knobs.get("blk_m", ())
     blk_ns = space.knobs.get("blk_n", ())
@@ -136,9 +137,24 @@ def _tiles_over(space: SearchSpace, problem: Problem, configs: Sequence[Config])
                             for d in depths
                         ),
                     )
-                    if found is not None:
-                        out.append(found)
+                    if found is None:
+                        continue
+                    out.append(found)
+                    order = transposed_order(config.raster_group) if swap != config.swap_ab else None
+                    if order is not None and order != found.raster_group and "raster_group" in space.knobs:
+                        turned = found.replace(raster_group=order)
+                        if space.is_valid(turned, problem):
+                            out.append(turned)
     return out
+
+
+def transposed_order(raster_group: int) -> int:
+    """The tile order (`skeleton.raster`) that walks a kernel with rows and columns exchanged as
+    `raster_group` walks it: column-major (0) and row-major (1) exchange; groups of rows have no
+    exact transpose, and row-major is the order that, like them, keeps the readers of one of the
+    other side's tiles together (with swap_ab, the weights' tiles: docs/perf-notes.md, "The tile
+    order of swapped kernels")."""
+    return 0 if raster_group == 1 else 1
 
 
 def _first_valid(space: SearchSpace, problem: Problem, configs: Iterable[Config]) -> Config | None:
