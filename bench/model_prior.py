@@ -98,9 +98,11 @@ def table_rows(path: Path, gpu: str, filed_gpu: str | None = None) -> Iterator[d
 
 
 def trial_tables(results: Path) -> Iterator[dict[str, str]]:
-    """The suite runs' trial tables: problem, dtype, config label, outcome, ratio, TFLOP/s."""
+    """The suite runs' trial tables: problem, dtype, config label, outcome, ratio, TFLOP/s (another
+    GPU model's tables, `*-measurements.csv`, are not this one's whatever their names hold)."""
     for path in sorted(results.rglob("*trials*.csv")):
-        yield from table_rows(path, GPU)
+        if not path.name.endswith("-measurements.csv"):
+            yield from table_rows(path, GPU)
 
 
 def kit_records(results: Path, gpu: str = GPU) -> Iterator[dict[str, str]]:

@@ -109,6 +109,20 @@ def test_a_kits_timing_names_the_gpu_whose_prior_is_rebuilt(tmp_path: Path, caps
     assert "no GPU named in" in capsys.readouterr().err
 
 
+def test_another_gpus_measurement_table_is_never_read_as_the_h200s_trials(tmp_path: Path) -> None:
+    """An H100 run filed as `...32trials...-measurements.csv` holds "trials" in its name: the
+    H200's prior skips it; the H100's reads its tables by the report beside each."""
+    header = "problem,dtype,trial,origin,config,outcome,ratio,tflops,cublas_tflops,epilogue\n"
+    row = "4096x4096x4096,float16,0,start,128x256x64 s4 c2 ws persist g8 tma_chunked,OK,1.007,749.4,744.6,none\n"
+    (tmp_path / "x-32trials-h100-measurements.csv").write_text(header + row)
+    (tmp_path / "x-32trials-h100.json").write_text('{"gpu": "NVIDIA H100 80GB HBM3"}')
+    assert list(model_prior.trial_tables(tmp_path)) == []
+    filed = "bench/results/suite/2026-12-07-suite-h100-cut-measurements.csv"
+    h100 = list(model_prior.measurement_tables(model_prior.RESULTS, "NVIDIA H100 80GB HBM3"))
+    assert any(r["origin"] == filed for r in h100)
+    assert all(r["origin"] != filed for r in model_prior.trial_tables(model_prior.RESULTS))
+
+
 def test_training_is_reproducible_and_refuses_too_little(model) -> None:  # type: ignore[no-untyped-def]
     again = train(PRIOR.samples)
     assert again is not None and again.digest == model.digest
