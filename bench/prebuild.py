@@ -1652,26 +1652,13 @@ def _swap_raster() -> list[tuple[Config, Problem]]:
     problems = [Problem(330, 36864, 4608, "bfloat16"), Problem(647, 22016, 4096, "bfloat16"), *drawn]
     out: list[tuple[Config, Problem]] = []
     for problem in problems:
-        width = -(-problem.m // -(-problem.m // 256))
-        width = -(-width // 8) * 8
-        variants = (("1", "first/last"), ("16", "first/last"), ("0", "first/last"), ("1", "none/none"))
+        variants = ((1, "first/last"), (16, "first/last"), (0, "first/last"), (1, "none/none"))
         for group, hint in variants:
-            found = next(
-                (
-                    c
-                    for stages in range(6, 1, -1)
-                    if HOPPER.is_valid(
-                        c := hopper_config(
-                            blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
-                            raster_group=int(group), epilogue="tma_chunked", swap_ab=True, l2_hint=hint,
-                        ),
-                        problem,
-                    )
-                ),
-                None,
-            )
+            found = _fitted_swap(problem, raster_group=group, l2_hint=hint)
             if found is not None:
                 out.append((found, problem))
+        width = -(-problem.m // -(-problem.m // 256))
+        width = -(-width // 8) * 8
         twin = next(
             (
                 c
@@ -1688,6 +1675,53 @@ def _swap_raster() -> list[tuple[Config, Problem]]:
         )
         if twin is not None:
             out.append((twin, problem))
+    return out
+
+
+def _fitted_swap(problem: Problem, **knobs: Any) -> Config | None:
+    """The swapped 128-row tile whose width fits M in the fewest tiles of at most 256, with the
+    chunked TMA store and the deepest ring it takes (at most 6), and `knobs`; None if none is valid."""
+    width = -(-problem.m // -(-problem.m // 256))
+    width = -(-width // 8) * 8
+    return next(
+        (
+            c
+            for stages in range(6, 1, -1)
+            if HOPPER.is_valid(
+                c := hopper_config(
+                    blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
+                    epilogue="tma_chunked", swap_ab=True, **knobs,  # type: ignore[arg-type]
+                ),
+                problem,
+            )
+        ),
+        None,
+    )
+
+
+def _swap_stream() -> list[tuple[Config, Problem]]:
+    """Swapped row-major tiles whose last round leaves SMs idle, with stream-K over the tail and
+    over everything: 330x36864x4608 bf16 (576 tiles, 4.4 rounds: its swapped tile reads what
+    cuBLAS reads yet keeps the tensor pipe busy 74% of cycles against 88%,
+    profiles/2026-12-07-gemm-h100-swap-raster.md) and the first six problems of the catalogue draw
+    of `swap-raster` (SWAP_RASTER_SEED) with at least a round of such tiles and a last round under
+    90% full. Each: the fitted swapped tile (`_fitted_swap`, row-major, weights evict_first, tokens
+    evict_last), then with stream_k_scope "tail", then stream_k over every tile."""
+    from bench.generalize import catalogue, draw
+
+    def fill(problem: Problem) -> float:
+        config = _fitted_swap(problem, l2_hint="first/last")
+        tiles = kernel_tiles(config, problem) if config is not None else 0
+        return tiles / (-(-tiles // SMS) * SMS) if tiles >= SMS else 1.0
+
+    drawn = [d.problem for d in draw(catalogue(), 400, SWAP_RASTER_SEED) if 128 <= d.problem.m <= 2048]
+    problems = [Problem(330, 36864, 4608, "bfloat16"), *[p for p in drawn if fill(p) < 0.9][:6]]
+    out: list[tuple[Config, Problem]] = []
+    for problem in problems:
+        for knobs in ({}, {"stream_k": True, "stream_k_scope": "tail"}, {"stream_k": True}):
+            config = _fitted_swap(problem, l2_hint="first/last", **knobs)
+            if config is not None:
+                out.append((config, problem))
     return out
 
 
@@ -1823,6 +1857,44 @@ def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
         seed,
         problems,
         lambda rng, turn: dict(swap_ab=True, epilogue="tma_chunked", split_k=1, blk_n=rng.choice(widths)),
+        accept=HOPPER.is_valid,
+        swapped_staged=True,
+    )
+
+
+def _fuzz_swap_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
+    """Valid hopper-gemm/5 points that swap A and B, stage the store through TMA (tma_chunked) and
+    share the k-tiles by stream-K, over the tail and over every tile in turn, on TAIL_PROBLEMS and
+    the same with a fused epilogue (EPILOGUE_SPECS in turn), every other knob drawn from the whole
+    grid as far as stream_k allows: the correctness sweep of the combination, which the stream-K
+    sweeps (register store only for swapped tiles then) and the swapped store's (no stream-K
+    drawn) left out."""
+    problems = (
+        *TAIL_PROBLEMS,
+        *(replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)]) for i, p in enumerate(TAIL_PROBLEMS)),
+    )
+    widths = [n for n in HOPPER_KNOBS["blk_n"].values if n >= 64]
+    return _fuzz_forced(
+        count,
+        seed,
+        problems,
+        lambda rng, turn: dict(
+            swap_ab=True,
+            epilogue="tma_chunked",
+            blk_n=rng.choice(widths),
+            stream_k=True,
+            stream_k_scope=("tail", "all")[turn % 2],
+            persistent=True,
+            warp_specialized=True,
+            cluster=1,
+            split_k=1,
+            schedule="cooperative",
+            epilogue_warpgroup=False,
+            trim=False,
+            peel_k=False,
+            k_rotate=False,
+            loader="tma",
+        ),
         accept=HOPPER.is_valid,
         swapped_staged=True,
     )
@@ -2161,6 +2233,10 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "swap-staged-mid": _swap_staged_mid,
     # Swapped tiles in row-major, grouped and column-major order on mid-sized problems.
     "swap-raster": _swap_raster,
+    # The same fitted swapped tiles where their last round leaves SMs idle, with stream-K.
+    "swap-stream": _swap_stream,
+    # Its correctness sweep: 300 swapped, TMA-staged stream-K points, seed 65.
+    "swap-stream-fuzz": lambda: _fuzz_swap_stream(300, seed=65),
     "swap-staged-fuzz": lambda: _fuzz_swap_staged(300, seed=63),
     "swap-staged-fp8": _swap_staged_fp8,
     # A draw's kept configs from microseconds to milliseconds: what a trial's measurement costs.
