@@ -163,10 +163,12 @@ def test_the_report_states_the_summary_figures_of_the_scored_problems() -> None:
     assert r["below_0_97"] == ["2x4096x4096 float16", "3x4096x4096 float16", "4x4096x4096 float16"]
     assert r["targets_met"] == {"geomean": True, "worst": False, "share_below_097": False}
     assert r["first_trial_geomean"] == pytest.approx(0.9) and r["predicted"] == 0
+    assert r["first_trial_of_best"] == pytest.approx(0.9 / r["geomean"])  # each problem's first over its best
     for p in r["problems"]:
         assert {"problem", "dtype", "model", "ratio", "ratio_p10", "ratio_p90", "config", "predicted_ratio"} <= set(p)
     text = generalize.markdown(r)
     assert "seed **77**" in text and "worst **0.800**" in text and "not met: >= 0.95" in text
+    assert f"geomean 0.900, {r['first_trial_of_best']:.3f} of the job's best" in text
     assert text.startswith("# PARTIAL (the deadline passed before every job ended)")
     everything = generalize.report([_scored(1.0, f"{i + 1}x4096x4096") for i in range(30)], seed=77, trials=32,
                                    wall_s=10.0, started=datetime(2026, 12, 3, 9, tzinfo=UTC))
