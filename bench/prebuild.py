@@ -1290,6 +1290,21 @@ def _fuzz_swap_pingpong(count: int, seed: int) -> list[tuple[Config, Problem]]:
 STREAM_EPILOGUES = ("register", "tma", "tma_chunked")
 
 
+# What rules.stream_k_supported asks of the rest of a stream-K kernel: the plain persistent one.
+STREAM_PLAIN: dict[str, Any] = dict(
+    persistent=True,
+    warp_specialized=True,
+    cluster=1,
+    split_k=1,
+    schedule="cooperative",
+    epilogue_warpgroup=False,
+    trim=False,
+    peel_k=False,
+    k_rotate=False,
+    loader="tma",
+)
+
+
 def _fuzz_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points with stream_k (each persistent CTA an equal share of all the
     tiles' k-tiles, a tile two CTAs share finished by the first), over TAIL_PROBLEMS in turn and
@@ -1301,16 +1316,7 @@ def _fuzz_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
         TAIL_PROBLEMS,
         lambda rng, turn: dict(
             stream_k=True,
-            persistent=True,
-            warp_specialized=True,
-            cluster=1,
-            split_k=1,
-            schedule="cooperative",
-            epilogue_warpgroup=False,
-            trim=False,
-            peel_k=False,
-            k_rotate=False,
-            loader="tma",
+            **STREAM_PLAIN,
             epilogue=STREAM_EPILOGUES[turn % 3],
         ),
     )
@@ -1327,16 +1333,7 @@ def _fuzz_stream_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
         lambda rng, turn: dict(
             stream_k=True,
             stream_k_scope="tail",
-            persistent=True,
-            warp_specialized=True,
-            cluster=1,
-            split_k=1,
-            schedule="cooperative",
-            epilogue_warpgroup=False,
-            trim=False,
-            peel_k=False,
-            k_rotate=False,
-            loader="tma",
+            **STREAM_PLAIN,
             epilogue=STREAM_EPILOGUES[turn % 3],
         ),
     )
@@ -1654,33 +1651,20 @@ def _swap_raster() -> list[tuple[Config, Problem]]:
     for problem in problems:
         variants = ((1, "first/last"), (16, "first/last"), (0, "first/last"), (1, "none/none"))
         for group, hint in variants:
-            found = _fitted_swap(problem, raster_group=group, l2_hint=hint)
+            found = _fitted_tile(problem, swap=True, raster_group=group, l2_hint=hint)
             if found is not None:
                 out.append((found, problem))
-        width = -(-problem.m // -(-problem.m // 256))
-        width = -(-width // 8) * 8
-        twin = next(
-            (
-                c
-                for stages in range(6, 1, -1)
-                if HOPPER.is_valid(
-                    c := hopper_config(
-                        blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
-                        raster_group=16, epilogue="tma_chunked", l2_hint="last/first",
-                    ),
-                    problem,
-                )
-            ),
-            None,
-        )
+        twin = _fitted_tile(problem, swap=False, raster_group=16, l2_hint="last/first")
         if twin is not None:
             out.append((twin, problem))
     return out
 
 
-def _fitted_swap(problem: Problem, **knobs: Any) -> Config | None:
-    """The swapped 128-row tile whose width fits M in the fewest tiles of at most 256, with the
-    chunked TMA store and the deepest ring it takes (at most 6), and `knobs`; None if none is valid."""
+def _fitted_tile(problem: Problem, *, swap: bool, **knobs: Any) -> Config | None:
+    """The 128-row tile whose width is the tokens' tile fitted to M in the fewest tiles of at most
+    256: swapped (the width over the tokens) or its unswapped twin (the same width over the
+    weights, 128 rows of tokens); with the chunked TMA store, the deepest ring it takes (at most 6)
+    and `knobs`; None if none is valid."""
     width = -(-problem.m // -(-problem.m // 256))
     width = -(-width // 8) * 8
     return next(
@@ -1690,7 +1674,7 @@ def _fitted_swap(problem: Problem, **knobs: Any) -> Config | None:
             if HOPPER.is_valid(
                 c := hopper_config(
                     blk_m=128, blk_n=width, blk_k=64, stages=stages, consumers=2, persistent=True,
-                    epilogue="tma_chunked", swap_ab=True, **knobs,  # type: ignore[arg-type]
+                    epilogue="tma_chunked", swap_ab=swap, **knobs,  # type: ignore[arg-type]
                 ),
                 problem,
             )
@@ -1705,12 +1689,12 @@ def _swap_stream() -> list[tuple[Config, Problem]]:
     cuBLAS reads yet keeps the tensor pipe busy 74% of cycles against 88%,
     profiles/2026-12-07-gemm-h100-swap-raster.md) and the first six problems of the catalogue draw
     of `swap-raster` (SWAP_RASTER_SEED) with at least a round of such tiles and a last round under
-    90% full. Each: the fitted swapped tile (`_fitted_swap`, row-major, weights evict_first, tokens
+    90% full. Each: the fitted swapped tile (`_fitted_tile`, row-major, weights evict_first, tokens
     evict_last), then with stream_k_scope "tail", then stream_k over every tile."""
     from bench.generalize import catalogue, draw
 
     def fill(problem: Problem) -> float:
-        config = _fitted_swap(problem, l2_hint="first/last")
+        config = _fitted_tile(problem, swap=True, l2_hint="first/last")
         tiles = kernel_tiles(config, problem) if config is not None else 0
         return tiles / (-(-tiles // SMS) * SMS) if tiles >= SMS else 1.0
 
@@ -1719,7 +1703,7 @@ def _swap_stream() -> list[tuple[Config, Problem]]:
     out: list[tuple[Config, Problem]] = []
     for problem in problems:
         for knobs in ({}, {"stream_k": True, "stream_k_scope": "tail"}, {"stream_k": True}):
-            config = _fitted_swap(problem, l2_hint="first/last", **knobs)
+            config = _fitted_tile(problem, swap=True, l2_hint="first/last", **knobs)
             if config is not None:
                 out.append((config, problem))
     return out
@@ -1884,16 +1868,7 @@ def _fuzz_swap_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
             blk_n=rng.choice(widths),
             stream_k=True,
             stream_k_scope=("tail", "all")[turn % 2],
-            persistent=True,
-            warp_specialized=True,
-            cluster=1,
-            split_k=1,
-            schedule="cooperative",
-            epilogue_warpgroup=False,
-            trim=False,
-            peel_k=False,
-            k_rotate=False,
-            loader="tma",
+            **STREAM_PLAIN,
         ),
         accept=HOPPER.is_valid,
         swapped_staged=True,
