@@ -304,8 +304,10 @@ KNOBS = KnobTable(
         '(hopper-gemm/5) Which tiles stream_k shares out: "all", or only the "tail" (the last whole round '
         "of tiles and the partial one), every round before run data-parallel, one whole tile a CTA, so that "
         "neighbouring CTAs read the same operand blocks at the same k-step as the persistent kernel's do. "
-        "Built; the search does not draw it until its correctness sweep has run on the GPU "
-        f"(values: {', '.join(STREAM_K_SCOPES)}).",
+        "Correct on the GPU (bench/results/sweeps/2026-12-06-stream-tail-fuzz.md, "
+        "2026-12-07-swap-stream-fuzz.md) but slower than the same tile data-parallel on every problem "
+        "measured (bench/results/kits/2026-12-06-stream-tail-perf.md, 2026-12-07-swap-stream.md), so "
+        f"the search does not draw it (values: {', '.join(STREAM_K_SCOPES)}).",
     ),
     home="tirtune.space.hopper.knobs:KNOBS",
     # The knobs of hopper-gemm/1, always in a config's canonical text; every knob added since is
