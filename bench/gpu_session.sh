@@ -31,7 +31,8 @@
 #                                               # .sqlite beside it) on a GPU of its model
 #   bash bench/gpu_session.sh fp8 ARGS...       # bench/fp8_suite.py ARGS (--out $OUT/NAME), then its trials table
 #   bash bench/gpu_session.sh tuner-quality NAME|REPORT [ARGS...]   # bench/tuner_quality.py over the draw of step
-#                                               # NAME, or a draw's report on file
+#                                               # NAME, or a draw's report on file (its -trials.csv or
+#                                               # -measurements.csv beside it)
 #   bash bench/gpu_session.sh trial-cost KIT [PASSES]   # what a trial's measurement costs, settings varied
 #                                               # (bench/trial_cost.py; prebuild set trial-cost): $OUT/trial-cost.*
 #   bash bench/gpu_session.sh suite TRIALS [PROBLEM...]   # bench/suite.py in the background (outlives the call)
@@ -415,8 +416,10 @@ sm__cycles_active.avg,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_el
       draw=$(ls /root/tirtune/"$2"/*-[0-9]*.json 2>/dev/null | grep -v -e partial -e tuner-quality | tail -n 1)
     fi
     [ -n "$draw" ] || { echo "no draw report in /root/tirtune/$2" >&2; exit 2; }
+    trials="${draw%.json}-trials.csv"  # a draw filed in bench/results keeps it as -measurements.csv
+    [ -f "$trials" ] || trials="${draw%.json}-measurements.csv"
     TIRTUNE_CONCURRENT_JOBS=${TIRTUNE_CONCURRENT_JOBS:-4} python3 -m bench.tuner_quality --draw "$draw" \
-      --trials-csv "${draw%.json}-trials.csv" --out-dir "$OUT" "${@:3}" > "$OUT/tuner-quality.log" 2>&1
+      --trials-csv "$trials" --out-dir "$OUT" "${@:3}" > "$OUT/tuner-quality.log" 2>&1
     rc=$?
     for db in "$OUT"/tuner-quality-*.sqlite; do  # the reference runs' trials, in the order measured
       [ -e "$db" ] && python3 -m bench.suite_trials "$db" --out "$OUT/tuner-quality-trials.csv" > /dev/null 2>&1

@@ -44,7 +44,7 @@ from typing import Any
 
 import httpx
 
-from bench import suite
+from bench import generalize, suite
 
 WITHIN = 0.98
 TARGETS = {"trials_to_2pct_median": 8, "trials_to_2pct_p90": 32, "top1_of_best_geomean": 0.97}
@@ -169,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     scored_draw = [p for p in draw["problems"] if p.get("ratio")]
     if not scored_draw:
         raise SystemExit(f"{args.draw}: no scored problem to compare with")
+    here = generalize.visible_gpu() if args.source == "gpu" else None
+    if here is not None and draw.get("gpu") and here != draw["gpu"]:
+        # The draw's trials are ratios on its card; a reference measured on another card's cuBLAS
+        # says nothing about how soon those trials came near it.
+        raise SystemExit(f"{args.draw}: the draw measured on {draw['gpu']}, this machine has {here}; "
+                         "run the reference on the same GPU model")
     seed = secrets.randbits(32) if args.seed is None else args.seed
     chosen = random.Random(seed).sample(scored_draw, min(args.problems, len(scored_draw)))
     print(f"seed {seed}: {len(chosen)} of {len(scored_draw)} problems of {args.draw.name}")

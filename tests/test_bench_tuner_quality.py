@@ -109,3 +109,18 @@ def test_a_problem_without_a_reference_is_shown_unscored_not_never() -> None:
     assert "| 8x8x8 | float16 | never |" in text
     assert "| 9x9x9 | float16 | - |" in text
     assert "never within 2%: 1 of 1 scored (1 without a 96-trial best by the deadline: not scored)" in text
+
+
+def test_a_draw_from_another_gpu_model_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The draw's trials are ratios on its own card: a reference from another card's cuBLAS is
+    refused with the reason, before a service starts."""
+    draw, trials = tmp_path / "d.json", tmp_path / "t.csv"
+    draw.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "problems": [
+        {"problem": "8x8x8", "dtype": "float16", "ratio": 1.0}]}))
+    trials.write_text("problem,dtype,trial,outcome,ratio\n")
+    monkeypatch.setattr(generalize, "visible_gpu", lambda: "NVIDIA H200")
+    with pytest.raises(SystemExit, match="measured on NVIDIA H100 80GB HBM3, this machine has NVIDIA H200"):
+        tuner_quality.main(["--draw", str(draw), "--trials-csv", str(trials), "--out-dir", str(tmp_path)])
+    assert not list(tmp_path.glob("tuner-quality-*"))
