@@ -222,7 +222,7 @@ SET_ROUND4: list[tuple[Config, Problem]] = [
 # random draws, so `v4`, `v4-fuzz` and `v5-fuzz` still draw the configs they drew when they ran.
 LATER_V5_KNOBS = ("l2_hint", "l2_promotion", "prefetch_tensormap")
 # Knobs added after every set here ran (their defaults build what those sets built): never drawn.
-DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope")
+DRAWN_NEVER = ("trim", "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope", "block_stagger")
 
 
 # The splits the drawn sets were drawn from; the deeper ones have a set of their own (split-fuzz).
@@ -1485,6 +1485,32 @@ def _block_buffers_perf() -> list[tuple[Config, Problem]]:
             for problem in problems for tile in tiles for split in ("232/40", "240/24")]
 
 
+def _block_stagger_fuzz() -> list[tuple[Config, Problem]]:
+    """block_stagger's correctness sweep: 200 valid points over FP8_BLOCK_PROBLEMS drawn as the
+    block-scaled sweep draws them with the knob on (so every one holds two product buffers and two
+    or more cooperative consumers: rules.block_stagger_supported), seed 67, then the tail split's
+    points of `_block_buffers_tail` that take it, whose k-tile count is a run-time value and may be
+    0 or 1 on a rank (the odd consumer's first k-tile alone, then no pair)."""
+    forced = {**FP8_KNOBS, "blk_k": BLOCK_K, "block_stagger": True}
+    drawn = _fuzz_forced(200, 67, FP8_BLOCK_PROBLEMS, lambda rng, turn: dict(forced))
+    tail = [(c.replace(block_stagger=True), p) for c, p in _block_buffers_tail()]
+    return drawn + [(c, p) for c, p in tail if HOPPER.is_valid(c, p)]
+
+
+def _block_stagger_perf() -> list[tuple[Config, Problem]]:
+    """block_stagger's speed kit: each block-scaled problem's kept tile (two product buffers:
+    bench/results/fp8/2026-12-06-suite-block-starts-h100.md, 2026-12-07-checks-h100.md) with and
+    without the knob, on the large problems of `_block_buffers_perf` and 512x4096x14336, so that a
+    kit's timing compares the twins in one process against the same baseline."""
+    persistent = hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, epilogue="tma_chunked",
+                               reg_split="240/24")
+    mid = hopper_config(128, 128, 128, 4, 2, True, reg_split="240/24", l2_hint="none/first", l2_promotion="256B")
+    points = [(persistent, Problem(m, n, k, FP8, "scale_a_block+scale_b_block"))
+              for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (8192, 6144, 4096))]
+    points.append((mid, Problem(512, 4096, 14336, FP8, "scale_a_block+scale_b_block")))
+    return [(c.replace(block_stagger=stagger), p) for c, p in points for stagger in (False, True)]
+
+
 # An fp16 D (the epilogue op out_float16): the FP8 and block-scaled sweeps' problems with it,
 # taken in turn from each.
 FP8_OUT16_PROBLEMS: tuple[Problem, ...] = tuple(
@@ -2221,6 +2247,8 @@ SETS: dict[str, Callable[[], Sequence[tuple[Any, ...]]]] = {
     "uneven-fuzz": lambda: _fuzz_uneven(300, seed=61),
     # One product buffer against two on the same tiles, timed as a kit.
     "fp8-block-buffers-perf": _block_buffers_perf,
+    "fp8-stagger-fuzz": _block_stagger_fuzz,
+    "fp8-stagger": _block_stagger_perf,
     "ragged-best": lambda: SET_RAGGED_BEST,
     "ragged-wide": lambda: SET_RAGGED_WIDE,
     "ragged-cluster": lambda: SET_RAGGED_CLUSTER,
@@ -2259,6 +2287,7 @@ def _slug(config: Config, problem: Problem) -> str:
             "_krot" if config.k_rotate else "",
             "_streamk" if config.stream_k else "",
             f"-{config.stream_k_scope}" if config.stream_k_scope != "all" else "",
+            "_bstagger" if config.block_stagger else "",
         ]
     )
     return (

@@ -335,8 +335,12 @@ def test_the_block_scales_take_a_second_product_buffer_where_registers_and_the_r
         # two product buffers (rules.fp8_block_buffers), a k loop of 16 pairs
         (hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, reg_split="240/24"),
          _problem(4096, 4096, 4096)),
+        # the same, the consumers' pairs offset by one k-tile (block_stagger)
+        (hopper_config(128, 128, 128, 4, 2, True, persistent=True, raster_group=8, reg_split="240/24",
+                       epilogue="tma_chunked", block_stagger=True),
+         _problem(4096, 4096, 4096)),
     ],
-    ids=["persistent-chunked-bias", "swapped-split", "two-buffers"],
+    ids=["persistent-chunked-bias", "swapped-split", "two-buffers", "two-buffers-staggered"],
 )
 def test_block_scaled_kernels_build_for_sm_90a_with_fp8_wgmma_and_no_spill(config: Any, problem: Problem,
                                                                            tmp_path: Path) -> None:
@@ -418,3 +422,66 @@ def test_a_swapped_block_scaled_start_the_rules_refuse_is_unswapped_to_the_tile_
     if m >= 256:  # the class's swapped start, fitted to M, comes out so among the job's starts
         starts = BRANCH.start_configs(problem)
         assert all(HOPPER.is_valid(c, problem) for c in starts) and fitted.replace(stages=4) in starts
+
+
+# --- block_stagger: the consumers' pairs of k-tiles offset by one -------------------------------------
+
+
+def _block_after(source: str, opening: int) -> tuple[int, int]:
+    """The span of the braced block whose "{" is at `opening`."""
+    depth = 0
+    for i in range(opening, len(source)):
+        depth += {"{": 1, "}": -1}.get(source[i], 0)
+        if depth == 0:
+            return opening, i
+    raise AssertionError(f"unbalanced at {opening}")
+
+
+def test_block_stagger_is_refused_where_it_has_no_pairs_to_offset_by_name() -> None:
+    big = _problem(4096, 4096, 4096)
+    good = hopper_config(128, 128, 128, 4, 2, True, persistent=True, reg_split="240/24", block_stagger=True)
+    assert _broken(good, big) == set()
+    assert "block_stagger_supported" in _broken(good.replace(reg_split="232/40"), big)  # one product buffer
+    assert "block_stagger_supported" in _broken(good, _problem(4096, 4096, 4096, "scale_a+scale_b"))
+    assert "block_stagger_supported" in _broken(good, Problem(4096, 4096, 4096, "float16"))
+    one = hopper_config(128, 64, 128, 4, 1, True, block_stagger=True)  # one consumer: nothing to offset
+    assert "block_stagger_supported" in _broken(one, big)
+    assert "block_stagger_supported" not in _broken(good.replace(block_stagger=False, reg_split="232/40"), big)
+    assert good.label().endswith(" bstagger") and good.replace(block_stagger=False).digest() != good.digest()
+
+
+@pytest.mark.parametrize("k", [1024, 1152])  # 8 k-tiles, then 9: each consumer ends on a pair once
+def test_staggered_consumers_each_scale_every_k_block_once(k: int) -> None:
+    """With block_stagger the even consumer pairs k-tiles from the first, the odd one multiplies
+    the first alone and pairs from the second (its own branch of the lowered k loop): the k blocks
+    A's scales are read at by thread 0 of each consumer (buffer 0's and buffer 1's first register),
+    over its branch, are 0 .. KB-1, each once. The same tile without the knob has one k loop."""
+    problem = _problem(256, 256, k)
+    config = hopper_config(128, 128, 128, 4, 2, True, reg_split="240/24", block_stagger=True)
+    assert HOPPER.is_valid(config, problem) and plan(config, problem).block_buffers == 2
+    source, _ = device_build.lower_device(config, problem)
+    branch = re.search(r"if \(\(\(warp_id_in_cta & 7\) >> 2\) == 0\) \{", source)
+    assert branch is not None, "no branch on the consumer's parity"
+    even = _block_after(source, branch.end() - 1)
+    other = re.match(r"\s*else \{", source[even[1] + 1:])
+    assert other is not None
+    odd = _block_after(source, even[1] + 1 + other.end() - 1)
+    loads = [load for load in _scale_loads(source) if load[3] == "scale_a_block"]
+    first = min(register for _, _, register, _, _ in loads)
+    registers = {first, first + 64 + 3}  # buffer 1's scales: one product (64) and one set of scales (3) on
+    kb_count = k // BLOCK_K
+    for (start, end), tid in ((even, 0), (odd, 128)):
+        inside = source[start:end]
+        trips = {name: int(count) for name, count in re.findall(r"for \(int (kp\w*) = 0; \1 < (\d+);", inside)}
+        blocks = []
+        for at, _, register, _, expression in loads:
+            if not (start < at < end and register in registers):
+                continue
+            names = tuple(trips)
+            fn = index(expression, loops=names)
+            used = [name for name in names if re.search(rf"\b{name}\b", expression)]
+            for step in range(trips[used[0]]) if used else [0]:
+                blocks.append(fn(tid=tid, bx=0, by=0, **{name: step for name in names}) // problem.m)
+        assert sorted(blocks) == list(range(kb_count)), (tid, sorted(blocks))
+    twin, _ = device_build.lower_device(config.replace(block_stagger=False), problem)
+    assert len(re.findall(r"for \(int kp\w* = 0;", twin)) == 1 and "warp_id_in_cta & 7) >> 2) == 0" not in twin

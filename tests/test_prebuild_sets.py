@@ -492,3 +492,25 @@ def test_the_swapped_tma_store_sets_draw_what_the_space_takes_now() -> None:
         assert len(register) == 1 and staged, problem
         assert all(c.replace(epilogue="register", epilogue_warpgroup=False, stages=register[0].stages,
                              reg_split=register[0].reg_split) == register[0] for c in staged)
+
+
+def test_the_block_stagger_sets_hold_the_knob_on_every_path_and_twins_apart() -> None:
+    """fp8-stagger-fuzz: 200 drawn points and the tail split's, none twice, each valid with
+    block_stagger on (two product buffers, two to four cooperative consumers, the three stores,
+    swapped and not, split-K); fp8-stagger: each tile with and without the knob, one .so name each."""
+    from tirtune.kernels.hopper.plan import plan
+
+    prebuild = _prebuild()
+    fuzz = _pairs("fp8-stagger-fuzz")
+    assert len(fuzz) == len(set(fuzz)) >= 200
+    assert all(c.block_stagger and HOPPER.is_valid(c, p) and plan(c, p).block_buffers == 2 for c, p in fuzz)
+    assert {c.consumers for c, _ in fuzz} >= {2, 3, 4}
+    assert {c.epilogue for c, _ in fuzz} == {"register", "tma", "tma_chunked"}
+    assert any(c.swap_ab for c, _ in fuzz) and any(c.split_k_scope == "tail" for c, _ in fuzz)
+    assert any(c.split_k > 1 and c.split_k_scope == "all" for c, _ in fuzz)
+    perf = _pairs("fp8-stagger")
+    assert perf and len(perf) % 2 == 0 and all(HOPPER.is_valid(c, p) for c, p in perf)
+    for (off, p0), (on, p1) in zip(perf[::2], perf[1::2], strict=True):
+        assert p0 == p1 and (off.block_stagger, on.block_stagger) == (False, True)
+        assert on.replace(block_stagger=False) == off
+    assert len({prebuild._slug(c, p) for c, p in perf}) == len(perf)

@@ -141,6 +141,7 @@ def test_hopper_gemm_1_configs_keep_their_json_and_digest() -> None:
         "split_k_scope": "all",
         "stream_k": False,
         "stream_k_scope": "all",
+        "block_stagger": False,
     }
     assert c.canonical() == json.dumps(old, sort_keys=True, separators=(",", ":"))
     canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
@@ -167,7 +168,7 @@ def test_spaces_by_template_version() -> None:
     assert set(HOPPER_V4.knobs) == set(HOPPER_V3.knobs) | {"epilogue_warpgroup"}
     assert set(HOPPER.knobs) == set(HOPPER_V4.knobs) | {
         "swap_ab", "split_k", "split_k_reduce", "l2_hint", "l2_promotion", "prefetch_tensormap", "trim",
-        "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope",
+        "peel_k", "k_rotate", "split_k_scope", "stream_k", "stream_k_scope", "block_stagger",
     }
     assert set(HOPPER.knobs["blk_n"]) > set(HOPPER_V4.knobs["blk_n"]) == set(rules.V4_BLK_N)
     with pytest.raises(SpaceError, match="unknown template version"):

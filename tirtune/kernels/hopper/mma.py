@@ -37,6 +37,9 @@
   in pairs: both issued, wait_group 1 retires the first, promoted while the second's wgmma run,
   then wait_group 0 and the second's promotion (an odd last k-tile alone). No commit group stays
   in flight across the loop's back edge: that made ptxas serialize every wgmma (C7514).
+  block_stagger (rules.block_stagger_supported): odd consumers multiply their first k-tile alone
+  and pair the rest, so that each pair's end (wait_group 0, a promotion with none of the
+  consumer's own wgmma in flight) falls while an even consumer's wgmma run.
 
 `Mma.trace` builds the macros from the plan, the skeleton's ring, the kernel body's `Frame` and
 the loads (which the non-specialized mainloop issues itself).
@@ -122,7 +125,7 @@ class Mma:
         # of its BUFFERS k-tile products (rules.fp8_block_buffers) the product (from TMP[b]) and its
         # scales (from SCL[b]): `fragment_regs` in all. Buffer 0 lies where the one-buffer kernel
         # has always kept its product and scales.
-        BUFFERS = p.block_buffers
+        BUFFERS, STAGGER = p.block_buffers, p.block_stagger
         TMP = tuple(NACC + b * (NACC + SCALES) for b in range(BUFFERS))
         SCL = tuple(t + NACC for t in TMP)
         k_index = loads.k_index
@@ -341,30 +344,45 @@ class Mma:
                     acc1[i] = T.float32(0)
 
         @T.inline
+        def block_pairs(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, first, count):
+            # Two product buffers: `count` k-tiles from k-tile `first` (a Python int) in pairs, the
+            # first into buffer 0 and the second into buffer 1, then a wait for the first alone
+            # (wait_group 1) and its promotion while the second's wgmma run, then for the second.
+            # No group stays in flight across the loop's back edge: where one did (each k-tile's
+            # wgmma issued before the last one's promotion), ptxas serialized every wgmma (C7514).
+            # An odd last k-tile runs alone.
+            for kp in range(count // 2):
+                kt = T.meta_var(2 * kp if first == 0 else first + 2 * kp)
+                block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt, 0)
+                prefetch(c, j0, m0, n0, kt)
+                block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt + 1, 1)
+                block_retire(acc0, acc1, j0, kt, 0, 1)
+                prefetch(c, j0, m0, n0, kt + 1)
+                block_retire(acc0, acc1, j0, kt + 1, 1, 0)
+            if count % 2 == 1:
+                block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, f.k_count - 1, 0)
+                block_retire(acc0, acc1, j0, f.k_count - 1, 0, 0)
+                prefetch(c, j0, m0, n0, f.k_count - 1)
+
+        @T.inline
         def block_mainloop(c, acc0, acc1, desc_a, desc_b, j0, m0, n0):
             # Block scales: every k-tile's stage is handed back as soon as its product is summed.
             zero_fragments(acc0, acc1)
             if BUFFERS == 1:
                 for kt in range(f.k_count):
                     block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, kt)
+            elif STAGGER:
+                # block_stagger: an odd consumer takes its first k-tile alone, then pairs from
+                # the second, so its pairs end (wait_group 0, then a promotion with no wgmma of its
+                # own in flight) half a pair away from an even consumer's, whose wgmma then keep the
+                # tensor cores busy. Both branches are uniform over a warpgroup.
+                if c % 2 == 0:
+                    block_pairs(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 0, f.k_count)
+                elif f.k_count > 0:  # a tail split's CTA may own no k-tile
+                    block_k_tile(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 0)
+                    block_pairs(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 1, f.k_count - 1)
             else:
-                # Two product buffers: the k loop takes k-tiles in pairs, the first into buffer 0
-                # and the second into buffer 1, then waits for the first alone (wait_group 1) and
-                # promotes it while the second's wgmma run, then for the second. No group stays in
-                # flight across the loop's back edge: where one did (each k-tile's wgmma issued
-                # before the last one's promotion), ptxas serialized every wgmma (C7514). An odd
-                # last k-tile runs alone.
-                for kp in range(f.k_count // 2):
-                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 2 * kp, 0)
-                    prefetch(c, j0, m0, n0, 2 * kp)
-                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 2 * kp + 1, 1)
-                    block_retire(acc0, acc1, j0, 2 * kp, 0, 1)
-                    prefetch(c, j0, m0, n0, 2 * kp + 1)
-                    block_retire(acc0, acc1, j0, 2 * kp + 1, 1, 0)
-                if f.k_count % 2 == 1:
-                    block_issue(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, f.k_count - 1, 0)
-                    block_retire(acc0, acc1, j0, f.k_count - 1, 0, 0)
-                    prefetch(c, j0, m0, n0, f.k_count - 1)
+                block_pairs(c, acc0, acc1, desc_a, desc_b, j0, m0, n0, 0, f.k_count)
             if PINGPONG:
                 if warp == 0:
                     if lane == 0:

@@ -147,6 +147,9 @@ class KernelPlan(GemmPlan):
     # Block scales (rules.fp8_block_buffers): the k-tile products a consumer holds, 2 when the next
     # k-tile's wgmma run while the last one is promoted.
     block_buffers: int = 1
+    # block_stagger (rules.block_stagger_supported): odd consumers take their first k-tile alone,
+    # so their pairs of k-tiles end half a pair away from the even consumers'.
+    block_stagger: bool = False
 
     def load_options(self, operand: str) -> dict[str, Any]:
         """Extra keyword arguments of the TMA loads of the kernel's operand "a" or "b" (none at the
@@ -494,6 +497,7 @@ def plan(config: Config, problem: Problem, config_rules: Sequence[ConfigRule] = 
         stream_k_scope=config.stream_k_scope,
         fused=problem.epilogue,
         block_buffers=fp8_block_buffers(config) if problem.epilogue.block_scaled else 1,
+        block_stagger=config.block_stagger,
     )
 
 

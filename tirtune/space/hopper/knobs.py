@@ -309,6 +309,17 @@ KNOBS = KnobTable(
         "measured (bench/results/kits/2026-12-06-stream-tail-perf.md, 2026-12-07-swap-stream.md), so "
         f"the search does not draw it (values: {', '.join(STREAM_K_SCOPES)}).",
     ),
+    Knob(
+        "block_stagger",
+        bool,
+        False,
+        (False,),
+        "(hopper-gemm/5) Block-scaled FP8 with two product buffers: odd consumers multiply their first "
+        "k-tile alone and then pair the rest, so that a pair's end, where a consumer waits for its last "
+        "wgmma and promotes it with none of its own in flight, falls while the other consumer's wgmma run. "
+        "Built; the search does not draw it until its correctness sweep and its speed kit have run on the "
+        "GPU (bench/prebuild.py sets fp8-stagger-fuzz and fp8-stagger).",
+    ),
     home="tirtune.space.hopper.knobs:KNOBS",
     # The knobs of hopper-gemm/1, always in a config's canonical text; every knob added since is
     # written only off its default (the hopper-gemm/1 behaviour), so older configs keep their digests.

@@ -99,6 +99,7 @@ _WORDS: tuple[tuple[Callable[[Knobs], str | None], re.Pattern[str], Callable[[re
         re.compile(r"stream-(\w+)"),
         lambda m: {"stream_k_scope": m[1]},
     ),
+    (lambda k: "bstagger" if k["block_stagger"] else None, re.compile(r"bstagger"), lambda m: {"block_stagger": True}),
 )
 
 

@@ -122,6 +122,7 @@ __all__ = [
     "fp8_block_k_tile",
     "fp8_block_registers",
     "fp8_block_scale_regs",
+    "block_stagger_supported",
     "fp8_epilogue_supported",
     "fp8_no_stream_k",
     "fp8_one_row_operand",
@@ -1197,6 +1198,42 @@ def fp8_block_buffers(config: Config) -> int:
     return 1
 
 
+@reads(
+    "block_stagger",
+    "blk_m",
+    "blk_n",
+    "stages",
+    "consumers",
+    "schedule",
+    "warp_specialized",
+    "epilogue_warpgroup",
+    "reg_split",
+    "swap_ab",
+)
+def block_stagger_supported(config: Config, problem: Problem) -> str | None:
+    """block_stagger offsets the block scales' pairs of k-tiles (`kernels/hopper/mma.py`) between
+    the cooperative consumers of one tile: it needs block scales, two product buffers
+    (`fp8_block_buffers`), two or more consumers on the same tile, and a producer, since without
+    one consumer 0 loads the ring and would wait there for the consumer behind it."""
+    if not config.block_stagger:
+        return None
+    if not problem.epilogue.block_scaled:
+        return "block_stagger offsets the block scales' pairs of k-tiles: only with block scaling"
+    if config.schedule != "cooperative" or config.consumers < 2:
+        return (
+            f"block_stagger offsets two consumers of one tile: needs schedule=cooperative and consumers >= 2 "
+            f"(got {config.schedule}, {config.consumers})"
+        )
+    if not config.warp_specialized:
+        return "block_stagger needs warp_specialized: without a producer, consumer 0 loads the ring"
+    if fp8_block_buffers(config) != 2:
+        return (
+            "block_stagger offsets pairs of k-tiles: needs two product buffers (fp8_block_buffers: a third "
+            "fragment and a second set of scales in the consumer's registers, two stages)"
+        )
+    return None
+
+
 PROBLEM_RULES: tuple[ProblemRule, ...] = (
     tma_row_stride_aligned,
     swiglu_n_aligned,
@@ -1255,6 +1292,7 @@ CONFIG_RULES: tuple[ConfigRule, ...] = (
     fp8_block_k_tile,
     fp8_block_b_blocks,
     fp8_block_registers,
+    block_stagger_supported,
 )
 
 # hopper-gemm/4: the same rules, limited to its tile widths (its other knob values are the

@@ -142,6 +142,7 @@ _WALK = (
     "split_k_scope",
     "stream_k",
     "stream_k_scope",
+    "block_stagger",
 )
 
 
