@@ -1343,15 +1343,17 @@ def _fuzz_stream_tail(count: int, seed: int) -> list[tuple[Config, Problem]]:
 EPILOGUE_SPECS = ("bias", "residual", "bias+residual", "scale_row", "scale_col", "scale_row+scale_col+bias+residual")
 
 
+def _with_epilogues(problems: Sequence[Problem]) -> tuple[Problem, ...]:
+    """The problems, each with a fused epilogue: EPILOGUE_SPECS in turn."""
+    return tuple(replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)]) for i, p in enumerate(problems))
+
+
 def _fuzz_epilogue(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points over the decode-to-prefill problems of the split and tail
     sweeps (ragged M, N and K, both dtypes) each with a fused epilogue (EPILOGUE_SPECS in turn),
     every knob drawn from the whole grid: every path that writes D (register, swapped, staged,
     split-K through DSMEM or serially, the epilogue warpgroup) with the ops applied."""
-    problems = [
-        replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)])
-        for i, p in enumerate((*SPLIT_PROBLEMS, *TAIL_PROBLEMS))
-    ]
+    problems = _with_epilogues((*SPLIT_PROBLEMS, *TAIL_PROBLEMS))
     return _fuzz_forced(count, seed, problems, lambda rng, turn: {}, accept=HOPPER.is_valid)
 
 
@@ -1849,6 +1851,10 @@ def _swap_staged_fp8() -> list[tuple[Config, Problem]]:
     return out
 
 
+# Every width the swapped TMA store takes (64 and up), a last box of D's rows in most.
+SWAP_STAGED_WIDTHS = tuple(n for n in HOPPER_KNOBS["blk_n"].values if n >= 64)
+
+
 def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
     """Valid hopper-gemm/5 points that swap A and B and stage the store through TMA
     (tma_chunked: each box transposed by stmatrix .trans, a last box of D's rows where blk_n is
@@ -1857,16 +1863,14 @@ def _fuzz_swap_staged(count: int, seed: int) -> list[tuple[Config, Problem]]:
     the correctness sweep of the swapped TMA store."""
     problems = (
         *TAIL_PROBLEMS,
-        *(replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)]) for i, p in enumerate(TAIL_PROBLEMS)),
+        *_with_epilogues(TAIL_PROBLEMS),
         *FP8_PROBLEMS[::2],
     )
-    # Every width the swapped store takes (64 and up), a last box of D's rows in most.
-    widths = [n for n in HOPPER_KNOBS["blk_n"].values if n >= 64]
     return _fuzz_forced(
         count,
         seed,
         problems,
-        lambda rng, turn: dict(swap_ab=True, epilogue="tma_chunked", split_k=1, blk_n=rng.choice(widths)),
+        lambda rng, turn: dict(swap_ab=True, epilogue="tma_chunked", split_k=1, blk_n=rng.choice(SWAP_STAGED_WIDTHS)),
         accept=HOPPER.is_valid,
         swapped_staged=True,
     )
@@ -1881,9 +1885,8 @@ def _fuzz_swap_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
     drawn) left out."""
     problems = (
         *TAIL_PROBLEMS,
-        *(replace(p, epilogue=EPILOGUE_SPECS[i % len(EPILOGUE_SPECS)]) for i, p in enumerate(TAIL_PROBLEMS)),
+        *_with_epilogues(TAIL_PROBLEMS),
     )
-    widths = [n for n in HOPPER_KNOBS["blk_n"].values if n >= 64]
     return _fuzz_forced(
         count,
         seed,
@@ -1891,7 +1894,7 @@ def _fuzz_swap_stream(count: int, seed: int) -> list[tuple[Config, Problem]]:
         lambda rng, turn: dict(
             swap_ab=True,
             epilogue="tma_chunked",
-            blk_n=rng.choice(widths),
+            blk_n=rng.choice(SWAP_STAGED_WIDTHS),
             stream_k=True,
             stream_k_scope=("tail", "all")[turn % 2],
             **STREAM_PLAIN,
